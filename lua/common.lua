@@ -1,0 +1,92 @@
+-- Helpers shared by every algorithm. Not a script on its own: src/store/redis/script.rs
+-- concatenates common.lua, one file per algorithm and check.lua (the entry point, which holds
+-- the KEYS/ARGV/reply contract of the whole call) into the one script that Redis runs.
+--
+-- Numbers: Lua numbers are doubles. Every value these scripts keep is an integer-valued double
+-- below 2^53 (times in microseconds, counts, bucket levels in scaled units), so arithmetic on
+-- them is exact; the Rust mirror in src/algorithm/ performs the same operations in the same
+-- order and reaches bit-identical results.
+-- Replies: Redis truncates a Lua number to an integer reply, so only integers are returned.
+-- Stored values are written with num(), because Lua's own number-to-string conversion keeps
+-- only 14 significant digits and would corrupt microsecond timestamps.
+
+local ALGORITHMS = {}
+
+-- Verdicts, as returned to the caller.
+local ALLOWED, DENIED, NEVER = 1, 0, -1
+
+-- Lower bound for every TTL written, in milliseconds; set by check.lua from ARGV[3].
+local MIN_TTL_MS = 0
+
+local function num(x)
+  return string.format('%.17g', x)
+end
+
+-- floor(a / b) for non-negative integer-valued a and positive integer-valued b: the division is
+-- rounded by the FPU, so step the quotient back or forth by one when it landed on the wrong side.
+local function floor_div(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+
+-- ceil(a / b), same contract as floor_div.
+local function ceil_div(a, b)
+  local q = math.ceil(a / b)
+  if q > 0 and (q - 1) * b >= a then
+    q = q - 1
+  elseif q * b < a then
+    q = q + 1
+  end
+  return q
+end
+
+-- A TTL in milliseconds for state that is worth keeping for `us` more microseconds: rounded up,
+-- never below 1 ms (a zero or negative TTL would delete or persist the key).
+local function ttl_ms(us)
+  return math.max(1, ceil_div(us, 1000), MIN_TTL_MS)
+end
+
+-- The bucket shared by GCRA and the token bucket (they are the same meter, kept differently).
+-- A level is measured in units of 1/period of a request: one request adds `period` units and the
+-- bucket drains `limit` units per microsecond, so everything stays an exact integer.
+--   level: units in the bucket now (already drained to `now`)
+-- Returns verdict, remaining, used, reset_after_us, retry_after_us, new level (nil if unchanged).
+local function bucket(level, cost, limit, period, burst)
+  local capacity = burst * period
+  local need = cost * period
+  -- The level can exceed the capacity when a rule's burst was lowered while state was live.
+  local room = math.max(0, capacity - level)
+  if need > capacity then
+    return NEVER, floor_div(room, period), ceil_div(level, period), ceil_div(level, limit), 0, nil
+  end
+  local excess = level + need - capacity
+  if excess > 0 then
+    return DENIED, floor_div(room, period), ceil_div(level, period), ceil_div(level, limit),
+      ceil_div(excess, limit), nil
+  end
+  local new_level = level + need
+  local changed = nil
+  if cost > 0 then
+    changed = new_level
+  end
+  return ALLOWED, floor_div(capacity - new_level, period), ceil_div(new_level, period),
+    ceil_div(new_level, limit), 0, changed
+end
+
+-- The level of a bucket that held `level` units at time `since`, drained to `now`.
+local function drain(level, since, now, limit)
+  local elapsed = now - since
+  if elapsed <= 0 then
+    return level
+  end
+  local drained = elapsed * limit
+  if drained >= level then
+    return 0
+  end
+  return level - drained
+end

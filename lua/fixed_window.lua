@@ -1,0 +1,35 @@
+-- Fixed window: at most `limit` units of cost per window of `period` microseconds. A window
+-- starts with the first request a key makes after its previous window ended (windows are not
+-- aligned to the epoch, so clients do not all reset at the same instant).
+--
+-- KEYS: one, the rule's state key.
+-- State: a hash { s = window start (µs since the epoch), n = units used in the window },
+--        written only when a request is admitted, with a TTL at the end of the window.
+-- ARGV slice (see check.lua): limit, period (µs); the third rule argument is unused.
+-- Returns verdict, remaining, used, reset_after_us, retry_after_us and a write function to run
+-- if every rule of the policy admits the request (nil when nothing is to be written).
+ALGORITHMS[1] = function(key, now, cost, limit, period)
+  local state = redis.call('HMGET', key, 's', 'n')
+  local start, used = tonumber(state[1]), tonumber(state[2])
+  if start == nil or used == nil or now >= start + period then
+    start, used = now, 0
+  end
+  local reset_after = start + period - now
+  -- `used` can exceed `limit` when a rule's limit was lowered while its window was live.
+  local room = math.max(0, limit - used)
+  if cost > limit then
+    return NEVER, room, used, reset_after, 0, nil
+  end
+  if used + cost > limit then
+    return DENIED, room, used, reset_after, reset_after, nil
+  end
+  used = used + cost
+  local write = nil
+  if cost > 0 then
+    write = function()
+      redis.call('HSET', key, 's', num(start), 'n', num(used))
+      redis.call('PEXPIRE', key, ttl_ms(reset_after))
+    end
+  end
+  return ALLOWED, limit - used, used, reset_after, 0, write
+end

@@ -1,0 +1,31 @@
+-- GCRA (generic cell rate algorithm): requests are spaced period/limit apart on average, and up
+-- to `burst` may arrive back to back. Kept in its exact "bucket level" form (see `bucket` in
+-- common.lua): the theoretical arrival time is t + level/limit, stored as its two integer parts
+-- instead of one fractional timestamp that doubles could not hold exactly.
+--
+-- KEYS: one, the rule's state key.
+-- State: a string "<t>:<level>" (t in µs since the epoch, level in units of 1/period request),
+--        written only when a request is admitted, with a TTL at the moment the bucket is empty.
+-- ARGV slice (see check.lua): limit, period (µs), burst.
+-- Returns verdict, remaining, used, reset_after_us, retry_after_us and a write function to run
+-- if every rule of the policy admits the request (nil when nothing is to be written).
+ALGORITHMS[2] = function(key, now, cost, limit, period, burst)
+  local level = 0
+  local stored = redis.call('GET', key)
+  if stored then
+    local sep = string.find(stored, ':', 1, true)
+    local since = sep and tonumber(string.sub(stored, 1, sep - 1))
+    local previous = sep and tonumber(string.sub(stored, sep + 1))
+    if since and previous then
+      level = drain(previous, since, now, limit)
+    end
+  end
+  local verdict, remaining, used, reset_after, retry_after, new_level = bucket(level, cost, limit, period, burst)
+  local write = nil
+  if new_level then
+    write = function()
+      redis.call('SET', key, num(now) .. ':' .. num(new_level), 'PX', ttl_ms(reset_after))
+    end
+  end
+  return verdict, remaining, used, reset_after, retry_after, write
+end

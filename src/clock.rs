@@ -1,0 +1,97 @@
+//! Time sources. Stores read time through a [`Clock`], so tests drive it by hand instead of sleeping.
+//!
+//! Time is a count of microseconds since the Unix epoch, the unit of the Lua scripts, so that the
+//! memory store and the Redis store compute with the same numbers.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// A source of the current time in microseconds since the Unix epoch.
+pub trait Clock: Send + Sync + 'static {
+    /// The current time, in microseconds since the Unix epoch.
+    fn now_micros(&self) -> u64;
+}
+
+/// The system clock, made monotonic: wall time read once, then advanced by [`Instant`], so a
+/// backwards NTP step never moves a limiter's time backwards.
+#[derive(Debug, Clone, Copy)]
+pub struct SystemClock {
+    anchor: Instant,
+    anchor_micros: u64,
+}
+
+impl SystemClock {
+    /// A clock anchored at the current wall time.
+    pub fn new() -> Self {
+        let since_epoch = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO);
+        Self {
+            anchor: Instant::now(),
+            anchor_micros: micros(since_epoch),
+        }
+    }
+}
+
+impl Default for SystemClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for SystemClock {
+    fn now_micros(&self) -> u64 {
+        self.anchor_micros
+            .saturating_add(micros(self.anchor.elapsed()))
+    }
+}
+
+/// A clock that only moves when told to. Clones share the same time.
+///
+/// ```
+/// use std::time::Duration;
+/// use tower_redis_ratelimit::clock::{Clock, ManualClock};
+///
+/// let clock = ManualClock::new(1_000_000);
+/// clock.advance(Duration::from_millis(250));
+/// assert_eq!(clock.now_micros(), 1_250_000);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ManualClock {
+    micros: Arc<AtomicU64>,
+}
+
+impl ManualClock {
+    /// A clock showing `micros` microseconds since the Unix epoch.
+    pub fn new(micros: u64) -> Self {
+        Self {
+            micros: Arc::new(AtomicU64::new(micros)),
+        }
+    }
+
+    /// A clock showing the current wall time, from then on moved by hand.
+    pub fn starting_now() -> Self {
+        Self::new(SystemClock::new().now_micros())
+    }
+
+    /// Moves the clock forward.
+    pub fn advance(&self, by: Duration) {
+        self.micros.fetch_add(micros(by), Ordering::SeqCst);
+    }
+
+    /// Sets the clock (it may go backwards, to test how stores cope with skew).
+    pub fn set(&self, micros: u64) {
+        self.micros.store(micros, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_micros(&self) -> u64 {
+        self.micros.load(Ordering::SeqCst)
+    }
+}
+
+pub(crate) fn micros(duration: Duration) -> u64 {
+    u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
+}

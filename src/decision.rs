@@ -1,0 +1,248 @@
+//! The answer of a store: may this request pass, and what should the client be told.
+//!
+//! Durations, not instants, cross the store boundary: hosts' clocks differ, a duration does not
+//! care. Every duration is rounded *up* to the microsecond by the algorithms, and to the second by
+//! the header writer, so a client that waits as long as it is told always gets in.
+
+use std::time::Duration;
+
+use crate::Policy;
+
+/// The verdict on a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// The request passes and was counted.
+    Allowed,
+    /// The request is over the quota; it may pass after [`Decision::retry_after`].
+    Denied,
+    /// The request costs more than the quota can ever hold: retrying will never help.
+    Never,
+}
+
+/// What one rule of a policy said about one request.
+///
+/// Stores compute one verdict per rule and combine them with [`Decision::from_verdicts`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RuleVerdict {
+    pub(crate) outcome: Outcome,
+    pub(crate) remaining: u64,
+    pub(crate) used: u64,
+    pub(crate) reset_after_us: u64,
+    pub(crate) retry_after_us: u64,
+}
+
+impl RuleVerdict {
+    /// A verdict. `retry_after` only matters for [`Outcome::Denied`].
+    pub fn new(
+        outcome: Outcome,
+        remaining: u64,
+        used: u64,
+        reset_after: Duration,
+        retry_after: Duration,
+    ) -> Self {
+        Self {
+            outcome,
+            remaining,
+            used,
+            reset_after_us: crate::clock::micros(reset_after),
+            retry_after_us: if outcome == Outcome::Denied {
+                crate::clock::micros(retry_after)
+            } else {
+                0
+            },
+        }
+    }
+
+    /// The verdict's outcome.
+    pub fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+}
+
+/// The outcome of a rate-limit check, with what the response headers need.
+///
+/// For a multi-rule policy it reports the most restrictive rule: a rule that can never admit the
+/// request, else the denying rule with the longest wait, else the rule with the fewest requests
+/// remaining. A handler can read it from the request extensions:
+///
+/// ```
+/// use axum::Extension;
+/// use tower_redis_ratelimit::Decision;
+///
+/// async fn handler(Extension(decision): Extension<Decision>) -> String {
+///     format!("{} requests left", decision.remaining())
+/// }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    outcome: Outcome,
+    rule: usize,
+    limit: u64,
+    remaining: u64,
+    used: u64,
+    reset_after: Duration,
+    retry_after: Option<Duration>,
+}
+
+impl Decision {
+    /// Combines one verdict per rule of `policy` (in policy order) into the decision to report.
+    ///
+    /// # Panics
+    ///
+    /// If `verdicts` is empty or longer than the policy: stores produce exactly one per rule.
+    pub fn from_verdicts(policy: &Policy, verdicts: &[RuleVerdict]) -> Self {
+        assert!(
+            !verdicts.is_empty() && verdicts.len() <= policy.rules().len(),
+            "one verdict per rule"
+        );
+        let (index, verdict) = verdicts
+            .iter()
+            .enumerate()
+            .max_by(|(a_index, a), (b_index, b)| {
+                restrictiveness(a)
+                    .cmp(&restrictiveness(b))
+                    .then(b_index.cmp(a_index))
+            })
+            .expect("at least one verdict");
+        let outcome = if verdicts.iter().all(|v| v.outcome == Outcome::Allowed) {
+            Outcome::Allowed
+        } else {
+            verdict.outcome
+        };
+        Self {
+            outcome,
+            rule: index,
+            limit: u64::from(policy.rules()[index].capacity()),
+            remaining: verdict.remaining,
+            used: verdict.used,
+            reset_after: Duration::from_micros(verdict.reset_after_us),
+            retry_after: (outcome == Outcome::Denied)
+                .then(|| Duration::from_micros(verdict.retry_after_us)),
+        }
+    }
+
+    /// Whether the request may pass.
+    pub fn is_allowed(&self) -> bool {
+        self.outcome == Outcome::Allowed
+    }
+
+    /// The verdict.
+    pub fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+
+    /// The index, in the policy, of the rule this decision reports.
+    pub fn rule_index(&self) -> usize {
+        self.rule
+    }
+
+    /// The reported rule's capacity: its limit, or its burst for bucket algorithms.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// How many more requests of cost 1 the reported rule admits right now.
+    pub fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    /// How much of the reported rule's capacity is in use, this request included when it passed
+    /// (seed 002's "total requests").
+    pub fn used(&self) -> u64 {
+        self.used
+    }
+
+    /// How long until the reported rule's full capacity is available again.
+    pub fn reset_after(&self) -> Duration {
+        self.reset_after
+    }
+
+    /// How long to wait before this request could pass; `None` when it passed, or when it never
+    /// can ([`Outcome::Never`]).
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+}
+
+/// Orders verdicts from least to most restrictive.
+fn restrictiveness(verdict: &RuleVerdict) -> (u8, u64, std::cmp::Reverse<u64>, u64) {
+    match verdict.outcome {
+        Outcome::Never => (2, 0, std::cmp::Reverse(0), 0),
+        Outcome::Denied => (1, verdict.retry_after_us, std::cmp::Reverse(0), 0),
+        Outcome::Allowed => (
+            0,
+            0,
+            std::cmp::Reverse(verdict.remaining),
+            verdict.reset_after_us,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Quota, Rule};
+
+    fn policy() -> Policy {
+        Policy::new([
+            Rule::gcra("second", Quota::per_second(10)),
+            Rule::fixed_window("hour", Quota::per_hour(100)),
+            Rule::fixed_window("day", Quota::per_day(1000)),
+        ])
+        .unwrap()
+    }
+
+    fn allowed(remaining: u64, reset_secs: u64) -> RuleVerdict {
+        RuleVerdict::new(
+            Outcome::Allowed,
+            remaining,
+            1,
+            Duration::from_secs(reset_secs),
+            Duration::ZERO,
+        )
+    }
+
+    fn denied(retry_secs: u64) -> RuleVerdict {
+        RuleVerdict::new(
+            Outcome::Denied,
+            0,
+            10,
+            Duration::from_secs(60),
+            Duration::from_secs(retry_secs),
+        )
+    }
+
+    #[test]
+    fn all_allowed_reports_the_rule_with_fewest_remaining() {
+        let decision =
+            Decision::from_verdicts(&policy(), &[allowed(9, 1), allowed(3, 10), allowed(3, 20)]);
+        assert!(decision.is_allowed());
+        assert_eq!(decision.rule_index(), 2, "ties go to the longer reset");
+        assert_eq!(decision.limit(), 1000);
+        assert_eq!(decision.remaining(), 3);
+        assert_eq!(decision.retry_after(), None);
+    }
+
+    #[test]
+    fn a_denial_reports_the_longest_wait() {
+        let decision = Decision::from_verdicts(&policy(), &[denied(1), allowed(0, 5), denied(30)]);
+        assert_eq!(decision.outcome(), Outcome::Denied);
+        assert_eq!(decision.rule_index(), 2);
+        assert_eq!(decision.retry_after(), Some(Duration::from_secs(30)));
+    }
+
+    #[test]
+    fn never_wins_over_denied_and_has_no_retry() {
+        let never = RuleVerdict::new(
+            Outcome::Never,
+            10,
+            0,
+            Duration::ZERO,
+            Duration::from_secs(5),
+        );
+        let decision = Decision::from_verdicts(&policy(), &[denied(9), never, allowed(1, 1)]);
+        assert_eq!(decision.outcome(), Outcome::Never);
+        assert_eq!(decision.rule_index(), 1);
+        assert_eq!(decision.retry_after(), None);
+    }
+}

@@ -1,0 +1,121 @@
+//! The crate's errors: one enum for configuration, one for the store.
+
+use std::error::Error as StdError;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A configuration mistake, reported by `build()` or [`Policy::new`](crate::Policy::new) before any
+/// request is served.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A policy needs at least one rule.
+    #[error(
+        "a rate-limit policy needs at least one rule: add one with `.rule(...)` or pass a `Policy`"
+    )]
+    EmptyPolicy,
+    /// A policy has more rules than can be checked in one atomic step.
+    #[error("a policy may hold at most {max} rules, this one has {count}")]
+    TooManyRules {
+        /// How many rules were given.
+        count: usize,
+        /// The maximum.
+        max: usize,
+    },
+    /// Two rules of one policy have the same name.
+    #[error(
+        "two rules of one policy are named {name:?}: rule names must be unique within a policy"
+    )]
+    DuplicateRuleName {
+        /// The repeated name.
+        name: String,
+    },
+    /// A rule name is empty, too long or uses characters outside `A-Z a-z 0-9 . _ -`.
+    #[error(
+        "invalid rule name {name:?}: use 1 to 64 characters of A-Z, a-z, 0-9, '.', '_' and '-'"
+    )]
+    InvalidRuleName {
+        /// The rejected name.
+        name: String,
+    },
+    /// A quota admits zero requests.
+    #[error("rule {rule:?} has a limit of 0: a quota must admit at least one request per period")]
+    ZeroLimit {
+        /// The rule's name.
+        rule: String,
+    },
+    /// A quota has a burst of zero.
+    #[error(
+        "rule {rule:?} has a burst of 0: the burst must be at least 1 (or left unset to equal the limit)"
+    )]
+    ZeroBurst {
+        /// The rule's name.
+        rule: String,
+    },
+    /// A quota's period is shorter than a millisecond or longer than ten years.
+    #[error("rule {rule:?} has a period of {period:?}: periods must be between 1 ms and 10 years")]
+    PeriodOutOfRange {
+        /// The rule's name.
+        rule: String,
+        /// The rejected period.
+        period: Duration,
+    },
+    /// The layer was built without a key extractor.
+    #[error(
+        "no key extractor: call `.key(...)` with e.g. `ClientIp::peer()` or `HeaderKey::new(\"x-api-key\")`"
+    )]
+    MissingKeyExtractor,
+    /// The store deadline is zero or unreasonably long.
+    #[error("store deadline {0:?} is out of range: use between 1 ms and 60 s")]
+    DeadlineOutOfRange(Duration),
+    /// A store setting is invalid (bad URL, bad prefix, …).
+    #[error("invalid store configuration: {0}")]
+    Store(String),
+    /// A key extractor setting is invalid.
+    #[error("invalid key extractor configuration: {0}")]
+    KeyExtractor(String),
+}
+
+/// Why a store could not answer. The layer turns it into its failure mode (fail open by default).
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The store did not answer within the layer's deadline.
+    #[error("the rate-limit store did not answer within {0:?}")]
+    Timeout(Duration),
+    /// The store cannot be reached (connection refused, reconnecting after a failure).
+    #[error("the rate-limit store is unreachable: {0}")]
+    Unavailable(#[source] SharedError),
+    /// The store answered with an error.
+    #[error("the rate-limit store failed: {0}")]
+    Backend(#[source] SharedError),
+    /// The store answered something this crate does not understand (a script of another version?).
+    #[error("the rate-limit store sent an unexpected reply: {0}")]
+    Protocol(String),
+}
+
+impl StoreError {
+    pub(crate) fn unavailable(err: impl StdError + Send + Sync + 'static) -> Self {
+        StoreError::Unavailable(SharedError(Arc::new(err)))
+    }
+
+    pub(crate) fn backend(err: impl StdError + Send + Sync + 'static) -> Self {
+        StoreError::Backend(SharedError(Arc::new(err)))
+    }
+}
+
+/// An error shared between every request that saw it (one failed reconnect answers many waiters).
+#[derive(Debug, Clone)]
+pub struct SharedError(Arc<dyn StdError + Send + Sync>);
+
+impl std::fmt::Display for SharedError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl StdError for SharedError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.0.source()
+    }
+}

@@ -1,0 +1,395 @@
+//! The response headers that tell a client where it stands.
+//!
+//! | family | headers |
+//! |---|---|
+//! | [`Headers::RATE_LIMITING`] (seed 002) | `Rate-Limiting-Total-Requests`, `Rate-Limiting-State` (`Allow`, `Deny`, or `Skipped` when the store failed open), `Rate-Limiting-Expires-At` (RFC 3339, UTC, whole seconds) |
+//! | [`Headers::IETF`] (draft-ietf-httpapi-ratelimit-headers-10) | `RateLimit-Policy: "name";q=5;w=10`, `RateLimit: "name";r=2;t=7` |
+//! | [`Headers::X_RATELIMIT`] (GitHub style) | `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Used`, `X-RateLimit-Reset` (Unix epoch seconds) |
+//!
+//! `Retry-After` (whole seconds, rounded up, at least 1) is on every 429 and 503 whatever the set.
+//! Seconds are always rounded up: a client that waits as long as it is told gets in.
+
+use std::ops::BitOr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use http::header::RETRY_AFTER;
+use http::{HeaderMap, HeaderName, HeaderValue};
+use sfv::{KeyRef, ListSerializer, StringRef, integer, key_ref};
+
+use crate::decision::{Decision, Outcome};
+use crate::policy::{Policy, Rule};
+
+/// Which families of rate-limit headers a layer writes. Combine with `|`.
+///
+/// ```
+/// use tower_redis_ratelimit::Headers;
+///
+/// let headers = Headers::IETF | Headers::X_RATELIMIT;
+/// assert!(headers.contains(Headers::IETF));
+/// assert!(!headers.contains(Headers::RATE_LIMITING));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Headers(u8);
+
+impl Headers {
+    /// No rate-limit headers (`Retry-After` is still sent on 429 and 503).
+    pub const NONE: Headers = Headers(0);
+    /// Seed 002's `Rate-Limiting-*` headers.
+    pub const RATE_LIMITING: Headers = Headers(1);
+    /// The IETF draft's `RateLimit-Policy` and `RateLimit`.
+    pub const IETF: Headers = Headers(2);
+    /// GitHub-style `X-RateLimit-*`.
+    pub const X_RATELIMIT: Headers = Headers(4);
+    /// The default: `Rate-Limiting-*` and the IETF headers.
+    pub const DEFAULT: Headers = Headers(1 | 2);
+    /// Every family.
+    pub const ALL: Headers = Headers(1 | 2 | 4);
+
+    /// Whether every family of `other` is in this set.
+    pub const fn contains(self, other: Headers) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl Default for Headers {
+    fn default() -> Self {
+        Headers::DEFAULT
+    }
+}
+
+impl BitOr for Headers {
+    type Output = Headers;
+
+    fn bitor(self, rhs: Headers) -> Headers {
+        Headers(self.0 | rhs.0)
+    }
+}
+
+pub(crate) const TOTAL_REQUESTS: HeaderName =
+    HeaderName::from_static("rate-limiting-total-requests");
+pub(crate) const STATE: HeaderName = HeaderName::from_static("rate-limiting-state");
+pub(crate) const EXPIRES_AT: HeaderName = HeaderName::from_static("rate-limiting-expires-at");
+pub(crate) const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+pub(crate) const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+pub(crate) const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+pub(crate) const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+pub(crate) const X_USED: HeaderName = HeaderName::from_static("x-ratelimit-used");
+pub(crate) const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
+/// What a layer will write on one response: small, so it rides in the response future, and turned
+/// into headers only when the response is there.
+///
+/// When layers nest (a router-wide limit and a route limit), the response passes the inner layer
+/// first. The single-valued headers (`Rate-Limiting-*`, `X-RateLimit-*`, `Retry-After`) are
+/// written only where absent, so they describe the innermost layer, the one that denied when one
+/// did; the IETF fields are lists, so every layer appends its policy and its state.
+#[derive(Clone, Debug)]
+pub(crate) struct Stamp {
+    families: Headers,
+    what: What,
+}
+
+#[derive(Clone, Debug)]
+enum What {
+    /// The store failed and the layer failed open.
+    Skipped,
+    /// The store failed and the layer failed closed.
+    Unavailable,
+    /// The store decided, at `at`.
+    Decided {
+        decision: Decision,
+        policy: Policy,
+        at: SystemTime,
+    },
+}
+
+impl Stamp {
+    /// The headers for a decision on `policy`, made now.
+    pub(crate) fn for_decision(decision: Decision, policy: &Policy, families: Headers) -> Self {
+        let what = What::Decided {
+            decision,
+            policy: policy.clone(),
+            at: SystemTime::now(),
+        };
+        Self { families, what }
+    }
+
+    /// The headers of a request that passed unchecked because the store failed (fail open).
+    pub(crate) fn skipped(families: Headers) -> Self {
+        Self {
+            families,
+            what: What::Skipped,
+        }
+    }
+
+    /// The headers of a request refused because the store failed (fail closed): `Retry-After: 1`.
+    pub(crate) fn unavailable(families: Headers) -> Self {
+        Self {
+            families,
+            what: What::Unavailable,
+        }
+    }
+
+    /// Writes the headers onto a response's.
+    pub(crate) fn apply(self, headers: &mut HeaderMap) {
+        let families = self.families;
+        match self.what {
+            What::Skipped => {
+                if families.contains(Headers::RATE_LIMITING) {
+                    fill(headers, STATE, HeaderValue::from_static("Skipped"));
+                }
+            }
+            What::Unavailable => retry_after(headers, Duration::from_secs(1)),
+            What::Decided {
+                decision,
+                policy,
+                at,
+            } => decided(headers, families, &decision, &policy, at),
+        }
+    }
+}
+
+fn decided(
+    headers: &mut HeaderMap,
+    families: Headers,
+    decision: &Decision,
+    policy: &Policy,
+    at: SystemTime,
+) {
+    let reset_at = at + whole_seconds(decision.reset_after());
+    if families.contains(Headers::RATE_LIMITING) {
+        let state = if decision.is_allowed() {
+            "Allow"
+        } else {
+            "Deny"
+        };
+        fill(headers, TOTAL_REQUESTS, HeaderValue::from(decision.used()));
+        fill(headers, STATE, HeaderValue::from_static(state));
+        fill(headers, EXPIRES_AT, rfc3339(reset_at));
+    }
+    if families.contains(Headers::IETF) {
+        let rule = &policy.rules()[decision.rule_index()];
+        headers.append(RATELIMIT_POLICY, policy.header().clone());
+        headers.append(RATELIMIT, limit_header(rule, decision));
+    }
+    if families.contains(Headers::X_RATELIMIT) {
+        let reset = reset_at
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
+        fill(headers, X_LIMIT, HeaderValue::from(decision.limit()));
+        fill(
+            headers,
+            X_REMAINING,
+            HeaderValue::from(decision.remaining()),
+        );
+        fill(headers, X_USED, HeaderValue::from(decision.used()));
+        fill(headers, X_RESET, HeaderValue::from(reset));
+    }
+    if decision.outcome() == Outcome::Denied {
+        retry_after(headers, decision.retry_after().unwrap_or_default());
+    }
+}
+
+/// Sets a single-valued header unless a custom rejection or an inner layer already did.
+fn fill(headers: &mut HeaderMap, name: HeaderName, value: HeaderValue) {
+    headers.entry(name).or_insert(value);
+}
+
+/// `Retry-After` in whole seconds, rounded up, at least 1.
+fn retry_after(headers: &mut HeaderMap, after: Duration) {
+    let seconds = whole_seconds(after).as_secs().max(1);
+    fill(headers, RETRY_AFTER, HeaderValue::from(seconds));
+}
+
+/// `RateLimit-Policy`: every rule, as `"name";q=<capacity>;w=<seconds>`.
+pub(crate) fn policy_header(rules: &[Rule]) -> HeaderValue {
+    let mut list = ListSerializer::new();
+    for rule in rules {
+        list.bare_item(name(rule))
+            .parameter(key_ref("q"), sf_integer(u64::from(rule.capacity())))
+            .parameter(
+                key_ref("w"),
+                sf_integer(whole_seconds(rule.window()).as_secs().max(1)),
+            );
+    }
+    header_value(list.finish().unwrap_or_default())
+}
+
+/// `RateLimit`: the reported rule, as `"name";r=<remaining>;t=<seconds until reset>`.
+fn limit_header(rule: &Rule, decision: &Decision) -> HeaderValue {
+    let mut list = ListSerializer::new();
+    list.bare_item(name(rule))
+        .parameter(KeyRef::constant("r"), sf_integer(decision.remaining()))
+        .parameter(
+            KeyRef::constant("t"),
+            sf_integer(whole_seconds(decision.reset_after()).as_secs()),
+        );
+    header_value(list.finish().unwrap_or_default())
+}
+
+fn name(rule: &Rule) -> &StringRef {
+    // Rule names are validated to a subset of sf-string characters.
+    StringRef::from_str(rule.name()).unwrap_or(StringRef::constant("invalid"))
+}
+
+/// Structured-field integers have at most 15 digits.
+fn sf_integer(value: u64) -> sfv::Integer {
+    integer(value.min(999_999_999_999_999) as i64)
+}
+
+fn header_value(text: String) -> HeaderValue {
+    // sfv only emits visible ASCII and spaces.
+    HeaderValue::try_from(text).unwrap_or(HeaderValue::from_static(""))
+}
+
+/// A duration rounded up to whole seconds.
+pub(crate) fn whole_seconds(duration: Duration) -> Duration {
+    let seconds = duration.as_secs() + u64::from(duration.subsec_nanos() > 0);
+    Duration::from_secs(seconds)
+}
+
+/// RFC 3339 in UTC with whole seconds, as Go's `time.RFC3339` prints it (seed 002).
+fn rfc3339(time: SystemTime) -> HeaderValue {
+    let text = humantime::format_rfc3339_seconds(time).to_string();
+    header_value(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decision::RuleVerdict;
+    use crate::{Quota, Rule};
+
+    fn policy() -> Policy {
+        Policy::new([
+            Rule::fixed_window("per-10s", Quota::new(5, Duration::from_secs(10))),
+            Rule::gcra("burst", Quota::per_minute(100).with_burst(10)),
+        ])
+        .unwrap()
+    }
+
+    fn header(stamp: Stamp) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        stamp.apply(&mut headers);
+        headers
+    }
+
+    #[test]
+    fn policy_header_lists_every_rule_in_draft_10_syntax() {
+        assert_eq!(policy().header(), r#""per-10s";q=5;w=10, "burst";q=10;w=6"#);
+        let sub_second = Policy::try_from(Rule::fixed_window(
+            "fast",
+            Quota::new(10, Duration::from_millis(100)),
+        ));
+        assert_eq!(sub_second.unwrap().header(), r#""fast";q=10;w=1"#);
+    }
+
+    #[test]
+    fn an_allowed_decision_carries_every_family() {
+        let verdict = RuleVerdict::new(
+            Outcome::Allowed,
+            2,
+            3,
+            Duration::from_micros(6_000_001),
+            Duration::ZERO,
+        );
+        let decision = Decision::from_verdicts(
+            &policy(),
+            &[
+                verdict,
+                RuleVerdict::new(
+                    Outcome::Allowed,
+                    9,
+                    1,
+                    Duration::from_secs(1),
+                    Duration::ZERO,
+                ),
+            ],
+        );
+        let headers = header(Stamp::for_decision(
+            decision.clone(),
+            &policy(),
+            Headers::ALL,
+        ));
+        assert_eq!(headers[&TOTAL_REQUESTS], "3");
+        assert_eq!(headers[&STATE], "Allow");
+        assert_eq!(headers[&RATELIMIT], r#""per-10s";r=2;t=7"#);
+        assert_eq!(headers[&X_LIMIT], "5");
+        assert_eq!(headers[&X_REMAINING], "2");
+        assert_eq!(headers[&X_USED], "3");
+        assert!(headers.get(RETRY_AFTER).is_none());
+        let expires = humantime::parse_rfc3339(headers[&EXPIRES_AT].to_str().unwrap()).unwrap();
+        let ahead = expires
+            .duration_since(SystemTime::now())
+            .unwrap_or_default();
+        assert!(
+            ahead > Duration::from_secs(5) && ahead <= Duration::from_secs(7),
+            "{ahead:?}"
+        );
+        assert!(headers[&EXPIRES_AT].to_str().unwrap().ends_with('Z'));
+    }
+
+    #[test]
+    fn a_denial_says_deny_and_when_to_retry_rounded_up() {
+        let verdict = RuleVerdict::new(
+            Outcome::Denied,
+            0,
+            5,
+            Duration::from_secs(8),
+            Duration::from_millis(2_001),
+        );
+        let decision = Decision::from_verdicts(&policy(), &[verdict]);
+        let headers = header(Stamp::for_decision(
+            decision.clone(),
+            &policy(),
+            Headers::DEFAULT,
+        ));
+        assert_eq!(headers[&STATE], "Deny");
+        assert_eq!(headers[RETRY_AFTER], "3");
+        assert!(headers.get(&X_LIMIT).is_none());
+        let tiny = RuleVerdict::new(
+            Outcome::Denied,
+            0,
+            5,
+            Duration::from_secs(8),
+            Duration::from_micros(1),
+        );
+        let decision = Decision::from_verdicts(&policy(), &[tiny]);
+        assert_eq!(
+            header(Stamp::for_decision(
+                decision.clone(),
+                &policy(),
+                Headers::NONE
+            ))[RETRY_AFTER],
+            "1"
+        );
+    }
+
+    #[test]
+    fn ietf_headers_append_and_custom_retry_after_is_kept() {
+        let mut headers = HeaderMap::new();
+        headers.insert(RETRY_AFTER, HeaderValue::from_static("60"));
+        headers.insert(
+            RATELIMIT_POLICY,
+            HeaderValue::from_static(r#""inner";q=1;w=1"#),
+        );
+        let verdict = RuleVerdict::new(
+            Outcome::Denied,
+            0,
+            5,
+            Duration::from_secs(8),
+            Duration::from_secs(2),
+        );
+        let decision = Decision::from_verdicts(&policy(), &[verdict]);
+        Stamp::for_decision(decision.clone(), &policy(), Headers::IETF).apply(&mut headers);
+        assert_eq!(headers[RETRY_AFTER], "60");
+        assert_eq!(headers.get_all(&RATELIMIT_POLICY).iter().count(), 2);
+    }
+
+    #[test]
+    fn skipped_limiting_is_announced() {
+        assert_eq!(header(Stamp::skipped(Headers::DEFAULT))[&STATE], "Skipped");
+        assert!(header(Stamp::skipped(Headers::IETF)).is_empty());
+    }
+}

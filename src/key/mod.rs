@@ -1,0 +1,239 @@
+//! Who is being limited: extracting a client key from a request.
+//!
+//! A [`KeyExtractor`] looks at the request head ([`http::request::Parts`], never the body) and
+//! returns a [`Key`], or a [`KeyError`] saying what was missing or malformed. Built in:
+//!
+//! | extractor | key |
+//! |---|---|
+//! | [`HeaderKey`] | one or several request headers (e.g. an API key) |
+//! | [`ClientIp`] | the client address: the peer, or behind trusted proxies the rightmost untrusted forwarded address; IPv6 grouped by prefix |
+//! | [`UserId`] / [`ExtensionKey`] | a value an earlier authentication layer put into the request extensions |
+//! | [`GlobalKey`] | one key for every request (a limit for the whole service) |
+//! | any `Fn(&Parts) -> Result<Key, KeyError>` | whatever the closure returns |
+//!
+//! [`KeyExtractorExt::or`] tries a second extractor when the first finds no key:
+//!
+//! ```
+//! use tower_redis_ratelimit::key::{ClientIp, HeaderKey, KeyExtractorExt};
+//!
+//! // Limit by API key when there is one, by client address otherwise.
+//! let key = HeaderKey::new("x-api-key").or(ClientIp::peer());
+//! ```
+
+mod client_ip;
+mod extension;
+mod forwarded;
+mod global;
+mod header;
+
+use std::borrow::Cow;
+use std::fmt;
+
+use bytes::Bytes;
+use http::request::Parts;
+
+pub use client_ip::{ClientIp, ForwardedHeader};
+pub use extension::{ExtensionKey, UserId};
+pub use global::GlobalKey;
+pub use header::HeaderKey;
+
+/// The identity a limit is counted against: bytes, usually text (an IP address, an API key).
+///
+/// Stores bound what they keep: long or binary keys are replaced by a digest before they are
+/// stored, so a key's size never matters.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key(Bytes);
+
+impl Key {
+    /// A key from a static string, without allocating.
+    pub const fn from_static(key: &'static str) -> Self {
+        Key(Bytes::from_static(key.as_bytes()))
+    }
+
+    /// The key's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Key({:?})", String::from_utf8_lossy(&self.0))
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&String::from_utf8_lossy(&self.0))
+    }
+}
+
+impl From<String> for Key {
+    fn from(key: String) -> Self {
+        Key(Bytes::from(key))
+    }
+}
+
+impl From<&str> for Key {
+    fn from(key: &str) -> Self {
+        Key(Bytes::copy_from_slice(key.as_bytes()))
+    }
+}
+
+impl From<Vec<u8>> for Key {
+    fn from(key: Vec<u8>) -> Self {
+        Key(Bytes::from(key))
+    }
+}
+
+impl From<&[u8]> for Key {
+    fn from(key: &[u8]) -> Self {
+        Key(Bytes::copy_from_slice(key))
+    }
+}
+
+impl From<Bytes> for Key {
+    fn from(key: Bytes) -> Self {
+        Key(key)
+    }
+}
+
+/// Why no key could be extracted. The layer answers 400 with this message by default.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct KeyError {
+    kind: KeyErrorKind,
+    message: Cow<'static, str>,
+}
+
+/// Whether the key was absent or present but unusable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KeyErrorKind {
+    /// The request carries nothing to key on (no such header, no peer address, no user).
+    /// [`KeyExtractorExt::or`] tries its second extractor only for this kind.
+    Missing,
+    /// The request carries a key that cannot be used (ambiguous or malformed). Never falls back to
+    /// another extractor: that would let a client choose which limit it is counted against.
+    Invalid,
+}
+
+impl KeyError {
+    /// Nothing to key on; `message` says what was expected, e.g. "header `x-api-key` is missing".
+    pub fn missing(message: impl Into<Cow<'static, str>>) -> Self {
+        Self {
+            kind: KeyErrorKind::Missing,
+            message: message.into(),
+        }
+    }
+
+    /// A present but unusable key; `message` says why.
+    pub fn invalid(message: impl Into<Cow<'static, str>>) -> Self {
+        Self {
+            kind: KeyErrorKind::Invalid,
+            message: message.into(),
+        }
+    }
+
+    /// Missing or invalid.
+    pub fn kind(&self) -> KeyErrorKind {
+        self.kind
+    }
+
+    /// What went wrong, for the client.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+/// Finds the key a request is counted against.
+pub trait KeyExtractor: Send + Sync + 'static {
+    /// The key, or why there is none.
+    fn extract(&self, parts: &Parts) -> Result<Key, KeyError>;
+}
+
+impl<F> KeyExtractor for F
+where
+    F: Fn(&Parts) -> Result<Key, KeyError> + Send + Sync + 'static,
+{
+    fn extract(&self, parts: &Parts) -> Result<Key, KeyError> {
+        self(parts)
+    }
+}
+
+impl<K: KeyExtractor + ?Sized> KeyExtractor for std::sync::Arc<K> {
+    fn extract(&self, parts: &Parts) -> Result<Key, KeyError> {
+        (**self).extract(parts)
+    }
+}
+
+/// Combinators on key extractors.
+pub trait KeyExtractorExt: KeyExtractor + Sized {
+    /// Uses `other` when this extractor finds no key ([`KeyErrorKind::Missing`]). An invalid key
+    /// is an error of its own and does not fall back.
+    fn or<K: KeyExtractor>(self, other: K) -> Or<Self, K> {
+        Or {
+            first: self,
+            second: other,
+        }
+    }
+}
+
+impl<K: KeyExtractor> KeyExtractorExt for K {}
+
+/// Tries one extractor, then another. Made by [`KeyExtractorExt::or`].
+#[derive(Clone, Debug)]
+pub struct Or<A, B> {
+    first: A,
+    second: B,
+}
+
+impl<A: KeyExtractor, B: KeyExtractor> KeyExtractor for Or<A, B> {
+    fn extract(&self, parts: &Parts) -> Result<Key, KeyError> {
+        match self.first.extract(parts) {
+            Err(err) if err.kind() == KeyErrorKind::Missing => self.second.extract(parts),
+            result => result,
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use http::request::Parts;
+
+    /// The head of a GET request with the given headers.
+    pub(crate) fn parts(headers: &[(&str, &str)]) -> Parts {
+        let mut builder = http::Request::builder().uri("/");
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        builder.body(()).expect("valid request").into_parts().0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::parts;
+    use super::*;
+
+    #[test]
+    fn or_falls_back_only_when_the_key_is_missing() {
+        let key = HeaderKey::new("x-api-key").or(GlobalKey::new("everyone"));
+        assert_eq!(
+            key.extract(&parts(&[("x-api-key", "abc")])).unwrap(),
+            Key::from("abc")
+        );
+        assert_eq!(key.extract(&parts(&[])).unwrap(), Key::from("everyone"));
+        let ambiguous = parts(&[("x-api-key", "abc"), ("x-api-key", "def")]);
+        assert_eq!(
+            key.extract(&ambiguous).unwrap_err().kind(),
+            KeyErrorKind::Invalid
+        );
+    }
+
+    #[test]
+    fn closures_are_extractors() {
+        let by_path = |parts: &Parts| Ok(Key::from(parts.uri.path()));
+        assert_eq!(by_path.extract(&parts(&[])).unwrap(), Key::from("/"));
+    }
+}

@@ -1,0 +1,219 @@
+//! The responses a layer answers with instead of calling the service, and the hook to change them.
+//!
+//! Defaults are RFC 9457 problem details (`application/problem+json`):
+//!
+//! | rejection | status | body `detail` |
+//! |---|---|---|
+//! | over the quota | 429 | which rule, its quota, and when to retry |
+//! | cost larger than the quota can ever hold | 429, no `Retry-After` | that retrying will never help |
+//! | no key in the request | 400 | what was missing, from the [`KeyError`] |
+//! | store unavailable, [fail closed](crate::FailureMode::Closed) | 503 | that limiting is unavailable |
+//!
+//! The layer adds the rate-limit headers and `Retry-After` afterwards, to default and custom
+//! responses alike (a custom `Retry-After` is kept).
+
+use bytes::Bytes;
+use http::header::CONTENT_TYPE;
+use http::{HeaderValue, Response, StatusCode};
+use serde::Serialize;
+
+use crate::decision::{Decision, Outcome};
+use crate::error::StoreError;
+use crate::headers::whole_seconds;
+use crate::key::KeyError;
+use crate::policy::Policy;
+
+/// Why a request was answered by the rate limiter rather than the service.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Rejection<'a> {
+    /// Over the quota ([`Outcome::Denied`]) or never admissible ([`Outcome::Never`]).
+    Limited {
+        /// The decision.
+        decision: &'a Decision,
+        /// The policy that was checked.
+        policy: &'a Policy,
+        /// The request's cost.
+        cost: u32,
+    },
+    /// No key could be extracted and the layer rejects such requests.
+    MissingKey(&'a KeyError),
+    /// The store failed and the layer fails closed.
+    Unavailable(&'a StoreError),
+}
+
+impl Rejection<'_> {
+    /// The status of the default response: 429, 400 or 503.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Rejection::Limited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Rejection::MissingKey(_) => StatusCode::BAD_REQUEST,
+            Rejection::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The default response: a problem+json body saying what happened.
+    pub fn default_response(&self) -> Response<Bytes> {
+        let status = self.status();
+        let mut problem = Problem {
+            r#type: "about:blank",
+            title: status.canonical_reason().unwrap_or("Error"),
+            status: status.as_u16(),
+            detail: String::new(),
+            policy: None,
+            limit: None,
+            retry_after: None,
+        };
+        match self {
+            Rejection::Limited {
+                decision,
+                policy,
+                cost,
+            } => {
+                let rule = &policy.rules()[decision.rule_index()];
+                problem.policy = Some(rule.name().to_owned());
+                problem.limit = Some(decision.limit());
+                problem.detail = match decision.outcome() {
+                    Outcome::Never => format!(
+                        "This request costs {cost} but the rate limit \"{}\" ({}) admits at most {} at once; \
+                         it can never be allowed, so do not retry it.",
+                        rule.name(),
+                        rule.quota(),
+                        decision.limit()
+                    ),
+                    _ => {
+                        let seconds = retry_seconds(decision);
+                        problem.retry_after = Some(seconds);
+                        format!(
+                            "Rate limit \"{}\" ({}) exceeded. Retry after {seconds} second{}.",
+                            rule.name(),
+                            rule.quota(),
+                            if seconds == 1 { "" } else { "s" }
+                        )
+                    }
+                };
+            }
+            Rejection::MissingKey(err) => {
+                problem.detail = format!("This request cannot be rate limited: {}.", err.message());
+            }
+            Rejection::Unavailable(_) => {
+                problem.retry_after = Some(1);
+                problem.detail = "Rate limiting is temporarily unavailable, so requests are refused. Retry shortly.".into();
+            }
+        }
+        let body = serde_json::to_vec(&problem).unwrap_or_default();
+        let mut response = Response::new(Bytes::from(body));
+        *response.status_mut() = status;
+        response.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        response
+    }
+}
+
+fn retry_seconds(decision: &Decision) -> u64 {
+    whole_seconds(decision.retry_after().unwrap_or_default())
+        .as_secs()
+        .max(1)
+}
+
+#[derive(Serialize)]
+struct Problem {
+    r#type: &'static str,
+    title: &'static str,
+    status: u16,
+    detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    policy: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limit: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_after: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::decision::RuleVerdict;
+    use crate::{Quota, Rule};
+
+    fn json(response: &Response<Bytes>) -> serde_json::Value {
+        assert_eq!(response.headers()[CONTENT_TYPE], "application/problem+json");
+        serde_json::from_slice(response.body()).unwrap()
+    }
+
+    #[test]
+    fn a_429_names_the_rule_and_the_wait() {
+        let policy = Policy::try_from(Rule::fixed_window(
+            "hello",
+            Quota::new(5, Duration::from_secs(10)),
+        ))
+        .unwrap();
+        let verdict = RuleVerdict::new(
+            Outcome::Denied,
+            0,
+            5,
+            Duration::from_secs(7),
+            Duration::from_millis(6_500),
+        );
+        let decision = Decision::from_verdicts(&policy, &[verdict]);
+        let response = Rejection::Limited {
+            decision: &decision,
+            policy: &policy,
+            cost: 1,
+        }
+        .default_response();
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        let body = json(&response);
+        assert_eq!(body["status"], 429);
+        assert_eq!(body["policy"], "hello");
+        assert_eq!(body["retry_after"], 7);
+        assert_eq!(
+            body["detail"],
+            "Rate limit \"hello\" (5 per 10s) exceeded. Retry after 7 seconds."
+        );
+    }
+
+    #[test]
+    fn a_request_that_can_never_pass_says_so_without_a_retry() {
+        let policy =
+            Policy::try_from(Rule::gcra("upload", Quota::per_second(10).with_burst(4))).unwrap();
+        let verdict = RuleVerdict::new(Outcome::Never, 4, 0, Duration::ZERO, Duration::ZERO);
+        let decision = Decision::from_verdicts(&policy, &[verdict]);
+        let body = json(
+            &Rejection::Limited {
+                decision: &decision,
+                policy: &policy,
+                cost: 9,
+            }
+            .default_response(),
+        );
+        assert!(body.get("retry_after").is_none());
+        assert!(
+            body["detail"]
+                .as_str()
+                .unwrap()
+                .contains("can never be allowed"),
+            "{body}"
+        );
+    }
+
+    #[test]
+    fn missing_keys_and_outages_have_their_own_status() {
+        let err = KeyError::missing("the `x-api-key` header is missing");
+        let response = Rejection::MissingKey(&err).default_response();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(
+            json(&response)["detail"],
+            "This request cannot be rate limited: the `x-api-key` header is missing."
+        );
+        let err = StoreError::Timeout(Duration::from_millis(100));
+        assert_eq!(
+            Rejection::Unavailable(&err).default_response().status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+    }
+}

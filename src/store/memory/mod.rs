@@ -1,0 +1,276 @@
+//! The in-process store: exact limits for one process, no network, bounded memory.
+
+mod shard;
+
+use std::fmt;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use smallvec::SmallVec;
+
+use self::shard::Shard;
+use super::{Store, StoreFuture, key::bounded};
+use crate::algorithm::{self, Params};
+use crate::clock::{Clock, SystemClock};
+use crate::decision::{Decision, Outcome, RuleVerdict};
+use crate::key::Key;
+use crate::policy::Policy;
+
+/// The in-process store, the embedded default: exact, lock-sharded, never touches the network.
+///
+/// Each process counts on its own, so use it for single-instance services, for tests, or as a
+/// fallback. Memory is bounded twice over: state is dropped once it no longer matters (when its
+/// window ended, when its bucket drained) by a background sweep every second, and the number of
+/// keys is capped (`max_keys`, default 1,000,000; when full, the key closest to expiry is
+/// forgotten first). Clones share the same state.
+///
+/// ```
+/// use tower_redis_ratelimit::{MemoryStore, Policy, Quota, Rule, Store, key::Key};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = MemoryStore::new();
+/// let policy = Policy::try_from(Rule::fixed_window("api", Quota::per_minute(2)))?;
+/// let key = Key::from("client-1");
+/// assert!(store.check(&key, &policy, 1).await?.is_allowed());
+/// assert!(store.check(&key, &policy, 1).await?.is_allowed());
+/// assert!(!store.check(&key, &policy, 1).await?.is_allowed());
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct MemoryStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    shards: Box<[Padded<Mutex<Shard>>]>,
+    hasher: foldhash::fast::RandomState,
+    clock: Arc<dyn Clock>,
+    sweep_every: Duration,
+    janitor_started: AtomicBool,
+}
+
+/// Keeps each shard's lock on its own cache line, so cores working on different shards do not
+/// contend through false sharing.
+#[repr(align(128))]
+struct Padded<T>(T);
+
+impl MemoryStore {
+    /// A store with the default settings and the system clock.
+    pub fn new() -> Self {
+        Self::builder().build()
+    }
+
+    /// Settings for a store.
+    pub fn builder() -> MemoryStoreBuilder {
+        MemoryStoreBuilder {
+            clock: None,
+            max_keys: 1_000_000,
+            shards: None,
+            sweep_every: Duration::from_secs(1),
+        }
+    }
+
+    /// The number of client keys held.
+    pub fn len(&self) -> usize {
+        self.inner
+            .shards
+            .iter()
+            .map(|shard| lock(&shard.0).len())
+            .sum()
+    }
+
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Drops all state that no longer matters, and returns how many keys went. The background
+    /// sweep calls this every second; call it yourself where no Tokio runtime runs.
+    pub fn evict_expired(&self) -> usize {
+        self.inner.evict_expired()
+    }
+
+    fn shard(&self, hash: u64) -> &Mutex<Shard> {
+        // hashbrown indexes its table with the low bits and tags with the top seven, so the shard
+        // is chosen with bits from the middle.
+        &self.inner.shards[(hash >> 32) as usize & (self.inner.shards.len() - 1)].0
+    }
+
+    /// Starts the background sweep the first time the store is used inside a Tokio runtime.
+    fn ensure_janitor(&self) {
+        if self.inner.janitor_started.load(Ordering::Relaxed)
+            || self.inner.janitor_started.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let store = Arc::downgrade(&self.inner);
+                drop(runtime.spawn(janitor(store, self.inner.sweep_every)));
+            }
+            // No runtime here: try again next time.
+            Err(_) => self.inner.janitor_started.store(false, Ordering::Release),
+        }
+    }
+
+    fn decide(&self, key: &Key, policy: &Policy, cost: u32) -> Decision {
+        let now = self.inner.clock.now_micros();
+        let key = bounded(key);
+        let hash = self.inner.hasher.hash_one(&*key);
+        let cost = f64::from(cost);
+        let rules = policy.rules();
+        let ids = policy.rule_ids();
+
+        let mut shard = lock(self.shard(hash));
+        let entry = shard.find(hash, &key);
+        let mut verdicts = SmallVec::<[RuleVerdict; 4]>::new();
+        let mut writes = SmallVec::<[_; 4]>::new();
+        for (rule, &id) in rules.iter().zip(ids) {
+            let state = entry.and_then(|entry| entry.state(id, now));
+            // Time is an integer count of µs; below 2^53 (the year 2255) it is exact in an f64.
+            let step = algorithm::step(&Params::of(rule), state, now as f64, cost);
+            verdicts.push(step.verdict);
+            if let Some((state, ttl)) = step.next {
+                writes.push((id, state, now.saturating_add(ttl)));
+            }
+        }
+        if verdicts
+            .iter()
+            .all(|verdict| verdict.outcome() == Outcome::Allowed)
+            && !writes.is_empty()
+        {
+            let entry = shard.entry(hash, &key, now);
+            for (id, state, expires_at) in writes {
+                entry.set(id, state, expires_at);
+            }
+        }
+        drop(shard);
+        Decision::from_verdicts(policy, &verdicts)
+    }
+}
+
+impl Inner {
+    fn evict_expired(&self) -> usize {
+        let now = self.clock.now_micros();
+        self.shards
+            .iter()
+            .map(|shard| lock(&shard.0).evict_expired(now))
+            .sum()
+    }
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Store for MemoryStore {
+    fn check(&self, key: &Key, policy: &Policy, cost: u32) -> StoreFuture<Decision> {
+        self.ensure_janitor();
+        StoreFuture::ready(Ok(self.decide(key, policy, cost)))
+    }
+}
+
+impl fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("shards", &self.inner.shards.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Settings for a [`MemoryStore`].
+#[must_use]
+pub struct MemoryStoreBuilder {
+    clock: Option<Arc<dyn Clock>>,
+    max_keys: usize,
+    shards: Option<usize>,
+    sweep_every: Duration,
+}
+
+impl MemoryStoreBuilder {
+    /// The clock to read time from (default: [`SystemClock`]). Tests pass a
+    /// [`ManualClock`](crate::clock::ManualClock).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// The most client keys held at once (default 1,000,000). When full, expired state goes
+    /// first, then the key closest to expiry.
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys.max(1);
+        self
+    }
+
+    /// The number of independently locked shards, rounded up to a power of two (default: four per
+    /// CPU, at least 16), and at most `max_keys`.
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = Some(shards.max(1));
+        self
+    }
+
+    /// How often the background sweep drops state that no longer matters (default 1 s).
+    pub fn sweep_every(mut self, every: Duration) -> Self {
+        self.sweep_every = every.max(Duration::from_millis(1));
+        self
+    }
+
+    /// The store.
+    pub fn build(self) -> MemoryStore {
+        let cpus = std::thread::available_parallelism().map_or(4, |n| n.get());
+        let shards = self
+            .shards
+            .unwrap_or((cpus * 4).max(16))
+            .next_power_of_two()
+            // No more shards than keys, so that every shard can hold at least one.
+            .min(1 << self.max_keys.ilog2());
+        // The shards' caps add up to `max_keys` exactly: rounding each one up would let the store
+        // hold up to one key per shard more than it was allowed.
+        let (per_shard, extra) = (self.max_keys / shards, self.max_keys % shards);
+        MemoryStore {
+            inner: Arc::new(Inner {
+                shards: (0..shards)
+                    .map(|index| {
+                        Padded(Mutex::new(Shard::new(
+                            per_shard + usize::from(index < extra),
+                        )))
+                    })
+                    .collect(),
+                hasher: foldhash::fast::RandomState::default(),
+                clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock::new())),
+                sweep_every: self.sweep_every,
+                janitor_started: AtomicBool::new(false),
+            }),
+        }
+    }
+}
+
+/// A poisoned shard only means another thread panicked while holding it; its table is still
+/// consistent (every update completes before unlocking), so keep serving.
+fn lock(shard: &Mutex<Shard>) -> std::sync::MutexGuard<'_, Shard> {
+    shard
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Sweeps the store until it is dropped.
+async fn janitor(store: Weak<Inner>, every: Duration) {
+    let mut interval = tokio::time::interval(every);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        let Some(store) = store.upgrade() else { return };
+        let now = store.clock.now_micros();
+        for shard in store.shards.iter() {
+            lock(&shard.0).evict_expired(now);
+            // One shard at a time, so a large sweep never holds a worker thread for long.
+            tokio::task::yield_now().await;
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! One shard of the memory store: a hash table of client keys, each with the state of every rule
+//! that has counted it, and the bookkeeping that keeps the table bounded.
+
+use hashbrown::HashTable;
+use smallvec::SmallVec;
+
+use crate::algorithm::State;
+
+/// The state of every rule for one client key.
+pub(super) struct Entry {
+    hash: u64,
+    key: Box<[u8]>,
+    /// When the last of the rules' states stops mattering (µs since the epoch).
+    expires_at: u64,
+    rules: SmallVec<[RuleState; 2]>,
+}
+
+struct RuleState {
+    id: u64,
+    state: State,
+    expires_at: u64,
+}
+
+impl Entry {
+    /// The live state of rule `id`, if any.
+    pub(super) fn state(&self, id: u64, now: u64) -> Option<&State> {
+        self.rules
+            .iter()
+            .find(|rule| rule.id == id && rule.expires_at > now)
+            .map(|rule| &rule.state)
+    }
+
+    /// Stores the state of rule `id` until `expires_at`.
+    pub(super) fn set(&mut self, id: u64, state: State, expires_at: u64) {
+        match self.rules.iter_mut().find(|rule| rule.id == id) {
+            Some(rule) => {
+                rule.state = state;
+                rule.expires_at = expires_at;
+            }
+            None => self.rules.push(RuleState {
+                id,
+                state,
+                expires_at,
+            }),
+        }
+        self.expires_at = self
+            .rules
+            .iter()
+            .map(|rule| rule.expires_at)
+            .max()
+            .unwrap_or(expires_at);
+    }
+
+    fn prune(&mut self, now: u64) {
+        self.rules.retain(|rule| rule.expires_at > now);
+    }
+}
+
+/// A shard's table, bounded to `capacity` entries.
+pub(super) struct Shard {
+    table: HashTable<Entry>,
+    capacity: usize,
+}
+
+impl Shard {
+    pub(super) fn new(capacity: usize) -> Self {
+        Self {
+            table: HashTable::new(),
+            capacity,
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    pub(super) fn find(&self, hash: u64, key: &[u8]) -> Option<&Entry> {
+        self.table.find(hash, |entry| *entry.key == *key)
+    }
+
+    /// The entry for `key`, created if needed. A full shard first drops expired entries, then the
+    /// entry closest to expiry among a sample: the state that matters least is forgotten first.
+    pub(super) fn entry(&mut self, hash: u64, key: &[u8], now: u64) -> &mut Entry {
+        if self.find(hash, key).is_none() && self.table.len() >= self.capacity {
+            self.evict_expired(now);
+            if self.table.len() >= self.capacity {
+                self.evict_one();
+            }
+        }
+        self.table
+            .entry(hash, |entry| *entry.key == *key, |entry| entry.hash)
+            .or_insert_with(|| Entry {
+                hash,
+                key: key.into(),
+                expires_at: 0,
+                rules: SmallVec::new(),
+            })
+            .into_mut()
+    }
+
+    /// Drops every state whose time has passed, then returns the memory of a table that shrank.
+    pub(super) fn evict_expired(&mut self, now: u64) -> usize {
+        let before = self.table.len();
+        self.table.retain(|entry| {
+            if entry.expires_at <= now {
+                return false;
+            }
+            entry.prune(now);
+            true
+        });
+        let len = self.table.len();
+        if self.table.capacity() > 64 && self.table.capacity() / 4 > len {
+            self.table.shrink_to(len * 2, |entry| entry.hash);
+        }
+        before - len
+    }
+
+    fn evict_one(&mut self) {
+        const SAMPLE: usize = 16;
+        let victim = self
+            .table
+            .iter()
+            .take(SAMPLE)
+            .min_by_key(|entry| entry.expires_at)
+            .map(|entry| entry.hash);
+        if let Some(hash) = victim
+            && let Ok(entry) = self.table.find_entry(hash, |entry| entry.hash == hash)
+        {
+            entry.remove();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::fixed_window;
+
+    fn state() -> State {
+        State::FixedWindow(fixed_window::State {
+            start: 0.0,
+            used: 1.0,
+        })
+    }
+
+    #[test]
+    fn a_full_shard_evicts_expired_entries_first_then_the_soonest_to_expire() {
+        let mut shard = Shard::new(3);
+        for (hash, expires_at) in [(1, 100), (2, 500), (3, 300)] {
+            shard
+                .entry(hash, &[hash as u8], 0)
+                .set(7, state(), expires_at);
+        }
+        // At t=200 key 1 has expired: it goes, nothing else does.
+        shard.entry(4, &[4], 200).set(7, state(), 1000);
+        assert!(shard.find(1, &[1]).is_none());
+        assert_eq!(shard.len(), 3);
+        // Nothing expired: the entry closest to expiry (key 3, at 300) goes.
+        shard.entry(5, &[5], 250).set(7, state(), 1000);
+        assert!(shard.find(3, &[3]).is_none());
+        assert!(shard.find(2, &[2]).is_some());
+        assert_eq!(shard.len(), 3);
+    }
+
+    #[test]
+    fn expired_rule_states_are_invisible_and_pruned() {
+        let mut shard = Shard::new(10);
+        let entry = shard.entry(1, b"k", 0);
+        entry.set(1, state(), 100);
+        entry.set(2, state(), 300);
+        assert!(shard.find(1, b"k").unwrap().state(1, 150).is_none());
+        assert!(shard.find(1, b"k").unwrap().state(2, 150).is_some());
+        assert_eq!(shard.evict_expired(150), 0);
+        assert_eq!(shard.find(1, b"k").unwrap().rules.len(), 1);
+        assert_eq!(shard.evict_expired(300), 1);
+        assert_eq!(shard.len(), 0);
+    }
+}

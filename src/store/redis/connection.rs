@@ -1,0 +1,231 @@
+//! One multiplexed connection shared by every decision, replaced through the pool when it breaks.
+//!
+//! Checking a connection out of deadpool-redis per decision costs an extra round trip (it sends
+//! UNWATCH and PING to validate the connection), which halves throughput. Redis connections are
+//! multiplexed, so one pipelines every concurrent decision; the pool is only the factory that
+//! builds a replacement (with its create timeout) when the connection fails.
+//!
+//! Failure handling, so that a dead Redis costs nothing and a hung one is noticed:
+//! - a connection error drops the connection; the next call reconnects;
+//! - one reconnect at a time: concurrent callers wait on the same attempt (each within its own
+//!   deadline), and the attempt runs on its own task, so it completes even if they give up;
+//! - after a failed attempt, calls fail at once until a backoff (doubling, up to a cap) expires,
+//!   so an outage costs no network round trips and no connect storms;
+//! - a connection that has left a request unanswered for `stale_after` (a partition, a frozen
+//!   server: TCP stays open but nothing comes back) is presumed dead and replaced.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use deadpool_redis::Pool;
+use futures_util::FutureExt;
+use futures_util::future::{BoxFuture, Shared};
+use redis::aio::MultiplexedConnection;
+use redis::{ErrorKind, RedisError, ServerErrorKind};
+
+use crate::error::StoreError;
+
+/// How a connection is doing: the moment (ms since `epoch`) since which a request has been
+/// waiting for a reply, or 0 when every request was answered.
+#[derive(Debug, Default)]
+pub(super) struct Health {
+    waiting_since_ms: AtomicU64,
+}
+
+/// A connection for one call, and the health record to report to.
+pub(super) struct Lease {
+    pub(super) connection: MultiplexedConnection,
+    pub(super) health: Arc<Health>,
+    generation: u64,
+}
+
+#[derive(Clone)]
+enum State {
+    Idle,
+    Connected {
+        connection: MultiplexedConnection,
+        health: Arc<Health>,
+        generation: u64,
+    },
+    Connecting(Shared<BoxFuture<'static, Result<(), StoreError>>>),
+    Failed {
+        retry_at: Instant,
+        error: StoreError,
+    },
+}
+
+pub(super) struct SharedConnection {
+    pool: Pool,
+    state: Mutex<State>,
+    /// Consecutive failed attempts, for the backoff.
+    failures: AtomicU64,
+    generation: AtomicU64,
+    epoch: Instant,
+    stale_after: Duration,
+    backoff: (Duration, Duration),
+}
+
+impl SharedConnection {
+    pub(super) fn new(
+        pool: Pool,
+        stale_after: Duration,
+        backoff: (Duration, Duration),
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            pool,
+            state: Mutex::new(State::Idle),
+            failures: AtomicU64::new(0),
+            generation: AtomicU64::new(0),
+            epoch: Instant::now(),
+            stale_after,
+            backoff,
+        })
+    }
+
+    /// The shared connection, connecting first if needed.
+    pub(super) async fn get(self: &Arc<Self>) -> Result<Lease, StoreError> {
+        loop {
+            let pending = {
+                let mut state = self.lock();
+                match &*state {
+                    State::Connected {
+                        connection,
+                        health,
+                        generation,
+                    } => {
+                        if self.is_stale(health) {
+                            tracing::warn!(
+                                stale_after = ?self.stale_after,
+                                "Redis has not answered for too long; replacing the connection"
+                            );
+                            *state = State::Idle;
+                            continue;
+                        }
+                        return Ok(Lease {
+                            connection: connection.clone(),
+                            health: health.clone(),
+                            generation: *generation,
+                        });
+                    }
+                    State::Failed { retry_at, error } if Instant::now() < *retry_at => {
+                        return Err(error.clone());
+                    }
+                    State::Connecting(attempt) => attempt.clone(),
+                    State::Idle | State::Failed { .. } => {
+                        let attempt = self.spawn_connect();
+                        *state = State::Connecting(attempt.clone());
+                        attempt
+                    }
+                }
+            };
+            pending.await?;
+        }
+    }
+
+    /// Reports a failed call; connection-level failures drop the connection they happened on.
+    pub(super) fn failed(&self, lease: &Lease, err: RedisError) -> StoreError {
+        lease.health.answered();
+        if !breaks_connection(&err) {
+            return StoreError::backend(err);
+        }
+        let mut state = self.lock();
+        if matches!(&*state, State::Connected { generation, .. } if *generation == lease.generation)
+        {
+            tracing::warn!(error = %err, "lost the Redis connection; reconnecting on the next call");
+            *state = State::Idle;
+        }
+        StoreError::unavailable(err)
+    }
+
+    /// Starts one connection attempt on its own task and returns its shared outcome.
+    fn spawn_connect(self: &Arc<Self>) -> Shared<BoxFuture<'static, Result<(), StoreError>>> {
+        let this = self.clone();
+        let task = tokio::spawn(async move {
+            let result = this.pool.get().await.map(deadpool_redis::Connection::take);
+            this.finish_connect(result)
+        });
+        async move {
+            match task.await {
+                Ok(result) => result,
+                Err(join) => Err(StoreError::unavailable(std::io::Error::other(format!(
+                    "the Redis connect task failed: {join}"
+                )))),
+            }
+        }
+        .boxed()
+        .shared()
+    }
+
+    fn finish_connect(
+        &self,
+        result: Result<MultiplexedConnection, deadpool_redis::PoolError>,
+    ) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        match result {
+            Ok(connection) => {
+                self.failures.store(0, Ordering::Relaxed);
+                let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+                *state = State::Connected {
+                    connection,
+                    health: Arc::default(),
+                    generation,
+                };
+                tracing::debug!(generation, "connected to Redis");
+                Ok(())
+            }
+            Err(err) => {
+                let failures = self.failures.fetch_add(1, Ordering::Relaxed);
+                let (first, max) = self.backoff;
+                let wait = first.saturating_mul(1 << failures.min(16)).min(max);
+                let error = StoreError::unavailable(err);
+                tracing::warn!(error = %error, retry_in = ?wait, "cannot connect to Redis");
+                *state = State::Failed {
+                    retry_at: Instant::now() + wait,
+                    error: error.clone(),
+                };
+                Err(error)
+            }
+        }
+    }
+
+    fn is_stale(&self, health: &Health) -> bool {
+        let since = health.waiting_since_ms.load(Ordering::Relaxed);
+        since != 0 && self.now_ms().saturating_sub(since) > self.stale_after.as_millis() as u64
+    }
+
+    /// Milliseconds since this connection manager was made, never 0 (0 means "nothing waiting").
+    pub(super) fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64 + 1
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Health {
+    /// A request is about to be sent at `now_ms`.
+    pub(super) fn sending(&self, now_ms: u64) {
+        let _ =
+            self.waiting_since_ms
+                .compare_exchange(0, now_ms, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    /// A reply arrived: the connection is alive.
+    pub(super) fn answered(&self) {
+        self.waiting_since_ms.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Whether an error means the connection itself is unusable (rather than one command failing).
+/// READONLY means we are talking to a replica, typically after a failover: reconnect to find the
+/// new primary.
+fn breaks_connection(err: &RedisError) -> bool {
+    err.is_io_error()
+        || err.is_unrecoverable_error()
+        || err.is_connection_dropped()
+        || err.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
+}

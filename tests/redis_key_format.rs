@@ -1,0 +1,192 @@
+//! The names of the keys in Redis: `<prefix>:<rule>:<algorithm>:{<client>}`, where the hash tag is
+//! the client key itself (so all rules of one client share a cluster slot, and clients spread over
+//! the cluster), and a client key that is long, binary, or could break the tag is stored as
+//! `#` and 32 hex digits of its SHA-256.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::get;
+use http::StatusCode;
+use http::request::Parts;
+use sha2::{Digest, Sha256};
+use support::{RedisServer, get as send, header};
+use tower_redis_ratelimit::key::{Key, KeyError};
+use tower_redis_ratelimit::{Quota, RateLimitLayer, RedisStore, Rule};
+
+const PEER: &str = "192.0.2.33:7000";
+
+/// The client key is the hex-decoded `x-key-hex` header: any bytes at all.
+fn hex_key(parts: &Parts) -> Result<Key, KeyError> {
+    let hex = parts
+        .headers
+        .get("x-key-hex")
+        .ok_or_else(|| KeyError::missing("no x-key-hex header"))?
+        .as_bytes();
+    let digit = |c: u8| char::from(c).to_digit(16).expect("hex digit") as u8;
+    Ok(Key::from(
+        hex.chunks(2)
+            .map(|pair| digit(pair[0]) << 4 | digit(pair[1]))
+            .collect::<Vec<u8>>(),
+    ))
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A two-rule policy (one of each algorithm) with a quota of one request, on a store with
+/// `prefix`.
+fn app(redis: &RedisServer, prefix: &str) -> Router {
+    let store = RedisStore::builder(&redis.url())
+        .prefix(prefix)
+        .build()
+        .unwrap();
+    let layer = RateLimitLayer::builder()
+        .rule(Rule::fixed_window("per-hour", Quota::per_hour(1)))
+        .rule(Rule::gcra("per-day", Quota::per_day(1)))
+        .key(hex_key)
+        .store(store)
+        .deadline(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer)
+}
+
+/// Sends a request keyed by `key` and returns its status and `Rate-Limiting-State`.
+async fn request(app: &Router, key: &[u8]) -> (StatusCode, String) {
+    let response = send(app, "/", PEER, &[("x-key-hex", &to_hex(key))]).await;
+    (response.status(), header(&response, "rate-limiting-state"))
+}
+
+/// What a client key is stored as: `#` and the first 16 bytes of its SHA-256 in lowercase hex.
+fn digest(key: &[u8]) -> String {
+    format!("#{}", to_hex(&Sha256::digest(key)[..16]))
+}
+
+/// The Redis keys of one client under `prefix`.
+fn keys_of(prefix: &str, stored_client: &str) -> BTreeSet<String> {
+    BTreeSet::from([
+        format!("{prefix}:per-hour:fw:{{{stored_client}}}"),
+        format!("{prefix}:per-day:gcra:{{{stored_client}}}"),
+    ])
+}
+
+/// The hash tag of a key, as Redis Cluster reads it: between the first `{` and the next `}`.
+fn hash_tag(key: &str) -> &str {
+    let open = key.find('{').expect("a hash tag") + 1;
+    let close = open + key[open..].find('}').expect("a closed hash tag");
+    &key[open..close]
+}
+
+/// Sends `key` twice and checks its state is in exactly the keys of `stored` (and nowhere else):
+/// the first request is counted there, the second is refused by it.
+async fn assert_stored_as(redis: &RedisServer, app: &Router, key: &[u8], stored: &str) {
+    let before: BTreeSet<String> = redis.keys().into_iter().collect();
+    assert_eq!(request(app, key).await, (StatusCode::OK, "Allow".into()));
+    assert_eq!(
+        request(app, key).await,
+        (StatusCode::TOO_MANY_REQUESTS, "Deny".into()),
+        "the same key is counted in the same place"
+    );
+    let after: BTreeSet<String> = redis.keys().into_iter().collect();
+    let new: BTreeSet<String> = after.difference(&before).cloned().collect();
+    assert_eq!(
+        new,
+        keys_of("ratelimit", stored),
+        "{:?}",
+        String::from_utf8_lossy(key)
+    );
+    for redis_key in &new {
+        assert_eq!(hash_tag(redis_key), stored, "{redis_key}");
+        assert!(redis_key.ends_with('}'), "{redis_key}");
+        assert!(redis.pttl(redis_key) > 0, "{redis_key}");
+    }
+}
+
+/// A short printable key is kept as it is, as the hash tag of every rule's key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_printable_keys_are_the_hash_tag_verbatim() {
+    let redis = RedisServer::start();
+    let app = app(&redis, "ratelimit");
+    assert_stored_as(&redis, &app, b"alice", "alice").await;
+    assert_stored_as(&redis, &app, b"203.0.113.5", "203.0.113.5").await;
+    assert_stored_as(&redis, &app, b"2001:db8::/64", "2001:db8::/64").await;
+    // 64 bytes is the longest key stored verbatim.
+    let longest = "k".repeat(64);
+    assert_stored_as(&redis, &app, longest.as_bytes(), &longest).await;
+}
+
+/// A 1000-byte key is stored as its digest; a key differing in its last byte gets a different
+/// digest and a limit of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_keys_are_stored_as_digests() {
+    let redis = RedisServer::start();
+    let app = app(&redis, "ratelimit");
+    let long = vec![b'a'; 1000];
+    let stored = digest(&long);
+    assert_eq!(stored.len(), 33);
+    assert!(
+        stored[1..]
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    );
+    assert_stored_as(&redis, &app, &long, &stored).await;
+
+    let mut other = long.clone();
+    other[999] = b'b';
+    assert_ne!(digest(&other), stored);
+    assert_stored_as(&redis, &app, &other, &digest(&other)).await;
+
+    // Just over the verbatim bound.
+    let over = vec![b'k'; 65];
+    assert_stored_as(&redis, &app, &over, &digest(&over)).await;
+    // No key name in Redis is longer than the bound allows.
+    assert!(
+        redis.keys().iter().all(|key| key.len() <= 64),
+        "{:?}",
+        redis.keys()
+    );
+}
+
+/// Keys with bytes that are not printable, or that could end the hash tag early (`}`), open
+/// another (`{`), or pose as a digest (`#`), are stored as digests too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_and_tag_breaking_keys_are_stored_as_digests() {
+    let redis = RedisServer::start();
+    let app = app(&redis, "ratelimit");
+    let keys: [&[u8]; 6] = [
+        b"\x00\x01\x02\xff",
+        b"line\nbreak",
+        b"with space",
+        b"a}b",
+        b"{tag}",
+        b"#0123456789abcdef0123456789abcdef",
+    ];
+    for key in keys {
+        assert_stored_as(&redis, &app, key, &digest(key)).await;
+    }
+    // Each of them got its own limit: 6 clients, 2 keys each.
+    assert_eq!(redis.keys().len(), 12);
+}
+
+/// The prefix is the first part of every key; the client is still the hash tag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_prefix_starts_every_key() {
+    let redis = RedisServer::start();
+    let app = app(&redis, "shop.v2");
+    assert_eq!(request(&app, b"alice").await.1, "Allow");
+    let long = vec![7u8; 300];
+    assert_eq!(request(&app, &long).await.1, "Allow");
+    let keys: BTreeSet<String> = redis.keys().into_iter().collect();
+    let expected: BTreeSet<String> = keys_of("shop.v2", "alice")
+        .into_iter()
+        .chain(keys_of("shop.v2", &digest(&long)))
+        .collect();
+    assert_eq!(keys, expected);
+}

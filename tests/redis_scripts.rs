@@ -1,0 +1,321 @@
+//! What the decision script does to Redis: it survives `SCRIPT FLUSH` (NOSCRIPT is answered by
+//! loading the script again), every key it writes carries a TTL, and a request that is not
+//! admitted (denied, never admissible, or a cost-0 peek) writes nothing at all.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::get;
+use http::StatusCode;
+use http::request::Parts;
+use support::{RedisServer, get as send, header};
+use tower_redis_ratelimit::key::HeaderKey;
+use tower_redis_ratelimit::{Quota, RateLimitLayer, RedisStore, Rule};
+
+const PEER: &str = "192.0.2.9:6000";
+/// Long, so that these tests check what Redis holds, never a timeout on a busy machine.
+const DEADLINE: Duration = Duration::from_secs(2);
+
+/// The request cost: the `x-cost` header, or 1.
+fn cost(parts: &Parts) -> u32 {
+    parts
+        .headers
+        .get("x-cost")
+        .and_then(|value| value.to_str().ok()?.parse().ok())
+        .unwrap_or(1)
+}
+
+fn layer(store: &RedisStore, rules: Vec<Rule>) -> RateLimitLayer {
+    let mut builder = RateLimitLayer::builder()
+        .key(HeaderKey::new("x-client"))
+        .store(store.clone())
+        .deadline(DEADLINE)
+        .cost(cost);
+    for rule in rules {
+        builder = builder.rule(rule);
+    }
+    builder.build().unwrap()
+}
+
+/// Three routes on one store:
+/// - `/fw`: a fixed window of 3 per hour (key `ratelimit:fw:fw:{client}`);
+/// - `/gcra`: GCRA, 2 per minute (key `ratelimit:g:gcra:{client}`);
+/// - `/multi`: 5 per hour (fixed window) and 2 per hour (GCRA), checked together.
+fn app(redis: &RedisServer) -> Router {
+    let store = RedisStore::open(&redis.url()).unwrap();
+    let ok = || async { "ok" };
+    Router::new()
+        .route(
+            "/fw",
+            get(ok).layer(layer(
+                &store,
+                vec![Rule::fixed_window("fw", Quota::per_hour(3))],
+            )),
+        )
+        .route(
+            "/gcra",
+            get(ok).layer(layer(&store, vec![Rule::gcra("g", Quota::per_minute(2))])),
+        )
+        .route(
+            "/multi",
+            get(ok).layer(layer(
+                &store,
+                vec![
+                    Rule::fixed_window("m-fw", Quota::per_hour(5)),
+                    Rule::gcra("m-g", Quota::per_hour(2)),
+                ],
+            )),
+        )
+}
+
+/// The period of the rule a key belongs to, in ms: no TTL may exceed it.
+fn period_ms(key: &str) -> i64 {
+    match key.split(':').nth(1) {
+        Some("fw" | "m-fw" | "m-g") => 3_600_000,
+        Some("g") => 60_000,
+        _ => panic!("unexpected key {key:?}"),
+    }
+}
+
+/// Sends a request and returns its status and `Rate-Limiting-State`.
+async fn request(app: &Router, uri: &str, client: &str, cost: u32) -> (StatusCode, String) {
+    let cost = cost.to_string();
+    let response = send(app, uri, PEER, &[("x-client", client), ("x-cost", &cost)]).await;
+    (response.status(), header(&response, "rate-limiting-state"))
+}
+
+/// The server's count of writes (`rdb_changes_since_last_save`): any write by a script, even a
+/// TTL refresh alone, moves it.
+fn writes(redis: &RedisServer) -> u64 {
+    info_field(redis, "persistence", "rdb_changes_since_last_save")
+}
+
+fn cached_scripts(redis: &RedisServer) -> u64 {
+    info_field(redis, "memory", "number_of_cached_scripts")
+}
+
+fn info_field(redis: &RedisServer, section: &str, field: &str) -> u64 {
+    let info = redis.cli(&["INFO", section]);
+    info.lines()
+        .find_map(|line| line.trim().strip_prefix(field)?.strip_prefix(':'))
+        .unwrap_or_else(|| panic!("no {field} in INFO {section}: {info}"))
+        .parse()
+        .unwrap()
+}
+
+/// After `SCRIPT FLUSH` the next EVALSHA gets NOSCRIPT; `redis::Script` loads the script again
+/// and retries, so decisions go on, counting from where they were: at the start, in the middle,
+/// right before a denial, and under concurrency (every concurrent caller hits NOSCRIPT).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_continue_after_script_flush() {
+    let redis = RedisServer::start();
+    let store = RedisStore::open(&redis.url()).unwrap();
+    let layer = layer(
+        &store,
+        vec![
+            Rule::fixed_window("fw", Quota::per_hour(5)),
+            Rule::gcra("g", Quota::per_hour(5)),
+        ],
+    );
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer);
+    let shared = &app;
+    let counted = |used: u64| async move {
+        let response = send(shared, "/", PEER, &[("x-client", "alice")]).await;
+        assert_eq!(response.status(), StatusCode::OK, "request {used}");
+        assert_eq!(header(&response, "rate-limiting-state"), "Allow");
+        assert_eq!(
+            header(&response, "rate-limiting-total-requests"),
+            used.to_string(),
+            "request {used}"
+        );
+    };
+    let flush = || {
+        assert_eq!(redis.cli(&["SCRIPT", "FLUSH"]), "OK");
+        assert_eq!(cached_scripts(&redis), 0);
+    };
+
+    counted(1).await;
+    assert_eq!(cached_scripts(&redis), 1);
+    flush();
+    counted(2).await;
+    assert_eq!(cached_scripts(&redis), 1, "the script was loaded again");
+    counted(3).await;
+    counted(4).await;
+    flush();
+    counted(5).await;
+    flush();
+    let response = send(&app, "/", PEER, &[("x-client", "alice")]).await;
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&response, "rate-limiting-state"), "Deny");
+    assert_eq!(redis.cli(&["HGET", "ratelimit:fw:fw:{alice}", "n"]), "5");
+
+    // Twenty concurrent callers all meet NOSCRIPT; the quota of 5 still holds exactly.
+    flush();
+    let concurrent: Vec<_> = (0..20)
+        .map(|_| {
+            let app = app.clone();
+            tokio::spawn(async move {
+                let response = send(&app, "/", PEER, &[("x-client", "bob")]).await;
+                (response.status(), header(&response, "rate-limiting-state"))
+            })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for request in concurrent {
+        answers.push(request.await.unwrap());
+    }
+    let allowed = answers
+        .iter()
+        .filter(|a| *a == &(StatusCode::OK, "Allow".to_owned()))
+        .count();
+    let denied = answers
+        .iter()
+        .filter(|a| *a == &(StatusCode::TOO_MANY_REQUESTS, "Deny".to_owned()))
+        .count();
+    assert_eq!((allowed, denied), (5, 15), "{answers:?}");
+    assert_eq!(redis.cli(&["HGET", "ratelimit:fw:fw:{bob}", "n"]), "5");
+}
+
+/// After a mix of allowed, denied, never-admissible and cost-0 requests from several clients on
+/// a fixed window, a GCRA rule and a two-rule policy, exactly the expected keys exist and every
+/// one has a TTL, positive and no longer than its rule's period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_written_key_has_a_ttl() {
+    let redis = RedisServer::start();
+    let app = app(&redis);
+    let clients = ["alice", "bob", "carol"];
+    for client in clients {
+        for uri in ["/fw", "/gcra", "/multi"] {
+            // Over every quota: some allowed, then denied.
+            for _ in 0..4 {
+                let (status, state) = request(&app, uri, client, 1).await;
+                assert!(
+                    matches!(
+                        (status.as_u16(), state.as_str()),
+                        (200, "Allow") | (429, "Deny")
+                    ),
+                    "{uri} {client}: {status} {state:?}"
+                );
+            }
+            // A peek, and a request that can never fit.
+            assert_eq!(request(&app, uri, client, 0).await.0, StatusCode::OK);
+            assert_eq!(
+                request(&app, uri, client, 100).await.0,
+                StatusCode::TOO_MANY_REQUESTS
+            );
+        }
+    }
+    // Clients that only ever peeked or asked for too much have no state at all.
+    for uri in ["/fw", "/gcra", "/multi"] {
+        assert_eq!(request(&app, uri, "peeker", 0).await.0, StatusCode::OK);
+        assert_eq!(
+            request(&app, uri, "greedy", 100).await.0,
+            StatusCode::TOO_MANY_REQUESTS
+        );
+    }
+
+    let keys: BTreeSet<String> = redis.keys().into_iter().collect();
+    let expected: BTreeSet<String> = clients
+        .iter()
+        .flat_map(|client| {
+            ["fw:fw", "g:gcra", "m-fw:fw", "m-g:gcra"]
+                .map(|rule| format!("ratelimit:{rule}:{{{client}}}"))
+        })
+        .collect();
+    assert_eq!(keys, expected);
+    for key in &keys {
+        let ttl = redis.pttl(key);
+        assert!(
+            ttl > 0 && ttl <= period_ms(key),
+            "{key} has PTTL {ttl} (period {} ms)",
+            period_ms(key)
+        );
+    }
+}
+
+/// A denied request leaves Redis untouched: not one write (the server's change counter does not
+/// move), every stored value and TTL as it was. In a two-rule policy, the rule that would have
+/// admitted the request is not counted either (all or nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_request_writes_nothing() {
+    let redis = RedisServer::start();
+    let app = app(&redis);
+
+    for _ in 0..3 {
+        assert_eq!(request(&app, "/fw", "dave", 1).await.1, "Allow");
+    }
+    for _ in 0..2 {
+        assert_eq!(request(&app, "/gcra", "dave", 1).await.1, "Allow");
+        assert_eq!(request(&app, "/multi", "dave", 1).await.1, "Allow");
+    }
+    let fw = "ratelimit:fw:fw:{dave}";
+    let gcra = "ratelimit:g:gcra:{dave}";
+    let multi_fw = "ratelimit:m-fw:fw:{dave}";
+    let multi_gcra = "ratelimit:m-g:gcra:{dave}";
+    let snapshot = |redis: &RedisServer| {
+        (
+            redis.cli(&["HGETALL", fw]),
+            redis.cli(&["GET", gcra]),
+            redis.cli(&["HGETALL", multi_fw]),
+            redis.cli(&["GET", multi_gcra]),
+        )
+    };
+    let before = snapshot(&redis);
+    assert!(before.0.ends_with("n\n3"), "{fw}: {:?}", before.0);
+    assert!(before.2.ends_with("n\n2"), "{multi_fw}: {:?}", before.2);
+    assert!(!before.1.is_empty() && !before.3.is_empty());
+    let ttls_before: Vec<i64> = [fw, gcra, multi_fw, multi_gcra]
+        .iter()
+        .map(|key| redis.pttl(key))
+        .collect();
+    let writes_before = writes(&redis);
+
+    // Denied on every route; on /multi the fixed window alone would still admit 3 more.
+    for _ in 0..3 {
+        for uri in ["/fw", "/gcra", "/multi"] {
+            let (status, state) = request(&app, uri, "dave", 1).await;
+            assert_eq!(
+                (status, state.as_str()),
+                (StatusCode::TOO_MANY_REQUESTS, "Deny")
+            );
+        }
+    }
+    // Never admissible, on a client with state and on a fresh one; and cost-0 peeks.
+    for uri in ["/fw", "/gcra", "/multi"] {
+        for client in ["dave", "newcomer"] {
+            assert_eq!(
+                request(&app, uri, client, 100).await.0,
+                StatusCode::TOO_MANY_REQUESTS
+            );
+            assert_eq!(request(&app, uri, client, 0).await.0, StatusCode::OK);
+        }
+    }
+
+    assert_eq!(
+        writes(&redis),
+        writes_before,
+        "a denied request wrote to Redis"
+    );
+    assert_eq!(snapshot(&redis), before);
+    for (key, before) in [fw, gcra, multi_fw, multi_gcra].iter().zip(ttls_before) {
+        let after = redis.pttl(key);
+        assert!(
+            0 < after && after <= before,
+            "{key}: PTTL {before} before the denials, {after} after"
+        );
+    }
+    assert!(
+        redis.keys().iter().all(|key| !key.contains("newcomer")),
+        "{:?}",
+        redis.keys()
+    );
+
+    // And the counter does move when a request is admitted (the check above can fail).
+    assert_eq!(request(&app, "/fw", "erin", 1).await.1, "Allow");
+    assert!(writes(&redis) > writes_before);
+}
