@@ -144,9 +144,12 @@ impl MemoryStore {
             && !writes.is_empty()
         {
             let entry = shard.entry(hash, &key, now);
+            let mut earliest = u64::MAX;
             for (id, state, expires_at) in writes {
                 entry.set(id, state, expires_at);
+                earliest = earliest.min(expires_at);
             }
+            shard.expires(earliest);
         }
         drop(shard);
         Decision::from_verdicts(policy, &verdicts)

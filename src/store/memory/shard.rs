@@ -60,13 +60,29 @@ impl Entry {
 pub(super) struct Shard {
     table: HashTable<Entry>,
     capacity: usize,
+    /// No entry expires before this (µs): a lower bound, so a full shard of live keys does not
+    /// scan itself in vain for every new key (which a flood of new keys would exploit).
+    earliest_expiry: u64,
+    /// A full shard scans itself for expired entries no earlier than this (µs).
+    next_scan: u64,
+    /// How many scans a full shard made, for the tests.
+    #[cfg(test)]
+    scans: usize,
 }
+
+/// A full shard scans for expired entries at most once a millisecond, however fast new keys
+/// arrive; in between it evicts from a sample, and the background sweep does the bulk.
+const MIN_SCAN_GAP_US: u64 = 1_000;
 
 impl Shard {
     pub(super) fn new(capacity: usize) -> Self {
         Self {
             table: HashTable::new(),
             capacity,
+            earliest_expiry: 0,
+            next_scan: 0,
+            #[cfg(test)]
+            scans: 0,
         }
     }
 
@@ -82,7 +98,14 @@ impl Shard {
     /// entry closest to expiry among a sample: the state that matters least is forgotten first.
     pub(super) fn entry(&mut self, hash: u64, key: &[u8], now: u64) -> &mut Entry {
         if self.find(hash, key).is_none() && self.table.len() >= self.capacity {
-            self.evict_expired(now);
+            if now >= self.earliest_expiry && now >= self.next_scan {
+                self.next_scan = now.saturating_add(MIN_SCAN_GAP_US);
+                #[cfg(test)]
+                {
+                    self.scans += 1;
+                }
+                self.evict_expired(now);
+            }
             if self.table.len() >= self.capacity {
                 self.evict_one();
             }
@@ -98,16 +121,24 @@ impl Shard {
             .into_mut()
     }
 
+    /// Records that some entry now expires at `at`, keeping the shard's earliest expiry a lower bound.
+    pub(super) fn expires(&mut self, at: u64) {
+        self.earliest_expiry = self.earliest_expiry.min(at);
+    }
+
     /// Drops every state whose time has passed, then returns the memory of a table that shrank.
     pub(super) fn evict_expired(&mut self, now: u64) -> usize {
         let before = self.table.len();
+        let mut earliest = u64::MAX;
         self.table.retain(|entry| {
             if entry.expires_at <= now {
                 return false;
             }
             entry.prune(now);
+            earliest = earliest.min(entry.expires_at);
             true
         });
+        self.earliest_expiry = earliest;
         let len = self.table.len();
         if self.table.capacity() > 64 && self.table.capacity() / 4 > len {
             self.table.shrink_to(len * 2, |entry| entry.hash);
@@ -146,20 +177,44 @@ mod tests {
     #[test]
     fn a_full_shard_evicts_expired_entries_first_then_the_soonest_to_expire() {
         let mut shard = Shard::new(3);
-        for (hash, expires_at) in [(1, 100), (2, 500), (3, 300)] {
-            shard
-                .entry(hash, &[hash as u8], 0)
-                .set(7, state(), expires_at);
+        for (hash, expires_at) in [(1, 10_000), (2, 50_000), (3, 30_000)] {
+            insert(&mut shard, hash, 0, expires_at);
         }
-        // At t=200 key 1 has expired: it goes, nothing else does.
-        shard.entry(4, &[4], 200).set(7, state(), 1000);
-        assert!(shard.find(1, &[1]).is_none());
+        // At t=20 ms key 1 has expired: it goes, nothing else does.
+        insert(&mut shard, 4, 20_000, 100_000);
+        assert!(shard.find(1, &1u64.to_le_bytes()).is_none());
         assert_eq!(shard.len(), 3);
-        // Nothing expired: the entry closest to expiry (key 3, at 300) goes.
-        shard.entry(5, &[5], 250).set(7, state(), 1000);
-        assert!(shard.find(3, &[3]).is_none());
-        assert!(shard.find(2, &[2]).is_some());
+        // Nothing expired: the entry closest to expiry (key 3, at 30 ms) goes.
+        insert(&mut shard, 5, 25_000, 100_000);
+        assert!(shard.find(3, &3u64.to_le_bytes()).is_none());
+        assert!(shard.find(2, &2u64.to_le_bytes()).is_some());
         assert_eq!(shard.len(), 3);
+    }
+
+    fn insert(shard: &mut Shard, hash: u64, now: u64, expires_at: u64) {
+        shard
+            .entry(hash, &hash.to_le_bytes(), now)
+            .set(7, state(), expires_at);
+        shard.expires(expires_at);
+    }
+
+    #[test]
+    fn a_full_shard_of_live_keys_does_not_scan_itself_for_every_new_key() {
+        let mut shard = Shard::new(100);
+        for hash in 0..100 {
+            insert(&mut shard, hash, 0, 1_000_000);
+        }
+        // A flood of new keys while nothing can have expired: one scan at most, which learns the
+        // earliest expiry; every other key evicts from a sample.
+        for hash in 100..10_000 {
+            insert(&mut shard, hash, 5_000 + hash, 1_000_000);
+        }
+        assert_eq!(shard.len(), 100);
+        assert!(shard.scans <= 1, "{} scans", shard.scans);
+        // Once the earliest entry has expired, a new key scans again and takes its place.
+        insert(&mut shard, 20_000, 1_000_000, 2_000_000);
+        assert_eq!(shard.scans, 2);
+        assert_eq!(shard.len(), 1);
     }
 
     #[test]
