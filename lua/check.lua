@@ -9,8 +9,11 @@
 -- ARGV[2]:  cost of the request, an integer >= 0 (0 reports without consuming or writing).
 -- ARGV[3]:  lower bound for written TTLs in ms (0 in production; raised by callers that drive a
 --           clock slower than real time, so Redis does not expire state that is still live).
--- ARGV[4 + 4*(i-1) .. 7 + 4*(i-1)]: rule i: algorithm id (1 fixed window, 2 GCRA), limit,
---           period in µs, burst.
+-- ARGV[4 + 5*(i-1) .. 8 + 5*(i-1)]: rule i, five integers:
+--           algorithm id (1 fixed window, 2 GCRA, 3 sliding log, 4 sliding window, 5 token bucket),
+--           limit, period in µs (for GCRA and the token bucket, limit and period divided by their
+--           gcd: only the rate matters there), burst, and a parameter of the algorithm's own (the
+--           sliding window's sub-intervals; 0 for the others).
 -- Reply:    5 integers per rule, in KEYS order: verdict (1 allowed, 0 denied, -1 can never be
 --           allowed), remaining, used, reset_after in µs, retry_after in µs (0 unless denied).
 local now
@@ -26,13 +29,13 @@ MIN_TTL_MS = tonumber(ARGV[3])
 local reply, writes = {}, {}
 local admitted = true
 for i = 1, #KEYS do
-  local base = 4 * i
+  local base = 4 + 5 * (i - 1)
   local algorithm = ALGORITHMS[tonumber(ARGV[base])]
   if algorithm == nil then
     return redis.error_reply('unknown rate-limit algorithm ' .. tostring(ARGV[base]))
   end
-  local verdict, remaining, used, reset_after, retry_after, write =
-    algorithm(KEYS[i], now, cost, tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3]))
+  local verdict, remaining, used, reset_after, retry_after, write = algorithm(KEYS[i], now, cost,
+    tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4]))
   if verdict ~= ALLOWED then
     admitted = false
   end

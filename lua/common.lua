@@ -53,7 +53,8 @@ end
 
 -- The bucket shared by GCRA and the token bucket (they are the same meter, kept differently).
 -- A level is measured in units of 1/period of a request: one request adds `period` units and the
--- bucket drains `limit` units per microsecond, so everything stays an exact integer.
+-- bucket drains `limit` units per microsecond, so everything stays an exact integer. `limit` and
+-- `period` arrive divided by their gcd, which keeps `burst * period` below 2^53.
 --   level: units in the bucket now (already drained to `now`)
 -- Returns verdict, remaining, used, reset_after_us, retry_after_us, new level (nil if unchanged).
 local function bucket(level, cost, limit, period, burst)
@@ -64,7 +65,9 @@ local function bucket(level, cost, limit, period, burst)
   if need > capacity then
     return NEVER, floor_div(room, period), ceil_div(level, period), ceil_div(level, limit), 0, nil
   end
-  local excess = level + need - capacity
+  -- `capacity - need` first: `level + need` could pass 2^53 when the level is near a capacity
+  -- close to it; this order keeps every intermediate value within [-capacity, capacity].
+  local excess = level - (capacity - need)
   if excess > 0 then
     return DENIED, floor_div(room, period), ceil_div(level, period), ceil_div(level, limit),
       ceil_div(excess, limit), nil
@@ -84,6 +87,8 @@ local function drain(level, since, now, limit)
   if elapsed <= 0 then
     return level
   end
+  -- The product can pass 2^53 after a long idle time, but rounding is monotonic: whenever the
+  -- exact product is below the (exact) level, so is the rounded one, and it is exact.
   local drained = elapsed * limit
   if drained >= level then
     return 0

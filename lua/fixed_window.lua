@@ -5,7 +5,7 @@
 -- KEYS: one, the rule's state key.
 -- State: a hash { s = window start (µs since the epoch), n = units used in the window },
 --        written only when a request is admitted, with a TTL at the end of the window.
--- ARGV slice (see check.lua): limit, period (µs); the third rule argument is unused.
+-- Rule arguments (see check.lua): limit, period (µs); burst and the fourth are unused.
 -- Returns verdict, remaining, used, reset_after_us, retry_after_us and a write function to run
 -- if every rule of the policy admits the request (nil when nothing is to be written).
 ALGORITHMS[1] = function(key, now, cost, limit, period)

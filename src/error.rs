@@ -60,6 +60,48 @@ pub enum ConfigError {
         /// The rejected period.
         period: Duration,
     },
+    /// A sliding-log rule's limit is above [`Algorithm::SLIDING_LOG_MAX_LIMIT`](crate::Algorithm::SLIDING_LOG_MAX_LIMIT):
+    /// the log keeps one entry per admitted request.
+    #[error(
+        "rule {rule:?} is a sliding log with a limit of {limit}, above the maximum of {max}: the log keeps one \
+         entry per request, so use a sliding window counter (`Rule::sliding_window`) for large limits"
+    )]
+    SlidingLogTooLong {
+        /// The rule's name.
+        rule: String,
+        /// The rejected limit.
+        limit: u32,
+        /// The maximum.
+        max: u32,
+    },
+    /// A sliding-window rule's sub-intervals are out of range or do not divide its period into
+    /// whole microseconds.
+    #[error(
+        "rule {rule:?} splits its period of {period:?} into {sub_intervals} sub-intervals: use 1 to 100 \
+         sub-intervals that divide the period into whole microseconds"
+    )]
+    InvalidSubIntervals {
+        /// The rule's name.
+        rule: String,
+        /// The rejected number of sub-intervals.
+        sub_intervals: u16,
+        /// The rule's period.
+        period: Duration,
+    },
+    /// A bucket rule (token bucket, GCRA) whose burst and rate cannot be computed exactly: its
+    /// state, in units of 1/period of a request, would pass 2^53.
+    #[error(
+        "rule {rule:?} has a burst of {burst}, too large to count exactly at its rate: use a burst of at \
+         most {max}, or a rate whose limit and period (in µs) share larger common factors"
+    )]
+    BurstTooLarge {
+        /// The rule's name.
+        rule: String,
+        /// The rejected burst.
+        burst: u32,
+        /// The largest burst that fits this rule's rate.
+        max: u64,
+    },
     /// The layer was built without a key extractor.
     #[error(
         "no key extractor: call `.key(...)` with e.g. `ClientIp::peer()` or `HeaderKey::new(\"x-api-key\")`"

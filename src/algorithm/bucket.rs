@@ -1,7 +1,8 @@
 //! The meter shared by GCRA and the token bucket, as `bucket` and `drain` in `lua/common.lua`.
 //!
 //! A level is measured in units of 1/period of a request: one request adds `period` units and the
-//! bucket drains `limit` units per microsecond, so levels stay exact integers.
+//! bucket drains `limit` units per microsecond, so levels stay exact integers. `limit` and `period`
+//! arrive divided by their gcd (see `Params`), which keeps `burst * period` below 2^53.
 
 use super::arith::{ceil_div, floor_div};
 use super::{Params, verdict};
@@ -29,7 +30,9 @@ pub(super) fn evaluate(params: &Params, level: f64, cost: f64) -> (RuleVerdict, 
         );
         return (v, None);
     }
-    let excess = level + need - capacity;
+    // `capacity - need` first: `level + need` could pass 2^53 when the level is near a capacity
+    // close to it; this order keeps every intermediate value within [-capacity, capacity].
+    let excess = level - (capacity - need);
     if excess > 0.0 {
         let v = verdict(
             Outcome::Denied,
@@ -57,6 +60,8 @@ pub(super) fn drain(level: f64, since: f64, now: f64, limit: f64) -> f64 {
     if elapsed <= 0.0 {
         return level;
     }
+    // The product can pass 2^53 after a long idle time, but rounding is monotonic: whenever the
+    // exact product is below the (exact) level, so is the rounded one, and it is exact.
     let drained = elapsed * limit;
     if drained >= level {
         0.0

@@ -2,8 +2,7 @@
 //! to back. Kept in its exact bucket-level form: the theoretical arrival time is
 //! `since + level / limit`.
 
-use super::{Params, bucket};
-use crate::decision::RuleVerdict;
+use super::{Params, Step, Write, bucket};
 
 /// The level (units of 1/period request) at time `since` (µs since the epoch).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -12,35 +11,33 @@ pub(crate) struct State {
     pub(crate) level: f64,
 }
 
-pub(super) fn step(
-    params: &Params,
-    state: Option<&State>,
-    now: f64,
-    cost: f64,
-) -> (RuleVerdict, Option<(State, u64)>) {
+pub(super) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) -> Step {
     let level = state.map_or(0.0, |state| {
         bucket::drain(state.level, state.since, now, params.limit)
     });
     let (verdict, new_level) = bucket::evaluate(params, level, cost);
-    let next = new_level.map(|level| {
-        (
-            State { since: now, level },
-            super::arith::ttl_micros(verdict.reset_after_us as f64),
-        )
-    });
-    (verdict, next)
+    let write = new_level.map(|level| Write::Set(super::State::Gcra(State { since: now, level })));
+    Step::new(verdict, write, verdict.reset_after_us as f64)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decision::Outcome;
+    use crate::decision::{Outcome, RuleVerdict};
     use crate::{Quota, Rule};
 
     const SECOND: f64 = 1_000_000.0;
 
     fn params(quota: Quota) -> Params {
-        Params::of(&Rule::gcra("t", quota))
+        Params::new(&Rule::gcra("t", quota)).unwrap()
+    }
+
+    /// The state an admitted step writes.
+    fn written(step: Step) -> State {
+        match step.write {
+            Some((Write::Set(super::super::State::Gcra(state)), _)) => state,
+            other => panic!("expected a GCRA state, got {other:?}"),
+        }
     }
 
     /// Runs requests of cost 1 at the given times, returning each verdict.
@@ -49,9 +46,10 @@ mod tests {
         times
             .iter()
             .map(|&now| {
-                let (verdict, next) = step(params, state.as_ref(), now, 1.0);
-                if let Some((next, _)) = next {
-                    state = Some(next);
+                let step = step(params, state.as_ref(), now, 1.0);
+                let verdict = step.verdict;
+                if step.write.is_some() {
+                    state = Some(written(step));
                 }
                 verdict
             })
@@ -87,16 +85,15 @@ mod tests {
     fn waiting_exactly_retry_after_is_enough_and_a_microsecond_less_is_not() {
         let p = params(Quota::new(3, std::time::Duration::from_secs(10)));
         let t0 = 1_700_000_000.0 * SECOND;
-        let (_, first) = step(&p, None, t0, 3.0);
-        let state = first.unwrap().0;
-        let (denied, _) = step(&p, Some(&state), t0, 1.0);
+        let state = written(step(&p, None, t0, 3.0));
+        let denied = step(&p, Some(&state), t0, 1.0).verdict;
         let wait = denied.retry_after_us as f64;
         assert_eq!(
-            step(&p, Some(&state), t0 + wait - 1.0, 1.0).0.outcome,
+            step(&p, Some(&state), t0 + wait - 1.0, 1.0).verdict.outcome,
             Outcome::Denied
         );
         assert_eq!(
-            step(&p, Some(&state), t0 + wait, 1.0).0.outcome,
+            step(&p, Some(&state), t0 + wait, 1.0).verdict.outcome,
             Outcome::Allowed
         );
     }
@@ -104,12 +101,12 @@ mod tests {
     #[test]
     fn cost_above_burst_can_never_pass_and_cost_zero_only_peeks() {
         let p = params(Quota::per_second(10).with_burst(5));
-        let (verdict, next) = step(&p, None, SECOND, 6.0);
-        assert_eq!(verdict.outcome, Outcome::Never);
-        assert!(next.is_none());
-        let (verdict, next) = step(&p, None, SECOND, 0.0);
-        assert_eq!(verdict.outcome, Outcome::Allowed);
-        assert_eq!(verdict.remaining, 5);
-        assert!(next.is_none(), "a peek writes nothing");
+        let never = step(&p, None, SECOND, 6.0);
+        assert_eq!(never.verdict.outcome, Outcome::Never);
+        assert!(never.write.is_none());
+        let peek = step(&p, None, SECOND, 0.0);
+        assert_eq!(peek.verdict.outcome, Outcome::Allowed);
+        assert_eq!(peek.verdict.remaining, 5);
+        assert!(peek.write.is_none(), "a peek writes nothing");
     }
 }

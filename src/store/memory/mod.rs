@@ -12,7 +12,7 @@ use smallvec::SmallVec;
 
 use self::shard::Shard;
 use super::{Store, StoreFuture, key::bounded};
-use crate::algorithm::{self, Params};
+use crate::algorithm;
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{Decision, Outcome, RuleVerdict};
 use crate::key::Key;
@@ -122,20 +122,20 @@ impl MemoryStore {
         let key = bounded(key);
         let hash = self.inner.hasher.hash_one(&*key);
         let cost = f64::from(cost);
-        let rules = policy.rules();
+        let params = policy.params();
         let ids = policy.rule_ids();
 
         let mut shard = lock(self.shard(hash));
         let entry = shard.find(hash, &key);
         let mut verdicts = SmallVec::<[RuleVerdict; 4]>::new();
         let mut writes = SmallVec::<[_; 4]>::new();
-        for (rule, &id) in rules.iter().zip(ids) {
+        for (params, &id) in params.iter().zip(ids) {
             let state = entry.and_then(|entry| entry.state(id, now));
             // Time is an integer count of µs; below 2^53 (the year 2255) it is exact in an f64.
-            let step = algorithm::step(&Params::of(rule), state, now as f64, cost);
+            let step = algorithm::step(params, state, now as f64, cost);
             verdicts.push(step.verdict);
-            if let Some((state, ttl)) = step.next {
-                writes.push((id, state, now.saturating_add(ttl)));
+            if let Some((write, ttl)) = step.write {
+                writes.push((id, write, now.saturating_add(ttl)));
             }
         }
         if verdicts
@@ -145,8 +145,8 @@ impl MemoryStore {
         {
             let entry = shard.entry(hash, &key, now);
             let mut earliest = u64::MAX;
-            for (id, state, expires_at) in writes {
-                entry.set(id, state, expires_at);
+            for (id, write, expires_at) in writes {
+                entry.update(id, write, now, expires_at);
                 earliest = earliest.min(expires_at);
             }
             shard.expires(earliest);

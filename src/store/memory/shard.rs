@@ -4,7 +4,7 @@
 use hashbrown::HashTable;
 use smallvec::SmallVec;
 
-use crate::algorithm::State;
+use crate::algorithm::{State, Write};
 
 /// The state of every rule for one client key.
 pub(super) struct Entry {
@@ -30,16 +30,21 @@ impl Entry {
             .map(|rule| &rule.state)
     }
 
-    /// Stores the state of rule `id` until `expires_at`.
-    pub(super) fn set(&mut self, id: u64, state: State, expires_at: u64) {
+    /// Applies an admitted request's write to rule `id` at `now`, whose state then matters until
+    /// `expires_at`. State that no longer mattered is started afresh, never updated.
+    pub(super) fn update(&mut self, id: u64, write: Write, now: u64, expires_at: u64) {
         match self.rules.iter_mut().find(|rule| rule.id == id) {
             Some(rule) => {
-                rule.state = state;
+                if rule.expires_at > now {
+                    write.update(&mut rule.state);
+                } else {
+                    rule.state = write.into_state();
+                }
                 rule.expires_at = expires_at;
             }
             None => self.rules.push(RuleState {
                 id,
-                state,
+                state: write.into_state(),
                 expires_at,
             }),
         }
@@ -167,11 +172,11 @@ mod tests {
     use super::*;
     use crate::algorithm::fixed_window;
 
-    fn state() -> State {
-        State::FixedWindow(fixed_window::State {
+    fn state() -> Write {
+        Write::Set(State::FixedWindow(fixed_window::State {
             start: 0.0,
             used: 1.0,
-        })
+        }))
     }
 
     #[test]
@@ -194,7 +199,7 @@ mod tests {
     fn insert(shard: &mut Shard, hash: u64, now: u64, expires_at: u64) {
         shard
             .entry(hash, &hash.to_le_bytes(), now)
-            .set(7, state(), expires_at);
+            .update(7, state(), now, expires_at);
         shard.expires(expires_at);
     }
 
@@ -221,8 +226,8 @@ mod tests {
     fn expired_rule_states_are_invisible_and_pruned() {
         let mut shard = Shard::new(10);
         let entry = shard.entry(1, b"k", 0);
-        entry.set(1, state(), 100);
-        entry.set(2, state(), 300);
+        entry.update(1, state(), 0, 100);
+        entry.update(2, state(), 0, 300);
         assert!(shard.find(1, b"k").unwrap().state(1, 150).is_none());
         assert!(shard.find(1, b"k").unwrap().state(2, 150).is_some());
         assert_eq!(shard.evict_expired(150), 0);

@@ -71,6 +71,33 @@ impl RedisStore {
         }
     }
 
+    /// The Redis keys that `policy` keeps for the client `key`, one per rule in rule order (for
+    /// inspection, e.g. `MEMORY USAGE`, or to reset a client by deleting them). A key exists only
+    /// while its rule has state that matters.
+    ///
+    /// ```
+    /// use tower_redis_ratelimit::{Policy, Quota, RedisStore, Rule, key::Key};
+    ///
+    /// let store = RedisStore::builder("redis://127.0.0.1:6379").prefix("app").build()?;
+    /// let policy = Policy::new([
+    ///     Rule::gcra("second", Quota::per_second(10)),
+    ///     Rule::sliding_window("hour", Quota::per_hour(1_000), 60),
+    /// ])?;
+    /// assert_eq!(
+    ///     store.state_keys(&Key::from("203.0.113.5"), &policy),
+    ///     ["app:second:gcra:{203.0.113.5}", "app:hour:sw60:{203.0.113.5}"]
+    /// );
+    /// # Ok::<(), tower_redis_ratelimit::ConfigError>(())
+    /// ```
+    pub fn state_keys(&self, key: &Key, policy: &Policy) -> Vec<String> {
+        let client = StorageKey::new(key);
+        policy
+            .rules()
+            .iter()
+            .map(|rule| script::state_key(&self.inner.prefix, rule, client.as_str()))
+            .collect()
+    }
+
     /// Sends a PING: a readiness check for the store (connecting first if needed).
     pub async fn ping(&self) -> Result<(), StoreError> {
         let mut lease = self.inner.connection.get().await?;

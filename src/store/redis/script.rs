@@ -5,7 +5,6 @@ use std::sync::LazyLock;
 use redis::{Script, ScriptInvocation};
 use smallvec::SmallVec;
 
-use crate::algorithm::Params;
 use crate::decision::{Decision, Outcome, RuleVerdict};
 use crate::error::StoreError;
 use crate::policy::{Policy, Rule};
@@ -21,6 +20,12 @@ const SOURCE: &str = concat!(
     include_str!("../../../lua/fixed_window.lua"),
     "\n",
     include_str!("../../../lua/gcra.lua"),
+    "\n",
+    include_str!("../../../lua/sliding_log.lua"),
+    "\n",
+    include_str!("../../../lua/sliding_window.lua"),
+    "\n",
+    include_str!("../../../lua/token_bucket.lua"),
     "\n",
     include_str!("../../../lua/check.lua"),
 );
@@ -43,15 +48,15 @@ pub(super) fn invocation(
         None => invocation.arg(""),
     };
     invocation.arg(cost).arg(min_ttl_ms);
-    for rule in policy.rules() {
+    for (rule, params) in policy.rules().iter().zip(policy.params()) {
         invocation.key(state_key(prefix, rule, client));
-        let params = Params::of(rule);
-        // Integer-valued: see Params::of.
+        // Integer-valued: see Params::new.
         invocation
             .arg(params.script_id())
             .arg(params.limit as u64)
             .arg(params.period as u64)
-            .arg(params.burst as u64);
+            .arg(params.burst as u64)
+            .arg(params.extra as u64);
     }
     invocation
 }
@@ -110,16 +115,31 @@ mod tests {
 
     #[test]
     fn every_rule_key_shares_the_client_hash_tag() {
-        let second = Rule::gcra("a", Quota::per_second(1));
-        let hour = Rule::fixed_window("b", Quota::per_hour(5));
-        assert_eq!(
-            state_key("rl", &second, "203.0.113.5"),
-            "rl:a:gcra:{203.0.113.5}"
-        );
-        assert_eq!(
-            state_key("rl", &hour, "203.0.113.5"),
-            "rl:b:fw:{203.0.113.5}"
-        );
+        let client = "203.0.113.5";
+        for (rule, key) in [
+            (
+                Rule::gcra("a", Quota::per_second(1)),
+                "rl:a:gcra:{203.0.113.5}",
+            ),
+            (
+                Rule::fixed_window("b", Quota::per_hour(5)),
+                "rl:b:fw:{203.0.113.5}",
+            ),
+            (
+                Rule::sliding_log("c", Quota::per_hour(5)),
+                "rl:c:log:{203.0.113.5}",
+            ),
+            (
+                Rule::sliding_window("d", Quota::per_hour(5), 60),
+                "rl:d:sw60:{203.0.113.5}",
+            ),
+            (
+                Rule::token_bucket("e", Quota::per_hour(5)),
+                "rl:e:tb:{203.0.113.5}",
+            ),
+        ] {
+            assert_eq!(state_key("rl", &rule, client), key);
+        }
     }
 
     #[test]

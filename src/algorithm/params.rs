@@ -1,0 +1,187 @@
+//! A rule's parameters as the algorithms and the scripts compute with them, checked once when a
+//! policy is built so that every number a decision computes stays an exact integer below 2^53.
+
+use crate::error::ConfigError;
+use crate::policy::{Algorithm, Rule};
+
+/// The largest integer below 2^53: every integer up to it is exact in an f64 (a Lua number).
+const MAX_EXACT: u64 = (1 << 53) - 1;
+
+/// A rule's parameters as the scripts receive them: integers, time in microseconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Params {
+    pub(crate) algorithm: Algorithm,
+    /// Units of cost per period. For the bucket algorithms, `limit` and `period` are divided by
+    /// their greatest common divisor: only the rate matters there, and the smaller period keeps
+    /// the scaled bucket levels small.
+    pub(crate) limit: f64,
+    /// The period in µs (reduced for the bucket algorithms, see `limit`).
+    pub(crate) period: f64,
+    pub(crate) burst: f64,
+    /// The algorithm's own parameter: the sliding window's sub-intervals, else 0.
+    pub(crate) extra: f64,
+}
+
+impl Params {
+    /// The parameters of a rule whose quota is already validated (non-zero limit and burst, a
+    /// period from 1 ms to 10 years); rejects what an algorithm cannot compute exactly.
+    pub(crate) fn new(rule: &Rule) -> Result<Self, ConfigError> {
+        let quota = rule.quota();
+        let limit = u64::from(quota.limit());
+        // At most ten years: about 3.2e14 µs.
+        let period = crate::clock::micros(quota.period());
+        let burst = u64::from(quota.burst());
+        let (limit, period, extra) = match rule.algorithm() {
+            Algorithm::FixedWindow => (limit, period, 0),
+            Algorithm::SlidingLog => {
+                if quota.limit() > Algorithm::SLIDING_LOG_MAX_LIMIT {
+                    return Err(ConfigError::SlidingLogTooLong {
+                        rule: rule.name().to_owned(),
+                        limit: quota.limit(),
+                        max: Algorithm::SLIDING_LOG_MAX_LIMIT,
+                    });
+                }
+                (limit, period, 0)
+            }
+            Algorithm::SlidingWindow { sub_intervals } => {
+                let n = u64::from(sub_intervals);
+                if n == 0 || sub_intervals > Algorithm::MAX_SUB_INTERVALS || period % n != 0 {
+                    return Err(ConfigError::InvalidSubIntervals {
+                        rule: rule.name().to_owned(),
+                        sub_intervals,
+                        period: quota.period(),
+                    });
+                }
+                (limit, period, n)
+            }
+            Algorithm::TokenBucket | Algorithm::Gcra => {
+                let divisor = gcd(limit, period);
+                let (limit, period) = (limit / divisor, period / divisor);
+                // The largest level is burst × period: it must stay exact.
+                let max = MAX_EXACT / period;
+                if burst > max {
+                    return Err(ConfigError::BurstTooLarge {
+                        rule: rule.name().to_owned(),
+                        burst: quota.burst(),
+                        max,
+                    });
+                }
+                (limit, period, 0)
+            }
+        };
+        Ok(Self {
+            algorithm: rule.algorithm(),
+            limit: limit as f64,
+            period: period as f64,
+            burst: burst as f64,
+            extra: extra as f64,
+        })
+    }
+
+    /// The algorithm's id in `lua/check.lua`.
+    pub(crate) fn script_id(&self) -> u8 {
+        match self.algorithm {
+            Algorithm::FixedWindow => 1,
+            Algorithm::Gcra => 2,
+            Algorithm::SlidingLog => 3,
+            Algorithm::SlidingWindow { .. } => 4,
+            Algorithm::TokenBucket => 5,
+        }
+    }
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{MAX_PERIOD, Quota};
+
+    #[test]
+    fn bucket_rates_are_reduced_so_realistic_quotas_stay_exact() {
+        // 10^9 per day: gcd(10^9, 8.64e10) = 2e8, so one request is 432 units, 5 drain per µs.
+        let params = Params::new(&Rule::gcra("a", Quota::per_day(1_000_000_000))).unwrap();
+        assert_eq!((params.limit, params.period), (5.0, 432.0));
+        assert!(params.burst * params.period < MAX_EXACT as f64);
+        // One per ten years, and the same with a token bucket.
+        let params = Params::new(&Rule::token_bucket("a", Quota::new(1, MAX_PERIOD))).unwrap();
+        assert_eq!(params.period, MAX_PERIOD.as_micros() as f64);
+        // Window algorithms keep the quota as it is.
+        let params = Params::new(&Rule::fixed_window("a", Quota::per_day(1_000))).unwrap();
+        assert_eq!((params.limit, params.period), (1_000.0, 86_400_000_000.0));
+    }
+
+    #[test]
+    fn a_burst_that_cannot_be_counted_exactly_is_rejected_with_the_largest_that_can() {
+        // A prime-ish rate: 1 per (ten years - 1 µs) cannot be reduced.
+        let period = MAX_PERIOD - Duration::from_micros(1);
+        let period_us = period.as_micros() as u64;
+        let max = MAX_EXACT / period_us;
+        let fits = Rule::token_bucket("a", Quota::new(1, period).with_burst(max as u32));
+        assert!(Params::new(&fits).is_ok());
+        let too_big = Rule::gcra("a", Quota::new(1, period).with_burst(max as u32 + 1));
+        assert_eq!(
+            Params::new(&too_big).unwrap_err(),
+            ConfigError::BurstTooLarge {
+                rule: "a".into(),
+                burst: max as u32 + 1,
+                max,
+            }
+        );
+    }
+
+    #[test]
+    fn sliding_logs_are_bounded_and_sub_intervals_must_divide_the_period() {
+        assert!(Params::new(&Rule::sliding_log("a", Quota::per_hour(10_000))).is_ok());
+        assert!(matches!(
+            Params::new(&Rule::sliding_log("a", Quota::per_hour(10_001))),
+            Err(ConfigError::SlidingLogTooLong {
+                limit: 10_001,
+                max: 10_000,
+                ..
+            })
+        ));
+        let window = |period: Duration, n: u16| {
+            Params::new(&Rule::sliding_window("a", Quota::new(5, period), n))
+        };
+        assert_eq!(window(Duration::from_secs(60), 60).unwrap().extra, 60.0);
+        assert_eq!(window(Duration::from_secs(1), 100).unwrap().extra, 100.0);
+        assert!(window(Duration::from_millis(1), 1).is_ok());
+        for (period, n) in [
+            (Duration::from_secs(60), 0),
+            (Duration::from_secs(60), 101),
+            // 1 s / 7 is not a whole number of microseconds.
+            (Duration::from_secs(1), 7),
+        ] {
+            assert!(
+                matches!(
+                    window(period, n),
+                    Err(ConfigError::InvalidSubIntervals { .. })
+                ),
+                "{period:?} / {n}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_algorithm_has_its_own_script_id() {
+        let ids: std::collections::BTreeSet<u8> = [
+            Rule::fixed_window("a", Quota::per_second(1)),
+            Rule::gcra("a", Quota::per_second(1)),
+            Rule::sliding_log("a", Quota::per_second(1)),
+            Rule::sliding_window("a", Quota::per_second(1), 10),
+            Rule::token_bucket("a", Quota::per_second(1)),
+        ]
+        .iter()
+        .map(|rule| Params::new(rule).unwrap().script_id())
+        .collect();
+        assert_eq!(ids.len(), 5);
+    }
+}

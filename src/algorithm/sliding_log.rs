@@ -1,0 +1,206 @@
+//! Sliding log, as `lua/sliding_log.lua`: the time of every admitted unit, at most `limit` units
+//! in any `period`.
+//!
+//! An entry at time `t` counts while `now - period < t`, and leaves the window at `t + period`.
+//! The deque mirrors the Redis sorted set: ascending times, entries at or before the window's
+//! start dropped when the key is next written, so it never holds more than `limit` entries.
+
+use std::collections::VecDeque;
+
+use super::{Params, Step, Write, verdict};
+use crate::decision::Outcome;
+
+/// The times (µs since the epoch) of the admitted units, oldest first.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct State {
+    times: VecDeque<f64>,
+}
+
+impl State {
+    /// How many entries the log holds (in or out of the window).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.times.len()
+    }
+}
+
+/// An admitted request: `cost` entries at `now`, after dropping entries at or before `cutoff`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Append {
+    cutoff: f64,
+    now: f64,
+    cost: usize,
+}
+
+impl Append {
+    pub(super) fn apply(self, log: &mut State) {
+        let times = &mut log.times;
+        let stale = times.partition_point(|&t| t <= self.cutoff);
+        times.drain(..stale);
+        // `now` is the newest time unless the clock went back: keep the deque sorted like the
+        // sorted set.
+        let at = times.partition_point(|&t| t <= self.now);
+        if at == times.len() {
+            times.extend(std::iter::repeat_n(self.now, self.cost));
+        } else {
+            for _ in 0..self.cost {
+                times.insert(at, self.now);
+            }
+        }
+    }
+
+    pub(super) fn into_log(self) -> State {
+        let mut log = State {
+            times: VecDeque::with_capacity(self.cost),
+        };
+        self.apply(&mut log);
+        log
+    }
+}
+
+pub(super) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) -> Step {
+    let Params { limit, period, .. } = *params;
+    let cutoff = now - period;
+    let empty = VecDeque::new();
+    let times = state.map_or(&empty, |state| &state.times);
+    let first = times.partition_point(|&t| t <= cutoff);
+    let count = (times.len() - first) as f64;
+    // When the newest entry leaves the window, the full limit is back.
+    let mut reset_after = match times.back() {
+        Some(&newest) if count > 0.0 => newest + period - now,
+        _ => 0.0,
+    };
+    // `count` exceeds `limit` only when the limit was lowered while the log was live.
+    let room = (limit - count).max(0.0);
+    if cost > limit {
+        return Step::read_only(verdict(Outcome::Never, room, count, reset_after, 0.0));
+    }
+    let excess = count + cost - limit;
+    if excess > 0.0 {
+        // The request fits once `excess` entries have left: the excess-th oldest is the last.
+        let oldest = times[first + excess as usize - 1];
+        let retry_after = oldest + period - now;
+        let denied = verdict(Outcome::Denied, room, count, reset_after, retry_after);
+        return Step::read_only(denied);
+    }
+    let used = count + cost;
+    let mut write = None;
+    if cost > 0.0 {
+        reset_after = reset_after.max(period);
+        write = Some(Write::Log(Append {
+            cutoff,
+            now,
+            cost: cost as usize,
+        }));
+    }
+    let allowed = verdict(Outcome::Allowed, limit - used, used, reset_after, 0.0);
+    Step::new(allowed, write, reset_after)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{Quota, Rule};
+
+    const T0: f64 = 1_700_000_000_000_000.0;
+    const SECOND: f64 = 1_000_000.0;
+
+    struct Log {
+        params: Params,
+        state: Option<State>,
+    }
+
+    impl Log {
+        /// 3 per 10 seconds.
+        fn new() -> Self {
+            let rule = Rule::sliding_log("log", Quota::new(3, Duration::from_secs(10)));
+            Log {
+                params: Params::new(&rule).unwrap(),
+                state: None,
+            }
+        }
+
+        fn request(&mut self, now: f64, cost: f64) -> crate::decision::RuleVerdict {
+            let step = step(&self.params, self.state.as_ref(), now, cost);
+            if let Some((write, _)) = step.write {
+                match (write, &mut self.state) {
+                    (Write::Log(append), Some(state)) => append.apply(state),
+                    (Write::Log(append), state) => *state = Some(append.into_log()),
+                    (other, _) => panic!("a log writes appends, not {other:?}"),
+                }
+            }
+            step.verdict
+        }
+    }
+
+    #[test]
+    fn the_window_slides_entry_by_entry() {
+        let mut log = Log::new();
+        assert_eq!(log.request(T0, 1.0).outcome, Outcome::Allowed);
+        assert_eq!(
+            log.request(T0 + 2.0 * SECOND, 1.0).outcome,
+            Outcome::Allowed
+        );
+        assert_eq!(
+            log.request(T0 + 4.0 * SECOND, 1.0).outcome,
+            Outcome::Allowed
+        );
+        let denied = log.request(T0 + 5.0 * SECOND, 1.0);
+        assert_eq!(denied.outcome, Outcome::Denied);
+        // The entry at T0 leaves at T0 + 10 s.
+        assert_eq!(denied.retry_after_us, 5_000_000);
+        assert_eq!(denied.reset_after_us, 9_000_000);
+        // A cost of 2 needs the two oldest gone: the one at T0 + 2 s leaves at T0 + 12 s.
+        let denied = log.request(T0 + 5.0 * SECOND, 2.0);
+        assert_eq!(denied.retry_after_us, 7_000_000);
+        // One µs early is still denied; on time is admitted.
+        assert_eq!(
+            log.request(T0 + 10.0 * SECOND - 1.0, 1.0).outcome,
+            Outcome::Denied
+        );
+        let allowed = log.request(T0 + 10.0 * SECOND, 1.0);
+        assert_eq!(allowed.outcome, Outcome::Allowed);
+        assert_eq!((allowed.remaining, allowed.used), (0, 3));
+        assert_eq!(allowed.reset_after_us, 10_000_000);
+        // The entry at T0 was dropped when writing: never more than `limit` entries.
+        assert_eq!(log.state.as_ref().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn costs_add_one_entry_per_unit_and_too_costly_requests_never_pass() {
+        let mut log = Log::new();
+        let allowed = log.request(T0, 3.0);
+        assert_eq!((allowed.outcome, allowed.remaining), (Outcome::Allowed, 0));
+        assert_eq!(log.state.as_ref().unwrap().len(), 3);
+        let never = log.request(T0, 4.0);
+        assert_eq!((never.outcome, never.retry_after_us), (Outcome::Never, 0));
+        // All three entries leave together.
+        let denied = log.request(T0 + SECOND, 1.0);
+        assert_eq!(denied.retry_after_us, 9_000_000);
+    }
+
+    #[test]
+    fn a_peek_writes_nothing_and_an_empty_log_is_reset() {
+        let mut log = Log::new();
+        let peek = log.request(T0, 0.0);
+        assert_eq!(
+            (peek.outcome, peek.remaining, peek.reset_after_us),
+            (Outcome::Allowed, 3, 0)
+        );
+        assert!(log.state.is_none());
+    }
+
+    #[test]
+    fn entries_from_a_clock_that_went_back_stay_sorted() {
+        let mut log = Log::new();
+        log.request(T0 + SECOND, 1.0);
+        log.request(T0, 1.0);
+        let times: Vec<f64> = log.state.as_ref().unwrap().times.iter().copied().collect();
+        assert_eq!(times, [T0, T0 + SECOND]);
+        // The newest entry (in the future) decides the reset.
+        let peek = log.request(T0, 0.0);
+        assert_eq!(peek.reset_after_us, 11_000_000);
+    }
+}

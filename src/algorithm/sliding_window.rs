@@ -1,0 +1,363 @@
+//! Sliding window counter, as `lua/sliding_window.lua` (seed 001's sub-intervals and trailing
+//! window; `n = 1` is Cloudflare's weighted previous window).
+//!
+//! The period is split into `n` sub-intervals of `size` µs, aligned to the epoch: sub-interval
+//! `i` covers `[i * size, (i + 1) * size)`. At time `now`, in sub-interval `current` at `offset`
+//! µs into it, the window `(now - period, now]` holds sub-intervals `current - n + 1 ..= current`
+//! entirely and the trailing sub-interval `current - n` for its last `size - offset` µs, so
+//!
+//! ```text
+//! used = sum(count[current - n + 1 ..= current]) + ceil(count[current - n] * weight)
+//! ```
+//!
+//! The weight is `(steps - elapsed) / steps`: the offset measured in steps of `quantum` µs,
+//! `quantum` being the smallest that keeps `limit * steps` within 2^52 (1 µs unless `limit *
+//! size` passes 2^52), so every product below is an exact integer. Rounding the weighted count
+//! up, and the elapsed steps down, never lets the estimate admit more than the exact weight would;
+//! with whole units, `used + cost <= limit` is then the exact rational comparison.
+//!
+//! A clock behind the newest counted sub-interval (it went back) is taken to be at that
+//! sub-interval's start: the estimate is then at its highest, and no count ever lies ahead.
+
+use super::arith::{ceil_div, floor_div};
+use super::{Params, Step, Write, verdict};
+use crate::decision::Outcome;
+
+/// `limit * steps` stays within this, so weighted counts are exact (and the rounding corrections
+/// of `floor_div`/`ceil_div` stay below 2^53).
+const WEIGHT_RANGE: f64 = 4_503_599_627_370_496.0; // 2^52
+
+/// The counts of sub-intervals `newest - n ..= newest`, in a ring of `n + 1` slots indexed by
+/// sub-interval modulo `n + 1`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct State {
+    /// The newest sub-interval that has a count.
+    newest: f64,
+    counts: Box<[u32]>,
+}
+
+impl State {
+    fn count(&self, index: f64) -> f64 {
+        let span = self.counts.len() as f64;
+        if index > self.newest || index <= self.newest - span {
+            return 0.0;
+        }
+        f64::from(self.counts[slot(index, self.counts.len())])
+    }
+}
+
+fn slot(index: f64, slots: usize) -> usize {
+    // Sub-interval indexes are non-negative integers below 2^53.
+    (index as u64 % slots as u64) as usize
+}
+
+/// An admitted request: `cost` more units in sub-interval `index`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Add {
+    index: f64,
+    cost: u32,
+    slots: usize,
+}
+
+impl Add {
+    pub(super) fn apply(self, window: &mut State) {
+        let slots = window.counts.len();
+        if slots != self.slots {
+            // Another ring size (cannot happen: the sub-intervals are part of the storage key).
+            *window = self.into_window();
+            return;
+        }
+        if self.index > window.newest {
+            let gap = self.index - window.newest;
+            if gap >= slots as f64 {
+                window.counts.fill(0);
+            } else {
+                // The sub-intervals between the newest and this one had no requests.
+                for step in 1..=gap as u64 {
+                    window.counts[slot(window.newest + step as f64, slots)] = 0;
+                }
+            }
+            window.newest = self.index;
+        }
+        // A step evaluates at the newest sub-interval or later, so `index` lies in the ring.
+        let count = &mut window.counts[slot(self.index, slots)];
+        *count = count.saturating_add(self.cost);
+    }
+
+    pub(super) fn into_window(self) -> State {
+        let mut window = State {
+            newest: self.index,
+            counts: vec![0; self.slots].into_boxed_slice(),
+        };
+        self.apply(&mut window);
+        window
+    }
+}
+
+pub(super) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) -> Step {
+    let Params {
+        limit,
+        period,
+        extra: n,
+        ..
+    } = *params;
+    let size = period / n;
+    let quantum = ceil_div(size, floor_div(WEIGHT_RANGE, limit));
+    let steps = ceil_div(size, quantum);
+    let count = |index: f64| state.map_or(0.0, |state| state.count(index));
+
+    let mut current = floor_div(now, size);
+    let mut offset = now - current * size;
+    let newest = state.map(|state| state.newest);
+    if let Some(newest) = newest
+        && newest > current
+    {
+        current = newest;
+        offset = 0.0;
+    }
+    let mut full = 0.0;
+    let mut back = 0.0;
+    while back < n {
+        full += count(current - back);
+        back += 1.0;
+    }
+    let trailing = count(current - n);
+    let elapsed = floor_div(offset, quantum);
+    let used = full + ceil_div(trailing * (steps - elapsed), steps);
+    // The full limit is back once the newest counted sub-interval has slid out entirely.
+    let mut reset_after = match newest {
+        Some(newest) if newest >= current - n => (newest + n + 1.0) * size - now,
+        _ => 0.0,
+    };
+
+    let room = (limit - used).max(0.0);
+    if cost > limit {
+        return Step::read_only(verdict(Outcome::Never, room, used, reset_after, 0.0));
+    }
+    if used + cost > limit {
+        let window = Window {
+            limit,
+            n,
+            size,
+            quantum,
+            steps,
+        };
+        let retry_after = window.fits_at(current, elapsed, full, trailing, cost, count) - now;
+        let denied = verdict(Outcome::Denied, room, used, reset_after, retry_after);
+        return Step::read_only(denied);
+    }
+    let used = used + cost;
+    let mut write = None;
+    if cost > 0.0 {
+        reset_after = (current + n + 1.0) * size - now;
+        write = Some(Write::Window(Add {
+            index: current,
+            cost: cost as u32,
+            slots: n as usize + 1,
+        }));
+    }
+    let allowed = verdict(Outcome::Allowed, limit - used, used, reset_after, 0.0);
+    Step::new(allowed, write, reset_after)
+}
+
+/// The window's geometry, for the search of the earliest admission time.
+struct Window {
+    limit: f64,
+    n: f64,
+    size: f64,
+    quantum: f64,
+    steps: f64,
+}
+
+impl Window {
+    /// The earliest time (µs since the epoch) at which a request of `cost` fits, if nothing else
+    /// is admitted meanwhile. The estimate only falls as time passes: within a sub-interval the
+    /// trailing weight shrinks step by step, and at a boundary the oldest full sub-interval
+    /// becomes the trailing one at weight 1, so the estimate is continuous there. Each
+    /// sub-interval from `current` on is tried in turn; by `current + n + 1` every count has left.
+    fn fits_at(
+        &self,
+        current: f64,
+        elapsed: f64,
+        mut full: f64,
+        mut trailing: f64,
+        cost: f64,
+        count: impl Fn(f64) -> f64,
+    ) -> f64 {
+        let Window {
+            limit,
+            n,
+            size,
+            quantum,
+            steps,
+        } = *self;
+        let mut ahead = 0.0;
+        while ahead <= n + 1.0 {
+            let fit = limit - cost - full;
+            if fit >= 0.0 {
+                // trailing * (steps - at) <= fit * steps, for the smallest whole step `at`.
+                let mut at = 0.0;
+                if trailing > 0.0 {
+                    at = (steps - floor_div(fit * steps, trailing)).max(0.0);
+                }
+                if ahead == 0.0 {
+                    at = at.max(elapsed);
+                }
+                if at < steps {
+                    return (current + ahead) * size + at * quantum;
+                }
+            }
+            ahead += 1.0;
+            trailing = count(current + ahead - n);
+            full -= trailing;
+        }
+        // Unreachable: past the last sub-interval nothing is counted and `cost <= limit`.
+        (current + n + 1.0) * size
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decision::RuleVerdict;
+    use crate::{Quota, Rule};
+
+    /// 2023-11-14T00:00:00Z: a whole number of days, so every sub-interval used here starts on it.
+    const T0: f64 = 1_699_920_000_000_000.0;
+    const SECOND: f64 = 1_000_000.0;
+
+    struct Counter {
+        params: Params,
+        state: Option<State>,
+    }
+
+    impl Counter {
+        fn new(quota: Quota, sub_intervals: u16) -> Self {
+            let rule = Rule::sliding_window("sw", quota, sub_intervals);
+            Counter {
+                params: Params::new(&rule).unwrap(),
+                state: None,
+            }
+        }
+
+        fn request(&mut self, now: f64, cost: f64) -> RuleVerdict {
+            let step = step(&self.params, self.state.as_ref(), now, cost);
+            if let Some((Write::Window(add), _)) = step.write {
+                match &mut self.state {
+                    Some(state) => add.apply(state),
+                    state => *state = Some(add.into_window()),
+                }
+            }
+            step.verdict
+        }
+    }
+
+    #[test]
+    fn one_sub_interval_weighs_the_previous_window_by_its_overlap() {
+        // Cloudflare's example: 10 per minute.
+        let mut counter = Counter::new(Quota::per_minute(10), 1);
+        assert_eq!(counter.request(T0, 8.0).outcome, Outcome::Allowed);
+        // 15 s into the next minute, 3/4 of the previous one still overlaps: ceil(8 * 0.75) = 6.
+        let now = T0 + 75.0 * SECOND;
+        let peek = counter.request(now, 0.0);
+        assert_eq!((peek.used, peek.remaining), (6, 4));
+        assert_eq!(counter.request(now, 4.0).outcome, Outcome::Allowed);
+        let denied = counter.request(now, 1.0);
+        assert_eq!(denied.outcome, Outcome::Denied);
+        // 4 in this minute and 1 to spare: 8 * weight <= 5 once only 5/8 of the previous minute
+        // overlaps, 22.5 s into this one: 7.5 s from now.
+        assert_eq!(denied.retry_after_us, 7_500_000);
+        assert_eq!(
+            counter.request(now + 7_499_999.0, 1.0).outcome,
+            Outcome::Denied
+        );
+        assert_eq!(
+            counter.request(now + 7_500_000.0, 1.0).outcome,
+            Outcome::Allowed
+        );
+    }
+
+    #[test]
+    fn sub_intervals_slide_out_one_by_one() {
+        // 4 per second in 4 sub-intervals of 250 ms.
+        let mut counter = Counter::new(Quota::per_second(4), 4);
+        for quarter in 0..4 {
+            let now = T0 + f64::from(quarter) * 250_000.0;
+            assert_eq!(counter.request(now, 1.0).outcome, Outcome::Allowed);
+        }
+        let now = T0 + 900_000.0;
+        let denied = counter.request(now, 1.0);
+        assert_eq!((denied.used, denied.remaining), (4, 0));
+        // At T0 + 1 s the first quarter becomes the trailing one at weight 1; it weighs
+        // ceil(1 * (250_000 - r) / 250_000), which is 0 only at r = 250_000: at T0 + 1.25 s.
+        assert_eq!(denied.retry_after_us, 350_000);
+        assert_eq!(denied.reset_after_us, 2_000_000 - 900_000);
+        let cost_two = counter.request(now, 2.0);
+        assert_eq!(cost_two.retry_after_us, 600_000);
+    }
+
+    #[test]
+    fn costs_beyond_the_limit_never_pass_and_peeks_write_nothing() {
+        let mut counter = Counter::new(Quota::per_second(4), 2);
+        let never = counter.request(T0, 5.0);
+        assert_eq!((never.outcome, never.retry_after_us), (Outcome::Never, 0));
+        let peek = counter.request(T0, 0.0);
+        assert_eq!(
+            (peek.outcome, peek.remaining, peek.reset_after_us),
+            (Outcome::Allowed, 4, 0)
+        );
+        assert!(counter.state.is_none());
+    }
+
+    #[test]
+    fn a_billion_a_day_uses_coarser_exact_steps() {
+        let params = Params::new(&Rule::sliding_window(
+            "sw",
+            Quota::per_day(1_000_000_000),
+            1,
+        ))
+        .unwrap();
+        let size = params.period;
+        let quantum = ceil_div(size, floor_div(WEIGHT_RANGE, params.limit));
+        let steps = ceil_div(size, quantum);
+        assert_eq!(quantum, 19_185.0);
+        assert!(params.limit * steps <= WEIGHT_RANGE);
+        let mut counter = Counter {
+            params,
+            state: None,
+        };
+        assert_eq!(
+            counter.request(T0, 1_000_000_000.0).outcome,
+            Outcome::Allowed
+        );
+        // Half a day into the next day, half still counts, and a step of 19_185 µs more: the
+        // elapsed time is rounded down to 2_251_759 steps of 4_503_519, so the estimate is
+        // ceil(10^9 * 2_251_760 / 4_503_519), 112 above the exact half, never below it.
+        let half = counter.request(T0 + 1.5 * 86_400.0 * SECOND, 0.0);
+        assert_eq!(half.used, 500_000_112);
+    }
+
+    #[test]
+    fn a_clock_behind_the_counts_evaluates_at_the_newest_sub_interval() {
+        let mut counter = Counter::new(Quota::per_second(2), 2);
+        counter.request(T0 + SECOND, 1.0);
+        let behind = counter.request(T0, 1.0);
+        assert_eq!(behind.outcome, Outcome::Allowed);
+        assert_eq!(behind.reset_after_us, 2_500_000);
+        let state = counter.state.as_ref().unwrap();
+        assert_eq!(state.count(state.newest), 2.0);
+    }
+
+    #[test]
+    fn the_ring_forgets_sub_intervals_that_slid_out() {
+        let mut counter = Counter::new(Quota::per_second(10), 2);
+        counter.request(T0, 3.0);
+        counter.request(T0 + 500_000.0, 2.0);
+        counter.request(T0 + 1_500_000.0, 1.0);
+        let state = counter.state.as_ref().unwrap();
+        assert_eq!(state.count(state.newest), 1.0);
+        assert_eq!(state.count(state.newest - 1.0), 0.0);
+        assert_eq!(state.count(state.newest - 2.0), 2.0);
+        assert_eq!(state.count(state.newest - 3.0), 0.0, "out of the ring");
+    }
+}

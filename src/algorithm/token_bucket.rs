@@ -1,0 +1,95 @@
+//! Token bucket, as `lua/token_bucket.lua`: up to `burst` tokens, refilled at `limit` per
+//! `period`, a request takes `cost` of them.
+//!
+//! The same meter as GCRA (`bucket`), kept as the tokens left rather than the level used: in
+//! units of 1/period of a token, `tokens = burst * period - level`, and refilling `limit` units
+//! per microsecond is draining the level at that rate. So both decide alike; only the stored form
+//! differs.
+
+use super::{Params, Step, Write, bucket};
+
+/// The tokens left (units of 1/period of a token) at time `since` (µs since the epoch).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct State {
+    pub(crate) since: f64,
+    pub(crate) tokens: f64,
+}
+
+pub(super) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) -> Step {
+    let capacity = params.burst * params.period;
+    // More tokens than the capacity (the burst was lowered while the state was live) is a full
+    // bucket.
+    let level = state.map_or(0.0, |state| {
+        let level = (capacity - state.tokens).max(0.0);
+        bucket::drain(level, state.since, now, params.limit)
+    });
+    let (verdict, new_level) = bucket::evaluate(params, level, cost);
+    let write = new_level.map(|level| {
+        Write::Set(super::State::TokenBucket(State {
+            since: now,
+            tokens: capacity - level,
+        }))
+    });
+    // The state matters until the bucket is full again.
+    Step::new(verdict, write, verdict.reset_after_us as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decision::Outcome;
+    use crate::{Quota, Rule};
+
+    const T0: f64 = 1_700_000_000_000_000.0;
+
+    fn written(step: &Step) -> State {
+        match &step.write {
+            Some((Write::Set(super::super::State::TokenBucket(state)), _)) => *state,
+            other => panic!("expected a token bucket state, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_full_bucket_empties_then_refills_a_token_per_interval() {
+        // Capacity 4, 2 tokens per second: gcd(2, 1e6) = 2, so a token is 500_000 units.
+        let rule = Rule::token_bucket("t", Quota::per_second(2).with_burst(4));
+        let params = Params::new(&rule).unwrap();
+        let mut state = None;
+        for left in (0..4).rev() {
+            let step = step(&params, state.as_ref(), T0, 1.0);
+            assert_eq!(step.verdict.outcome, Outcome::Allowed);
+            assert_eq!(step.verdict.remaining, left);
+            state = Some(written(&step));
+        }
+        assert_eq!(state.unwrap().tokens, 0.0);
+        let denied = step(&params, state.as_ref(), T0, 1.0).verdict;
+        assert_eq!(denied.outcome, Outcome::Denied);
+        assert_eq!(denied.retry_after_us, 500_000);
+        assert_eq!(denied.reset_after_us, 2_000_000);
+        let later = step(&params, state.as_ref(), T0 + 500_000.0, 1.0);
+        assert_eq!(later.verdict.outcome, Outcome::Allowed);
+    }
+
+    #[test]
+    fn the_ttl_is_never_zero_for_a_tiny_bucket_at_a_high_rate() {
+        // The seed's floor(2 * capacity / rate) is 0 here: 1 token at 10^9 per second.
+        let rule = Rule::token_bucket("t", Quota::per_second(1_000_000_000).with_burst(1));
+        let params = Params::new(&rule).unwrap();
+        let step = step(&params, None, T0, 1.0);
+        assert_eq!(step.verdict.outcome, Outcome::Allowed);
+        // A token refills in 1 ns: the state matters for (rounded up) 1 µs.
+        assert_eq!(step.verdict.reset_after_us, 1);
+        assert_eq!(step.write.as_ref().unwrap().1, 1);
+    }
+
+    #[test]
+    fn tokens_above_a_lowered_burst_count_as_a_full_bucket() {
+        let params = Params::new(&Rule::token_bucket("t", Quota::per_second(1))).unwrap();
+        let overfull = State {
+            since: T0,
+            tokens: 10.0 * params.period,
+        };
+        let peek = step(&params, Some(&overfull), T0, 0.0).verdict;
+        assert_eq!((peek.remaining, peek.used), (1, 0));
+    }
+}
