@@ -319,3 +319,87 @@ async fn a_denied_request_writes_nothing() {
     assert_eq!(request(&app, "/fw", "erin", 1).await.1, "Allow");
     assert!(writes(&redis) > writes_before);
 }
+
+/// The sliding log, sliding window and token bucket, with the server's clock: after allowed,
+/// denied, never-admissible and cost-0 requests from several clients, exactly the expected keys
+/// exist, each with a TTL that is positive and no longer than its state can matter (the log's
+/// period; the window's period plus one sub-interval; the time the bucket takes to refill).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_algorithm_sets_a_ttl_no_longer_than_its_state_matters() {
+    let redis = RedisServer::start();
+    let store = RedisStore::open(&redis.url()).unwrap();
+    let ok = || async { "ok" };
+    let app = Router::new()
+        .route(
+            "/log",
+            get(ok).layer(layer(
+                &store,
+                vec![Rule::sliding_log("log", Quota::per_hour(3))],
+            )),
+        )
+        .route(
+            "/sw",
+            get(ok).layer(layer(
+                &store,
+                vec![Rule::sliding_window("sw", Quota::per_hour(3), 4)],
+            )),
+        )
+        .route(
+            "/tb",
+            get(ok).layer(layer(
+                &store,
+                vec![Rule::token_bucket("tb", Quota::per_minute(2))],
+            )),
+        );
+    let routes = ["/log", "/sw", "/tb"];
+    let clients = ["alice", "bob"];
+    for client in clients {
+        for uri in routes {
+            for _ in 0..4 {
+                let (status, state) = request(&app, uri, client, 1).await;
+                assert!(
+                    matches!(
+                        (status.as_u16(), state.as_str()),
+                        (200, "Allow") | (429, "Deny")
+                    ),
+                    "{uri} {client}: {status} {state:?}"
+                );
+            }
+            assert_eq!(request(&app, uri, client, 0).await.0, StatusCode::OK);
+            assert_eq!(
+                request(&app, uri, client, 100).await.0,
+                StatusCode::TOO_MANY_REQUESTS
+            );
+            // Only peeks and requests that can never pass: no state.
+            assert_eq!(request(&app, uri, "peeker", 0).await.0, StatusCode::OK);
+            assert_eq!(
+                request(&app, uri, "greedy", 100).await.0,
+                StatusCode::TOO_MANY_REQUESTS
+            );
+        }
+    }
+
+    let keys: BTreeSet<String> = redis.keys().into_iter().collect();
+    let expected: BTreeSet<String> = clients
+        .iter()
+        .flat_map(|client| {
+            ["log:log", "sw:sw4", "tb:tb"].map(|rule| format!("ratelimit:{rule}:{{{client}}}"))
+        })
+        .collect();
+    assert_eq!(keys, expected);
+    for key in &keys {
+        let longest = match key.split(':').nth(1) {
+            Some("log") => 3_600_000,
+            Some("sw") => 3_600_000 + 900_000,
+            Some("tb") => 60_000,
+            _ => panic!("unexpected key {key:?}"),
+        };
+        let ttl = redis.pttl(key);
+        assert!(
+            ttl > 0 && ttl <= longest,
+            "{key} has PTTL {ttl} (at most {longest} ms)"
+        );
+    }
+    // The log holds one entry per admitted unit, never more than its limit.
+    assert_eq!(redis.cli(&["ZCARD", "ratelimit:log:log:{alice}"]), "3");
+}
