@@ -551,6 +551,20 @@ mod tests {
         let rule = Rule::gcra("api", Quota::per_minute(100).with_burst(10));
         assert_eq!(rule.capacity(), 10);
         assert_eq!(rule.window(), Duration::from_secs(6));
+        let rule = Rule::token_bucket("api", Quota::per_minute(100).with_burst(10));
+        assert_eq!(
+            (rule.capacity(), rule.window()),
+            (10, Duration::from_secs(6))
+        );
+        for rule in [
+            Rule::sliding_log("api", Quota::per_minute(100).with_burst(10)),
+            Rule::sliding_window("api", Quota::per_minute(100).with_burst(10), 6),
+        ] {
+            assert_eq!(
+                (rule.capacity(), rule.window()),
+                (100, Duration::from_secs(60))
+            );
+        }
         let rule = Rule::fixed_window("api", Quota::per_minute(100).with_burst(10));
         assert_eq!(rule.capacity(), 100);
         assert_eq!(rule.window(), Duration::from_secs(60));
@@ -568,6 +582,25 @@ mod tests {
         );
         let text = serde_json::to_string(&rule).unwrap();
         assert!(text.contains(r#""period":"10s""#), "{text}");
+    }
+
+    #[test]
+    fn every_algorithm_round_trips_through_serde() {
+        let quota = Quota::per_minute(60);
+        for (rule, json) in [
+            (Rule::fixed_window("a", quota), r#""fixed_window""#),
+            (Rule::sliding_log("a", quota), r#""sliding_log""#),
+            (
+                Rule::sliding_window("a", quota, 6),
+                r#"{"sliding_window":{"sub_intervals":6}}"#,
+            ),
+            (Rule::token_bucket("a", quota), r#""token_bucket""#),
+            (Rule::gcra("a", quota), r#""gcra""#),
+        ] {
+            let text = serde_json::to_string(&rule).unwrap();
+            assert!(text.contains(&format!(r#""algorithm":{json}"#)), "{text}");
+            assert_eq!(serde_json::from_str::<Rule>(&text).unwrap(), rule);
+        }
     }
 
     #[test]

@@ -147,3 +147,15 @@ impl Step {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rule_state_stays_small_whatever_the_algorithm() {
+        // The memory store keeps one per rule per key, up to a million keys: the growing states
+        // (log, window) are boxed so the others stay three words.
+        assert!(std::mem::size_of::<State>() <= 24);
+    }
+}
