@@ -128,6 +128,11 @@ impl ControlLaw {
     /// How fast the shedding amount moves at `utilization`, per second: between `−1 / ramp` and
     /// `1 / ramp`. A utilisation that is not a number (NaN) moves nothing.
     pub fn rate(&self, utilization: f64) -> f64 {
+        self.direction(utilization) / self.ramp.as_secs_f64()
+    }
+
+    /// The rate in seconds of full overload per second, from −1 to 1.
+    fn direction(&self, utilization: f64) -> f64 {
         let direction = if utilization.is_nan() {
             0.0
         } else if utilization < self.end_of_good {
@@ -137,18 +142,25 @@ impl ControlLaw {
         } else {
             (utilization - self.start_of_bad) / (1.0 - self.start_of_bad)
         };
-        direction.clamp(-1.0, 1.0) / self.ramp.as_secs_f64()
+        direction.clamp(-1.0, 1.0)
     }
 
     /// The probability that a request of `priority` is refused at shedding amount `amount`.
     pub fn drop_probability(&self, amount: f64, priority: Priority) -> f64 {
+        self.band_probability(amount * self.ramp.as_secs_f64(), priority)
+    }
+
+    /// The drop probability at `overload`, the amount in seconds of full overload (`amount ×
+    /// ramp`). Multiplying before dividing keeps the band edges exact for whole seconds.
+    fn band_probability(&self, overload: f64, priority: Priority) -> f64 {
         if !priority.is_sheddable() || self.levels == 0 {
             return 0.0;
         }
         let bands = self.levels.count_ones();
         let at_or_below = self.levels & ((2 << priority.index()) - 1);
         let band = at_or_below.count_ones().saturating_sub(1);
-        (amount * f64::from(bands) - f64::from(band)).clamp(0.0, 1.0)
+        let position = overload * f64::from(bands) / self.ramp.as_secs_f64();
+        (position - f64::from(band)).clamp(0.0, 1.0)
     }
 
     /// Checks the constants; the layer's `build()` calls it.
@@ -191,6 +203,9 @@ impl Default for ControlLaw {
 
 /// The control law's state: the shedding amount and when it was last updated.
 ///
+/// The amount is kept as seconds of full overload (`amount × ramp`, from `−delay` to `ramp`):
+/// whole seconds at full overload then add up exactly, so the delay ends on the second.
+///
 /// Feed it the time and the utilisation at each request ([`update`](Self::update)), read the drop
 /// probability of each priority, or let [`should_shed`](Self::should_shed) decide with a random
 /// number you pass in. Nothing in it reads a clock or a random generator, so a test decides both.
@@ -216,7 +231,7 @@ impl Default for ControlLaw {
 #[derive(Clone, Debug)]
 pub struct ShedControl {
     law: ControlLaw,
-    amount: f64,
+    overload: f64,
     updated: Instant,
 }
 
@@ -229,7 +244,7 @@ impl ShedControl {
         law.validate()?;
         Ok(Self {
             law,
-            amount: law.resting_amount(),
+            overload: -law.delay.as_secs_f64(),
             updated: now,
         })
     }
@@ -246,34 +261,20 @@ impl ShedControl {
             .saturating_duration_since(self.updated)
             .min(self.law.delay);
         self.updated = self.updated.max(now);
-        let moved = self.amount + elapsed.as_secs_f64() * self.law.rate(utilization);
-        self.amount = moved.clamp(self.law.resting_amount(), 1.0);
-        self.amount
+        let moved = self.overload + elapsed.as_secs_f64() * self.law.direction(utilization);
+        self.overload = moved.clamp(-self.law.delay.as_secs_f64(), self.law.ramp.as_secs_f64());
+        self.amount()
     }
 
     /// The shedding amount: negative while healthy, 0 where shedding starts, 1 when every
     /// sheddable request is refused.
     pub fn amount(&self) -> f64 {
-        self.amount
+        self.overload / self.law.ramp.as_secs_f64()
     }
 
     /// The probability that a request of `priority` is refused now.
     pub fn drop_probability(&self, priority: Priority) -> f64 {
-        self.law.drop_probability(self.amount, priority)
-    }
-
-    /// Updates the amount, then decides whether to refuse a request of `priority`: yes when
-    /// `draw`, a uniform random number in `[0, 1)`, is below its drop probability. A probability
-    /// of 0 never refuses and 1 always does.
-    pub fn should_shed(
-        &mut self,
-        now: Instant,
-        utilization: f64,
-        priority: Priority,
-        draw: f64,
-    ) -> bool {
-        self.update(now, utilization);
-        draw < self.drop_probability(priority)
+        self.law.band_probability(self.overload, priority)
     }
 }
 
