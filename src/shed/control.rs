@@ -206,9 +206,10 @@ impl Default for ControlLaw {
 /// The amount is kept as seconds of full overload (`amount × ramp`, from `−delay` to `ramp`):
 /// whole seconds at full overload then add up exactly, so the delay ends on the second.
 ///
-/// Feed it the time and the utilisation at each request ([`update`](Self::update)), read the drop
-/// probability of each priority, or let [`should_shed`](Self::should_shed) decide with a random
-/// number you pass in. Nothing in it reads a clock or a random generator, so a test decides both.
+/// Feed it the time and the utilisation at each request ([`update`](Self::update)), then read the
+/// drop probability of the request's priority; the caller refuses the request when a uniform
+/// random number in `[0, 1)` falls below it. Nothing in it reads a clock or a random generator,
+/// so a test decides both.
 ///
 /// ```
 /// use std::time::Duration;
