@@ -13,6 +13,8 @@
 //! The layer adds the rate-limit headers and `Retry-After` afterwards, to default and custom
 //! responses alike (a custom `Retry-After` is kept).
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use http::header::CONTENT_TYPE;
 use http::{HeaderValue, Response, StatusCode};
@@ -126,6 +128,33 @@ impl Rejection<'_> {
             HeaderValue::from_static("application/problem+json"),
         );
         response
+    }
+}
+
+type RejectFn = dyn Fn(&Rejection<'_>) -> Response<Bytes> + Send + Sync;
+
+/// How a layer answers a rejection: with the user's `on_rejection` hook, or the default response.
+#[derive(Clone, Default)]
+pub(crate) struct Responder(Option<Arc<RejectFn>>);
+
+impl Responder {
+    /// Answers with `respond`, whatever body type it builds.
+    pub(crate) fn custom<F, B>(respond: F) -> Self
+    where
+        F: Fn(&Rejection<'_>) -> Response<B> + Send + Sync + 'static,
+        B: Into<Bytes>,
+    {
+        Responder(Some(Arc::new(move |rejection: &Rejection<'_>| {
+            respond(rejection).map(Into::into)
+        })))
+    }
+
+    /// The response to `rejection`, before the layer adds its headers.
+    pub(crate) fn respond(&self, rejection: &Rejection<'_>) -> Response<Bytes> {
+        match &self.0 {
+            Some(respond) => respond(rejection),
+            None => rejection.default_response(),
+        }
     }
 }
 

@@ -16,13 +16,12 @@ use super::service::UtilizationShed;
 use crate::error::ConfigError;
 use crate::headers::retry_after;
 use crate::log::Throttled;
-use crate::response::Rejection;
+use crate::response::{Rejection, Responder};
 use crate::shed::priority::priority_of;
 use crate::shed::{Classify, ControlLaw, Priority, ShedControl, Shedding};
 
 type UtilizationFn = dyn Fn() -> f64 + Send + Sync;
 type RandomFn = dyn Fn() -> f64 + Send + Sync;
-type RejectFn = dyn Fn(&Rejection<'_>) -> Response<Bytes> + Send + Sync;
 
 /// The default `Retry-After` of a shed request.
 const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(5);
@@ -75,7 +74,7 @@ impl UtilizationShedLayer {
             law: ControlLaw::default(),
             retry_after: DEFAULT_RETRY_AFTER,
             random: None,
-            on_rejection: None,
+            on_rejection: Responder::default(),
         }
     }
 
@@ -123,7 +122,7 @@ pub struct UtilizationShedLayerBuilder {
     law: ControlLaw,
     retry_after: Duration,
     random: Option<Arc<RandomFn>>,
-    on_rejection: Option<Arc<RejectFn>>,
+    on_rejection: Responder,
 }
 
 impl UtilizationShedLayerBuilder {
@@ -181,9 +180,7 @@ impl UtilizationShedLayerBuilder {
         F: Fn(&Rejection<'_>) -> Response<B> + Send + Sync + 'static,
         B: Into<Bytes>,
     {
-        self.on_rejection = Some(Arc::new(move |rejection: &Rejection<'_>| {
-            respond(rejection).map(Into::into)
-        }));
+        self.on_rejection = Responder::custom(respond);
         self
     }
 
@@ -245,7 +242,7 @@ pub(crate) struct Shared {
     in_flight: InFlight,
     retry_after: Duration,
     random: Arc<RandomFn>,
-    on_rejection: Option<Arc<RejectFn>>,
+    on_rejection: Responder,
     shed_log: Throttled,
 }
 
@@ -287,11 +284,7 @@ impl Shared {
                 "request shed: the instance has been overloaded for a while"
             );
         });
-        let rejection = Rejection::Shed(&shedding);
-        let mut response = match &self.on_rejection {
-            Some(respond) => respond(&rejection),
-            None => rejection.default_response(),
-        };
+        let mut response = self.on_rejection.respond(&Rejection::Shed(&shedding));
         retry_after(response.headers_mut(), self.retry_after);
         response
     }
