@@ -342,6 +342,7 @@ async fn a_utilisation_function_and_a_custom_rejection() {
         .utilization(move || measured.get())
         .control_law(ControlLaw::default().priorities([Priority::Normal]))
         .random_source(|| 0.0)
+        .retry_after(Duration::from_millis(1_500))
         .on_rejection(|rejection: &Rejection<'_>| {
             let Rejection::Shed(shedding) = rejection else {
                 unreachable!("this layer only sheds")
@@ -373,8 +374,8 @@ async fn a_utilisation_function_and_a_custom_rejection() {
             assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
             assert_eq!(
                 header(&response, "retry-after"),
-                "5",
-                "added to custom responses"
+                "2",
+                "added to custom responses, in whole seconds rounded up"
             );
             assert_eq!(text(response).await, "busy, normal traffic waits");
         }
