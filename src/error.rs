@@ -116,6 +116,9 @@ pub enum ConfigError {
     /// A key extractor setting is invalid.
     #[error("invalid key extractor configuration: {0}")]
     KeyExtractor(String),
+    /// A load shedder setting is invalid (no capacity, a dead zone out of order, …).
+    #[error("invalid load shedder configuration: {0}")]
+    Shed(String),
 }
 
 /// Why a store could not answer. The layer turns it into its failure mode (fail open by default).

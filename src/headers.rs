@@ -197,7 +197,7 @@ fn fill(headers: &mut HeaderMap, name: HeaderName, value: HeaderValue) {
 }
 
 /// `Retry-After` in whole seconds, rounded up, at least 1.
-fn retry_after(headers: &mut HeaderMap, after: Duration) {
+pub(crate) fn retry_after(headers: &mut HeaderMap, after: Duration) {
     let seconds = whole_seconds(after).as_secs().max(1);
     fill(headers, RETRY_AFTER, HeaderValue::from(seconds));
 }

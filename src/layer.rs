@@ -15,7 +15,7 @@ use crate::headers::{Headers, Stamp};
 use crate::key::{KeyError, KeyExtractor};
 use crate::log::Throttled;
 use crate::policy::{Policy, Rule};
-use crate::response::Rejection;
+use crate::response::{Rejection, Responder};
 use crate::service::RateLimit;
 use crate::store::{MemoryStore, Store};
 
@@ -47,7 +47,6 @@ pub enum MissingKey {
 }
 
 type CostFn = dyn Fn(&Parts) -> u32 + Send + Sync;
-type RejectFn = dyn Fn(&Rejection<'_>) -> Response<Bytes> + Send + Sync;
 
 /// A tower [`Layer`] that rate limits requests: one policy, one key, one store.
 ///
@@ -84,7 +83,7 @@ impl RateLimitLayer {
             deadline: Duration::from_millis(100),
             headers: Headers::default(),
             cost: None,
-            on_rejection: None,
+            on_rejection: Responder::default(),
         }
     }
 
@@ -122,7 +121,7 @@ pub struct RateLimitLayerBuilder {
     deadline: Duration,
     headers: Headers,
     cost: Option<Arc<CostFn>>,
-    on_rejection: Option<Arc<RejectFn>>,
+    on_rejection: Responder,
 }
 
 impl RateLimitLayerBuilder {
@@ -204,9 +203,7 @@ impl RateLimitLayerBuilder {
         F: Fn(&Rejection<'_>) -> Response<B> + Send + Sync + 'static,
         B: Into<Bytes>,
     {
-        self.on_rejection = Some(Arc::new(move |rejection: &Rejection<'_>| {
-            respond(rejection).map(Into::into)
-        }));
+        self.on_rejection = Responder::custom(respond);
         self
     }
 
@@ -245,7 +242,7 @@ pub(crate) struct Config {
     pub(crate) deadline: Duration,
     pub(crate) headers: Headers,
     cost: Option<Arc<CostFn>>,
-    on_rejection: Option<Arc<RejectFn>>,
+    on_rejection: Responder,
     failures: Throttled,
 }
 
@@ -320,10 +317,7 @@ impl Config {
 
     /// The rejection's response, the user's own when they gave one, before the layer's headers.
     fn respond_unstamped(&self, rejection: &Rejection<'_>) -> Response<Bytes> {
-        match &self.on_rejection {
-            Some(respond) => respond(rejection),
-            None => rejection.default_response(),
-        }
+        self.on_rejection.respond(rejection)
     }
 }
 

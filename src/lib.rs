@@ -19,6 +19,7 @@ mod log;
 mod policy;
 mod response;
 mod service;
+pub mod shed;
 pub mod store;
 
 pub use body::ResponseBody;
@@ -30,6 +31,7 @@ pub use layer::{FailureMode, MissingKey, RateLimitLayer, RateLimitLayerBuilder};
 pub use policy::{Algorithm, MAX_PERIOD, MAX_RULES, MIN_PERIOD, Policy, Quota, Rule};
 pub use response::Rejection;
 pub use service::RateLimit;
+pub use shed::{Priority, UtilizationShedLayer};
 pub use store::{MemoryStore, RedisStore, Store, StoreFuture};
 
 /// The README's examples, compiled as doctests so they stay true.

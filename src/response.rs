@@ -8,9 +8,12 @@
 //! | cost larger than the quota can ever hold | 429, no `Retry-After` | that retrying will never help |
 //! | no key in the request | 400 | what was missing, from the [`KeyError`] |
 //! | store unavailable, [fail closed](crate::FailureMode::Closed) | 503 | that limiting is unavailable |
+//! | shed by a [load shedder](crate::shed) | 503 | that the service is overloaded, the request's priority |
 //!
 //! The layer adds the rate-limit headers and `Retry-After` afterwards, to default and custom
 //! responses alike (a custom `Retry-After` is kept).
+
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::header::CONTENT_TYPE;
@@ -22,6 +25,7 @@ use crate::error::StoreError;
 use crate::headers::whole_seconds;
 use crate::key::KeyError;
 use crate::policy::Policy;
+use crate::shed::{Priority, Shedding};
 
 /// Why a request was answered by the rate limiter rather than the service.
 #[derive(Debug)]
@@ -40,6 +44,8 @@ pub enum Rejection<'a> {
     MissingKey(&'a KeyError),
     /// The store failed and the layer fails closed.
     Unavailable(&'a StoreError),
+    /// A load shedder refused the request to protect an overloaded service.
+    Shed(&'a Shedding),
 }
 
 impl Rejection<'_> {
@@ -48,7 +54,7 @@ impl Rejection<'_> {
         match self {
             Rejection::Limited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Rejection::MissingKey(_) => StatusCode::BAD_REQUEST,
-            Rejection::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Rejection::Unavailable(_) | Rejection::Shed(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -63,6 +69,7 @@ impl Rejection<'_> {
             policy: None,
             limit: None,
             retry_after: None,
+            priority: None,
         };
         match self {
             Rejection::Limited {
@@ -100,6 +107,18 @@ impl Rejection<'_> {
                 problem.retry_after = Some(1);
                 problem.detail = "Rate limiting is temporarily unavailable, so requests are refused. Retry shortly.".into();
             }
+            Rejection::Shed(shedding) => {
+                let seconds = whole_seconds(shedding.retry_after()).as_secs().max(1);
+                problem.retry_after = Some(seconds);
+                problem.priority = Some(shedding.priority());
+                problem.detail = format!(
+                    "The service is overloaded and refuses {:.0}% of {} priority requests to recover. \
+                     Retry after {seconds} second{}.",
+                    shedding.drop_probability() * 100.0,
+                    shedding.priority(),
+                    if seconds == 1 { "" } else { "s" }
+                );
+            }
         }
         let body = serde_json::to_vec(&problem).unwrap_or_default();
         let mut response = Response::new(Bytes::from(body));
@@ -109,6 +128,33 @@ impl Rejection<'_> {
             HeaderValue::from_static("application/problem+json"),
         );
         response
+    }
+}
+
+type RejectFn = dyn Fn(&Rejection<'_>) -> Response<Bytes> + Send + Sync;
+
+/// How a layer answers a rejection: with the user's `on_rejection` hook, or the default response.
+#[derive(Clone, Default)]
+pub(crate) struct Responder(Option<Arc<RejectFn>>);
+
+impl Responder {
+    /// Answers with `respond`, whatever body type it builds.
+    pub(crate) fn custom<F, B>(respond: F) -> Self
+    where
+        F: Fn(&Rejection<'_>) -> Response<B> + Send + Sync + 'static,
+        B: Into<Bytes>,
+    {
+        Responder(Some(Arc::new(move |rejection: &Rejection<'_>| {
+            respond(rejection).map(Into::into)
+        })))
+    }
+
+    /// The response to `rejection`, before the layer adds its headers.
+    pub(crate) fn respond(&self, rejection: &Rejection<'_>) -> Response<Bytes> {
+        match &self.0 {
+            Some(respond) => respond(rejection),
+            None => rejection.default_response(),
+        }
     }
 }
 
@@ -130,6 +176,8 @@ struct Problem {
     limit: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     retry_after: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    priority: Option<Priority>,
 }
 
 #[cfg(test)]
@@ -214,6 +262,22 @@ mod tests {
         assert_eq!(
             Rejection::Unavailable(&err).default_response().status(),
             StatusCode::SERVICE_UNAVAILABLE
+        );
+    }
+
+    #[test]
+    fn a_shed_request_is_told_its_priority_and_when_to_retry() {
+        let shedding = Shedding::new(Priority::Low, 0.25, 1.0, Duration::from_millis(4_100));
+        let response = Rejection::Shed(&shedding).default_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let body = json(&response);
+        assert_eq!(body["status"], 503);
+        assert_eq!(body["priority"], "low");
+        assert_eq!(body["retry_after"], 5);
+        assert_eq!(
+            body["detail"],
+            "The service is overloaded and refuses 25% of low priority requests to recover. \
+             Retry after 5 seconds."
         );
     }
 }
