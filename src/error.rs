@@ -74,6 +74,9 @@ pub enum ConfigError {
     /// A key extractor setting is invalid.
     #[error("invalid key extractor configuration: {0}")]
     KeyExtractor(String),
+    /// A concurrency limit or load shedder setting is invalid (no limit, a lease out of range, …).
+    #[error("invalid concurrency configuration: {0}")]
+    Concurrency(String),
 }
 
 /// Why a store could not answer. The layer turns it into its failure mode (fail open by default).

@@ -17,6 +17,7 @@ use http::header::CONTENT_TYPE;
 use http::{HeaderValue, Response, StatusCode};
 use serde::Serialize;
 
+use crate::concurrency::Busy;
 use crate::decision::{Decision, Outcome};
 use crate::error::StoreError;
 use crate::headers::whole_seconds;
@@ -40,6 +41,10 @@ pub enum Rejection<'a> {
     MissingKey(&'a KeyError),
     /// The store failed and the layer fails closed.
     Unavailable(&'a StoreError),
+    /// A [concurrency limit](crate::ConcurrencyLimitLayer) has no free slot for this key (429).
+    TooManyInFlight(&'a Busy),
+    /// The [fleet shedder](crate::shed::FleetShedLayer) refused this request's priority (503).
+    Shed(&'a Busy),
 }
 
 impl Rejection<'_> {
@@ -48,7 +53,8 @@ impl Rejection<'_> {
         match self {
             Rejection::Limited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Rejection::MissingKey(_) => StatusCode::BAD_REQUEST,
-            Rejection::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Rejection::Unavailable(_) | Rejection::Shed(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Rejection::TooManyInFlight(_) => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 
@@ -99,6 +105,29 @@ impl Rejection<'_> {
             Rejection::Unavailable(_) => {
                 problem.retry_after = Some(1);
                 problem.detail = "Rate limiting is temporarily unavailable, so requests are refused. Retry shortly.".into();
+            }
+            Rejection::TooManyInFlight(busy) | Rejection::Shed(busy) => {
+                let seconds = whole_seconds(busy.retry_after()).as_secs().max(1);
+                problem.policy = Some(busy.name().to_owned());
+                problem.limit = Some(u64::from(busy.limit()));
+                problem.retry_after = Some(seconds);
+                let plural = if seconds == 1 { "" } else { "s" };
+                problem.detail = match busy.priority() {
+                    None => format!(
+                        "Concurrency limit \"{}\" ({} at once) reached: {} requests are in flight. \
+                         Retry after {seconds} second{plural}.",
+                        busy.name(),
+                        busy.limit(),
+                        busy.in_flight()
+                    ),
+                    Some(priority) => format!(
+                        "The service is shedding load: {priority} requests may use {} of {} slots \
+                         and {} are in use. Retry after {seconds} second{plural}.",
+                        busy.limit(),
+                        busy.capacity(),
+                        busy.in_flight()
+                    ),
+                };
             }
         }
         let body = serde_json::to_vec(&problem).unwrap_or_default();
