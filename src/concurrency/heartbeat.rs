@@ -29,8 +29,9 @@ pub(crate) trait Renews: Send + Sync + 'static {
     /// The store's record of live permits.
     fn heartbeat(&self) -> &Heartbeat;
 
-    /// Renews a batch of permits, answering the ones that were gone.
-    fn renew(&self, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>>;
+    /// Renews a batch of permits, answering the ones that were gone, which it stops renewing
+    /// (see [`Heartbeat::forget_gone`]).
+    fn renew(self: &Arc<Self>, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>>;
 }
 
 /// The permits this process holds through one store, and its renewal task's bookkeeping.
@@ -100,19 +101,21 @@ impl Heartbeat {
             .collect()
     }
 
-    /// The store no longer holds these permits: their leases expired before a renewal reached it
-    /// (a partition longer than the lease). Renewing them again would exceed the limit, so they
-    /// are dropped; their requests run on without a slot.
-    fn lost(&self, gone: &[PermitId]) {
+    /// The store no longer holds these permits: released meanwhile, or their leases expired
+    /// before a renewal reached the store (a partition longer than the lease). Renewing them again
+    /// would exceed the limit, so they are dropped; their requests run on without a slot. Answers
+    /// how many were still held here (lost, rather than released).
+    pub(crate) fn forget_gone(&self, gone: &[PermitId]) -> usize {
         if gone.is_empty() {
-            return;
+            return 0;
         }
         let mut held = self.lock();
-        let lost = gone
-            .iter()
+        gone.iter()
             .filter(|permit| held.remove(permit).is_some())
-            .count();
-        drop(held);
+            .count()
+    }
+
+    fn report_lost(&self, lost: usize) {
         if lost > 0 {
             self.losses.warn(|suppressed| {
                 tracing::warn!(
@@ -150,7 +153,7 @@ async fn run<R: Renews>(owner: Weak<R>) {
         for batch in renewals.chunks(BATCH) {
             // A renewal slower than a period is as good as failed: the next tick sends a new one.
             match tokio::time::timeout(period, owner.renew(batch)).await {
-                Ok(Ok(gone)) => heartbeat.lost(&gone),
+                Ok(Ok(gone)) => heartbeat.report_lost(gone.len()),
                 failed => {
                     let error = match failed {
                         Ok(Err(err)) => err.to_string(),

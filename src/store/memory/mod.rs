@@ -199,7 +199,7 @@ impl Store for MemoryStore {
     }
 
     fn renew(&self, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
-        crate::concurrency::heartbeat::Renews::renew(&*self.inner, renewals)
+        crate::concurrency::heartbeat::Renews::renew(&self.inner, renewals)
     }
 }
 

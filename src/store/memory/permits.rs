@@ -209,7 +209,7 @@ impl Renews for Inner {
         &self.heartbeat
     }
 
-    fn renew(&self, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
+    fn renew(self: &Arc<Self>, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
         let now = self.clock.now_micros();
         let gone = renewals
             .iter()
@@ -220,7 +220,8 @@ impl Renews for Inner {
                 !table.renew(hash, &key, renewal.permit, expires_at, now)
             })
             .map(|renewal| renewal.permit)
-            .collect();
+            .collect::<Vec<_>>();
+        self.heartbeat.forget_gone(&gone);
         StoreFuture::ready(Ok(gone))
     }
 }

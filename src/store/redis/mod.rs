@@ -126,7 +126,7 @@ impl Store for RedisStore {
     }
 
     fn renew(&self, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
-        self.inner.renew(renewals)
+        Renews::renew(&self.inner, renewals)
     }
 }
 

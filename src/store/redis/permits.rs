@@ -83,7 +83,7 @@ impl Renews for Inner {
 
     /// One script call per slot and lease, all sent at once over the multiplexed connection (so
     /// they travel as one pipeline), each handling NOSCRIPT on its own.
-    fn renew(&self, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
+    fn renew(self: &Arc<Self>, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
         let mut groups: HashMap<(String, u64), Vec<PermitId>> = HashMap::new();
         for renewal in renewals {
             let group = (
@@ -119,9 +119,11 @@ impl Renews for Inner {
                 }
             })
             .collect();
+        let inner = self.clone();
         StoreFuture::new(async move {
-            let gone = try_join_all(calls).await?;
-            Ok(gone.into_iter().flatten().collect())
+            let gone: Vec<PermitId> = try_join_all(calls).await?.into_iter().flatten().collect();
+            inner.heartbeat.forget_gone(&gone);
+            Ok(gone)
         })
     }
 }
