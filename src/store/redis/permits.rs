@@ -76,6 +76,14 @@ pub(super) fn release(inner: &Arc<Inner>, slot: &Slot, permit: PermitId) -> Stor
     })
 }
 
+impl super::RedisStore {
+    /// How many permits this store's heartbeat is renewing (held by this process, not released,
+    /// not found gone).
+    pub fn renewing(&self) -> usize {
+        self.inner.heartbeat.len()
+    }
+}
+
 impl Renews for Inner {
     fn heartbeat(&self) -> &Heartbeat {
         &self.heartbeat
