@@ -15,6 +15,8 @@
 //!   [`Store`](crate::Store) boundary.
 //! - The fleet usage load shedder ([`FleetShedLayer`](crate::shed::FleetShedLayer)) is the same
 //!   machinery on one global slot.
+//!
+#![doc = include_str!("../../docs/concurrency.md")]
 
 mod body;
 mod busy;

@@ -3,6 +3,8 @@
 //! - [`FleetShedLayer`]: fleet usage (seed 004): one global concurrency slot for the whole fleet;
 //!   each [`Priority`] may fill it only up to its share, so capacity stays reserved for critical
 //!   traffic.
+//!
+#![doc = include_str!("../../docs/load-shedding-fleet.md")]
 
 mod fleet;
 

@@ -229,7 +229,9 @@ impl MemoryStoreBuilder {
     }
 
     /// The most client keys held at once (default 1,000,000). When full, expired state goes
-    /// first, then the key closest to expiry.
+    /// first, then the key closest to expiry. Concurrency slots are capped by the same number,
+    /// separately; a slot with live permits is never forgotten (an acquisition that finds every
+    /// slot in use fails instead, and the layer applies its failure mode).
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys.max(1);
         self
