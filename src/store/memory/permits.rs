@@ -152,8 +152,9 @@ impl Table {
 }
 
 /// A slot's key in the table: the limit name, `:`, and the bounded client key. Names never hold
-/// a `:`, so the first one separates the two unambiguously.
-fn table_key(slot: &Slot) -> SmallVec<[u8; 96]> {
+/// a `:`, so the first one separates the two unambiguously. At most 64 + 1 + 64 bytes: built on
+/// the stack.
+fn table_key(slot: &Slot) -> SmallVec<[u8; 136]> {
     let mut key = SmallVec::new();
     key.extend_from_slice(slot.name().as_bytes());
     key.push(b':');
