@@ -431,3 +431,40 @@ async fn clones_and_routers_share_one_limit() {
 async fn text(response: Response<Body>) -> String {
     support::text(response).await
 }
+
+/// A custom rejection replaces the body; the layer still adds `Retry-After` and its headers.
+#[tokio::test]
+async fn custom_rejections_keep_the_headers() {
+    let store = MemoryStore::new();
+    let layer = ConcurrencyLimitLayer::builder()
+        .name("ws")
+        .max_in_flight(1)
+        .key(HeaderKey::new("x-user"))
+        .store(store.clone())
+        .retry_after(Duration::from_secs(5))
+        .on_rejection(|rejection: &tower_redis_ratelimit::Rejection<'_>| {
+            Response::builder()
+                .status(rejection.status())
+                .body("busy, come back later")
+                .unwrap()
+        })
+        .build()
+        .unwrap();
+    let handler = Handler::new();
+    let inner = handler.clone();
+    let svc = layer.layer(service_fn(move |request| inner.clone().handle(request)));
+    let held = tokio::spawn(svc.clone().oneshot(request("u", "/wait")));
+    eventually(RELEASED_WITHIN, "one in flight", || async {
+        store.in_flight(&Slot::new("ws", "u").unwrap()) == 1
+    })
+    .await;
+    let refused = svc.oneshot(request("u", "/")).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&refused, "retry-after"), "5");
+    assert_eq!(header(&refused, "ratelimit"), r#""ws";r=0"#);
+    let body = refused.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(body, "busy, come back later");
+    handler.gate.add_permits(1);
+    drop(held.await.unwrap().unwrap());
+    assert_eq!(store.in_flight(&Slot::new("ws", "u").unwrap()), 0);
+}

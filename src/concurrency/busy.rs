@@ -49,3 +49,48 @@ impl Busy {
         self.priority
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use http::StatusCode;
+
+    use super::*;
+    use crate::Rejection;
+
+    fn busy(priority: Option<Priority>) -> Busy {
+        Busy {
+            name: "ws".into(),
+            limit: 5,
+            capacity: 10,
+            in_flight: 5,
+            retry_after: Duration::from_millis(2_500),
+            priority,
+        }
+    }
+
+    fn detail(rejection: &Rejection<'_>) -> serde_json::Value {
+        serde_json::from_slice(rejection.default_response().body()).unwrap()
+    }
+
+    #[test]
+    fn a_full_slot_is_a_429_and_a_shed_request_a_503_each_saying_why() {
+        let limited = busy(None);
+        let rejection = Rejection::TooManyInFlight(&limited);
+        assert_eq!(rejection.status(), StatusCode::TOO_MANY_REQUESTS);
+        let body = detail(&rejection);
+        assert_eq!(body["retry_after"], 3);
+        assert_eq!(body["limit"], 5);
+        assert_eq!(
+            body["detail"],
+            "Concurrency limit \"ws\" (5 at once) reached: 5 requests are in flight. Retry after 3 seconds."
+        );
+
+        let shed = busy(Some(Priority::BestEffort));
+        let rejection = Rejection::Shed(&shed);
+        assert_eq!(rejection.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            detail(&rejection)["detail"],
+            "The service is shedding load: best-effort requests may use 5 of 10 slots and 5 are in use. Retry after 3 seconds."
+        );
+    }
+}
