@@ -8,6 +8,8 @@
 //! | cost larger than the quota can ever hold | 429, no `Retry-After` | that retrying will never help |
 //! | no key in the request | 400 | what was missing, from the [`KeyError`] |
 //! | store unavailable, [fail closed](crate::FailureMode::Closed) | 503 | that limiting is unavailable |
+//! | no free concurrency slot ([`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer)) | 429 | which limit, how many in flight, when to retry |
+//! | shed by the [fleet shedder](crate::shed::FleetShedLayer) | 503 | which priority was shed, and when to retry |
 //!
 //! The layer adds the rate-limit headers and `Retry-After` afterwards, to default and custom
 //! responses alike (a custom `Retry-After` is kept).

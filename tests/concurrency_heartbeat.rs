@@ -243,3 +243,38 @@ async fn redis_the_heartbeat_survives_outages() {
             .is_admitted()
     );
 }
+
+/// A store outlives the runtime its heartbeat ran on (a store in a static, tests with a runtime
+/// each): the task ended with that runtime, and the next permit taken on another runtime starts a
+/// new one.
+#[test]
+fn memory_the_heartbeat_restarts_on_a_new_runtime() {
+    let paused = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap()
+    };
+    let store = paused().block_on(async { memory_store() });
+    let slot = Slot::new("ws", "user").unwrap();
+    for _ in 0..2 {
+        let runtime = paused();
+        runtime.block_on(async {
+            let permit = PermitId::next();
+            assert!(
+                store
+                    .acquire(&slot, permit, 1, LEASE)
+                    .await
+                    .unwrap()
+                    .is_admitted()
+            );
+            for _ in 0..5 {
+                tokio::time::sleep(LEASE.duration()).await;
+                assert_eq!(store.in_flight(&slot), 1, "renewed on this runtime");
+            }
+            assert!(store.release(&slot, permit).await.unwrap());
+        });
+        drop(runtime);
+    }
+}

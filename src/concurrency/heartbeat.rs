@@ -139,8 +139,22 @@ impl Heartbeat {
     }
 }
 
+/// Marks the heartbeat stopped when its task ends, however it ends (the store dropped, or the
+/// runtime shut down with the task in it), so the next permit taken on a live runtime starts a
+/// new one.
+struct Stopped<R: Renews>(Weak<R>);
+
+impl<R: Renews> Drop for Stopped<R> {
+    fn drop(&mut self) {
+        if let Some(owner) = self.0.upgrade() {
+            owner.heartbeat().started.store(false, Ordering::Release);
+        }
+    }
+}
+
 /// Renews every held permit each period until the store is dropped.
 async fn run<R: Renews>(owner: Weak<R>) {
+    let _stopped = Stopped(owner.clone());
     loop {
         let period = match owner.upgrade() {
             Some(owner) => owner.heartbeat().period(),
