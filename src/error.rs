@@ -119,6 +119,9 @@ pub enum ConfigError {
     /// A load shedder setting is invalid (no capacity, a dead zone out of order, …).
     #[error("invalid load shedder configuration: {0}")]
     Shed(String),
+    /// A concurrency limit or fleet shedder setting is invalid (no limit, a lease out of range, …).
+    #[error("invalid concurrency configuration: {0}")]
+    Concurrency(String),
 }
 
 /// Why a store could not answer. The layer turns it into its failure mode (fail open by default).

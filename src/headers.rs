@@ -101,6 +101,8 @@ enum What {
         policy: Policy,
         at: SystemTime,
     },
+    /// A concurrency limit admitted or refused a request.
+    InFlight(crate::concurrency::headers::InFlight),
 }
 
 impl Stamp {
@@ -130,6 +132,17 @@ impl Stamp {
         }
     }
 
+    /// The headers of a concurrency decision.
+    pub(crate) fn in_flight(
+        families: Headers,
+        in_flight: crate::concurrency::headers::InFlight,
+    ) -> Self {
+        Self {
+            families,
+            what: What::InFlight(in_flight),
+        }
+    }
+
     /// Writes the headers onto a response's.
     pub(crate) fn apply(self, headers: &mut HeaderMap) {
         let families = self.families;
@@ -145,6 +158,7 @@ impl Stamp {
                 policy,
                 at,
             } => decided(headers, families, &decision, &policy, at),
+            What::InFlight(in_flight) => in_flight.apply(headers, families),
         }
     }
 }
@@ -192,7 +206,7 @@ fn decided(
 }
 
 /// Sets a single-valued header unless a custom rejection or an inner layer already did.
-fn fill(headers: &mut HeaderMap, name: HeaderName, value: HeaderValue) {
+pub(crate) fn fill(headers: &mut HeaderMap, name: HeaderName, value: HeaderValue) {
     headers.entry(name).or_insert(value);
 }
 
@@ -234,11 +248,11 @@ fn name(rule: &Rule) -> &StringRef {
 }
 
 /// Structured-field integers have at most 15 digits.
-fn sf_integer(value: u64) -> sfv::Integer {
+pub(crate) fn sf_integer(value: u64) -> sfv::Integer {
     integer(value.min(999_999_999_999_999) as i64)
 }
 
-fn header_value(text: String) -> HeaderValue {
+pub(crate) fn header_value(text: String) -> HeaderValue {
     // sfv only emits visible ASCII and spaces.
     HeaderValue::try_from(text).unwrap_or(HeaderValue::from_static(""))
 }
@@ -250,7 +264,7 @@ pub(crate) fn whole_seconds(duration: Duration) -> Duration {
 }
 
 /// RFC 3339 in UTC with whole seconds, as Go's `time.RFC3339` prints it (seed 002).
-fn rfc3339(time: SystemTime) -> HeaderValue {
+pub(crate) fn rfc3339(time: SystemTime) -> HeaderValue {
     let text = humantime::format_rfc3339_seconds(time).to_string();
     header_value(text)
 }

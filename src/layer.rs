@@ -46,6 +46,15 @@ pub enum MissingKey {
     Skip,
 }
 
+impl MissingKey {
+    /// Whether a request with this key error passes unlimited. Only a request with nothing to key
+    /// on may: an invalid key (a header sent twice, an unusable forwarded hop) is the client's
+    /// own doing, and skipping it would let a client escape its limit at will.
+    pub(crate) fn skips(self, err: &KeyError) -> bool {
+        self == MissingKey::Skip && err.kind() == crate::key::KeyErrorKind::Missing
+    }
+}
+
 type CostFn = dyn Fn(&Parts) -> u32 + Send + Sync;
 
 /// A tower [`Layer`] that rate limits requests: one policy, one key, one store.

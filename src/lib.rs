@@ -8,6 +8,7 @@
 mod algorithm;
 mod body;
 pub mod clock;
+pub mod concurrency;
 mod deadline;
 mod decision;
 mod error;
@@ -23,6 +24,7 @@ pub mod shed;
 pub mod store;
 
 pub use body::ResponseBody;
+pub use concurrency::{ConcurrencyLimitLayer, ConcurrencyPermit};
 pub use decision::{Decision, Outcome, RuleVerdict};
 pub use error::{ConfigError, SharedError, StoreError};
 pub use future::ResponseFuture;
@@ -31,7 +33,7 @@ pub use layer::{FailureMode, MissingKey, RateLimitLayer, RateLimitLayerBuilder};
 pub use policy::{Algorithm, MAX_PERIOD, MAX_RULES, MIN_PERIOD, Policy, Quota, Rule};
 pub use response::Rejection;
 pub use service::RateLimit;
-pub use shed::{Priority, UtilizationShedLayer};
+pub use shed::{FleetShedLayer, Priority, UtilizationShedLayer};
 pub use store::{MemoryStore, RedisStore, Store, StoreFuture};
 
 /// The README's examples, compiled as doctests so they stay true.

@@ -118,7 +118,7 @@ impl Rule {
     }
 }
 
-fn validate_name(name: &str) -> Result<(), ConfigError> {
+pub(crate) fn validate_name(name: &str) -> Result<(), ConfigError> {
     let valid_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
     if name.is_empty() || name.len() > 64 || !name.chars().all(valid_char) {
         return Err(ConfigError::InvalidRuleName {

@@ -8,7 +8,9 @@
 //! | cost larger than the quota can ever hold | 429, no `Retry-After` | that retrying will never help |
 //! | no key in the request | 400 | what was missing, from the [`KeyError`] |
 //! | store unavailable, [fail closed](crate::FailureMode::Closed) | 503 | that limiting is unavailable |
-//! | shed by a [load shedder](crate::shed) | 503 | that the service is overloaded, the request's priority |
+//! | no free concurrency slot ([`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer)) | 429 | which limit, how many in flight, when to retry |
+//! | shed by the [fleet shedder](crate::shed::FleetShedLayer) | 503 | which priority was shed, and when to retry |
+//! | shed by the [utilisation shedder](crate::UtilizationShedLayer) | 503 | that the service is overloaded, the request's priority |
 //!
 //! The layer adds the rate-limit headers and `Retry-After` afterwards, to default and custom
 //! responses alike (a custom `Retry-After` is kept).
@@ -20,6 +22,7 @@ use http::header::CONTENT_TYPE;
 use http::{HeaderValue, Response, StatusCode};
 use serde::Serialize;
 
+use crate::concurrency::Busy;
 use crate::decision::{Decision, Outcome};
 use crate::error::StoreError;
 use crate::headers::whole_seconds;
@@ -44,8 +47,12 @@ pub enum Rejection<'a> {
     MissingKey(&'a KeyError),
     /// The store failed and the layer fails closed.
     Unavailable(&'a StoreError),
-    /// A load shedder refused the request to protect an overloaded service.
+    /// The [utilisation shedder](crate::UtilizationShedLayer) refused the request to protect an overloaded service.
     Shed(&'a Shedding),
+    /// A [concurrency limit](crate::ConcurrencyLimitLayer) has no free slot for this key (429).
+    TooManyInFlight(&'a Busy),
+    /// The [fleet shedder](crate::shed::FleetShedLayer) refused this request's priority (503).
+    FleetShed(&'a Busy),
 }
 
 impl Rejection<'_> {
@@ -54,7 +61,10 @@ impl Rejection<'_> {
         match self {
             Rejection::Limited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Rejection::MissingKey(_) => StatusCode::BAD_REQUEST,
-            Rejection::Unavailable(_) | Rejection::Shed(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Rejection::Unavailable(_) | Rejection::Shed(_) | Rejection::FleetShed(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            Rejection::TooManyInFlight(_) => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 
@@ -119,6 +129,30 @@ impl Rejection<'_> {
                     if seconds == 1 { "" } else { "s" }
                 );
             }
+            Rejection::TooManyInFlight(busy) | Rejection::FleetShed(busy) => {
+                let seconds = whole_seconds(busy.retry_after()).as_secs().max(1);
+                problem.policy = Some(busy.name().to_owned());
+                problem.limit = Some(u64::from(busy.limit()));
+                problem.retry_after = Some(seconds);
+                problem.priority = busy.priority();
+                let plural = if seconds == 1 { "" } else { "s" };
+                problem.detail = match busy.priority() {
+                    None => format!(
+                        "Concurrency limit \"{}\" ({} at once) reached: {} requests are in flight. \
+                         Retry after {seconds} second{plural}.",
+                        busy.name(),
+                        busy.limit(),
+                        busy.in_flight()
+                    ),
+                    Some(priority) => format!(
+                        "The service is shedding load: {priority} requests may use {} of {} slots \
+                         and {} are in use. Retry after {seconds} second{plural}.",
+                        busy.limit(),
+                        busy.capacity(),
+                        busy.in_flight()
+                    ),
+                };
+            }
         }
         let body = serde_json::to_vec(&problem).unwrap_or_default();
         let mut response = Response::new(Bytes::from(body));
@@ -131,7 +165,7 @@ impl Rejection<'_> {
     }
 }
 
-type RejectFn = dyn Fn(&Rejection<'_>) -> Response<Bytes> + Send + Sync;
+pub(crate) type RejectFn = dyn Fn(&Rejection<'_>) -> Response<Bytes> + Send + Sync;
 
 /// How a layer answers a rejection: with the user's `on_rejection` hook, or the default response.
 #[derive(Clone, Default)]

@@ -7,8 +7,7 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use crate::future::ResponseFuture;
-use crate::key::KeyErrorKind;
-use crate::layer::{Config, MissingKey};
+use crate::layer::Config;
 
 /// Rate limits the requests to a service. Made by [`RateLimitLayer`](crate::RateLimitLayer).
 ///
@@ -60,19 +59,12 @@ where
         let (parts, body) = request.into_parts();
         let key = match config.key.extract(&parts) {
             Ok(key) => key,
-            Err(err) => {
-                // Only a request with nothing to key on may skip the limit. An invalid key (a
-                // header sent twice, an unusable forwarded hop) is the client's own doing:
-                // skipping it would let a client escape its limit at will.
-                return match config.missing_key {
-                    MissingKey::Skip if err.kind() == KeyErrorKind::Missing => {
-                        ResponseFuture::unlimited(self.inner.call(Request::from_parts(parts, body)))
-                    }
-                    MissingKey::Skip | MissingKey::Reject => {
-                        ResponseFuture::rejected(config.reject_missing_key(&err))
-                    }
-                };
+            Err(err) if config.missing_key.skips(&err) => {
+                return ResponseFuture::unlimited(
+                    self.inner.call(Request::from_parts(parts, body)),
+                );
             }
+            Err(err) => return ResponseFuture::rejected(config.reject_missing_key(&err)),
         };
         let cost = config.cost(&parts);
         let mut check = config.store.check(&key, &config.policy, cost);

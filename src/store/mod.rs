@@ -3,6 +3,9 @@
 //! - [`MemoryStore`]: in process, the embedded default. Exact, fast, one process only.
 //! - [`RedisStore`]: shared by every replica through Redis; every decision is one atomic Lua call.
 //!
+//! Both also lease concurrency permits ([`Store::acquire`], [`Store::release`], [`Store::renew`]):
+//! see [`concurrency`](crate::concurrency).
+//!
 //! A store answers with a [`StoreFuture`], which is either already resolved (the memory store:
 //! no allocation, no timer) or a boxed future (the Redis store). The layer bounds the wait with its
 //! deadline and turns errors into its failure mode.
@@ -15,10 +18,12 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 pub use self::memory::{MemoryStore, MemoryStoreBuilder};
 pub use self::redis::{RedisStore, RedisStoreBuilder};
 
+use crate::concurrency::{Acquired, Lease, PermitId, Renewal, Slot};
 use crate::decision::Decision;
 use crate::error::StoreError;
 use crate::key::Key;
@@ -32,12 +37,57 @@ pub trait Store: Send + Sync + 'static {
     /// Checks (and, when admitted, counts) a request of `cost` units against every rule of
     /// `policy` for `key`, all or nothing. A `cost` of zero reports without counting.
     fn check(&self, key: &Key, policy: &Policy, cost: u32) -> StoreFuture<Decision>;
+
+    /// Takes a slot: admits `permit` only while fewer than `limit` live permits hold `slot`,
+    /// atomically, dropping expired leases first. An admitted permit's lease runs for
+    /// `lease.duration()`, and the store renews it every `lease.renew_every()` (its heartbeat)
+    /// until [`release`](Self::release) is called. A refusal writes nothing.
+    fn acquire(
+        &self,
+        slot: &Slot,
+        permit: PermitId,
+        limit: u32,
+        lease: Lease,
+    ) -> StoreFuture<Acquired>;
+
+    /// Gives a slot back and stops renewing it; answers whether the lease was still live.
+    /// Releasing an unknown or expired permit is harmless. The heartbeat stops renewing the permit
+    /// when this is called, even if the returned future never runs.
+    fn release(&self, slot: &Slot, permit: PermitId) -> StoreFuture<bool>;
+
+    /// Extends the lease of every live permit in `renewals` to now plus its lease, in as few
+    /// round trips as the store can, and answers the permits that were gone (released or
+    /// expired). A gone permit is never revived: its slot may already be someone else's.
+    fn renew(&self, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>>;
 }
 
 impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     fn check(&self, key: &Key, policy: &Policy, cost: u32) -> StoreFuture<Decision> {
         (**self).check(key, policy, cost)
     }
+
+    fn acquire(
+        &self,
+        slot: &Slot,
+        permit: PermitId,
+        limit: u32,
+        lease: Lease,
+    ) -> StoreFuture<Acquired> {
+        (**self).acquire(slot, permit, limit, lease)
+    }
+
+    fn release(&self, slot: &Slot, permit: PermitId) -> StoreFuture<bool> {
+        (**self).release(slot, permit)
+    }
+
+    fn renew(&self, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
+        (**self).renew(renewals)
+    }
+}
+
+/// A lease in whole microseconds, as the stores count time; never zero.
+pub(crate) fn lease_micros(lease: Duration) -> u64 {
+    crate::clock::micros(lease).max(1)
 }
 
 /// The answer of a [`Store`]: resolved at once, or pending on I/O.

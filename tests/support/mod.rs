@@ -235,3 +235,31 @@ where
     let response = get(app, uri, peer, headers).await;
     (response, started.elapsed())
 }
+
+// ---- Added for the concurrency tests (append-only). ----
+
+impl RedisServer {
+    /// `ZCARD key`: the permits (live or expired, not yet dropped) of a concurrency slot.
+    pub fn zcard(&self, key: &str) -> u64 {
+        let out = self.cli(&["ZCARD", key]);
+        out.parse()
+            .unwrap_or_else(|_| panic!("ZCARD {key} answered {out:?}"))
+    }
+}
+
+/// Polls `condition` every 10 ms until it holds, failing the test after `within` (a bound far
+/// above what a correct implementation needs, to catch a condition that never comes true).
+pub async fn eventually<F, Fut>(within: Duration, what: &str, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    while !condition().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: still not true after {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

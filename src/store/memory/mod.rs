@@ -1,5 +1,6 @@
 //! The in-process store: exact limits for one process, no network, bounded memory.
 
+mod permits;
 mod shard;
 
 use std::fmt;
@@ -10,10 +11,13 @@ use std::time::Duration;
 
 use smallvec::SmallVec;
 
+use self::permits::Table as PermitTable;
 use self::shard::Shard;
 use super::{Store, StoreFuture, key::bounded};
 use crate::algorithm;
 use crate::clock::{Clock, SystemClock};
+use crate::concurrency::heartbeat::Heartbeat;
+use crate::concurrency::{Acquired, Lease, PermitId, Renewal, Slot};
 use crate::decision::{Decision, Outcome, RuleVerdict};
 use crate::key::Key;
 use crate::policy::Policy;
@@ -51,6 +55,9 @@ struct Inner {
     clock: Arc<dyn Clock>,
     sweep_every: Duration,
     janitor_started: AtomicBool,
+    /// Concurrency leases, sharded like `shards` (see permits.rs).
+    permits: Box<[Padded<Mutex<PermitTable>>]>,
+    heartbeat: Heartbeat,
 }
 
 /// Keeps each shard's lock on its own cache line, so cores working on different shards do not
@@ -88,10 +95,11 @@ impl MemoryStore {
         self.len() == 0
     }
 
-    /// Drops all state that no longer matters, and returns how many keys went. The background
-    /// sweep calls this every second; call it yourself where no Tokio runtime runs.
+    /// Drops all state that no longer matters (expired concurrency leases included), and returns
+    /// how many keys went. The background sweep calls this every second; call it yourself where
+    /// no Tokio runtime runs.
     pub fn evict_expired(&self) -> usize {
-        self.inner.evict_expired()
+        self.inner.evict_expired() + self.inner.evict_expired_permits()
     }
 
     fn shard(&self, hash: u64) -> &Mutex<Shard> {
@@ -177,6 +185,25 @@ impl Store for MemoryStore {
         self.ensure_janitor();
         StoreFuture::ready(Ok(self.decide(key, policy, cost)))
     }
+
+    fn acquire(
+        &self,
+        slot: &Slot,
+        permit: PermitId,
+        limit: u32,
+        lease: Lease,
+    ) -> StoreFuture<Acquired> {
+        self.ensure_janitor();
+        StoreFuture::ready(self.inner.acquire(slot, permit, limit, lease))
+    }
+
+    fn release(&self, slot: &Slot, permit: PermitId) -> StoreFuture<bool> {
+        StoreFuture::ready(Ok(self.inner.release(slot, permit)))
+    }
+
+    fn renew(&self, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
+        crate::concurrency::heartbeat::Renews::renew(&self.inner, renewals)
+    }
 }
 
 impl fmt::Debug for MemoryStore {
@@ -205,7 +232,9 @@ impl MemoryStoreBuilder {
     }
 
     /// The most client keys held at once (default 1,000,000). When full, expired state goes
-    /// first, then the key closest to expiry.
+    /// first, then the key closest to expiry. Concurrency slots are capped by the same number,
+    /// separately; a slot with live permits is never forgotten (an acquisition that finds every
+    /// slot in use fails instead, and the layer applies its failure mode).
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys.max(1);
         self
@@ -236,19 +265,20 @@ impl MemoryStoreBuilder {
         // The shards' caps add up to `max_keys` exactly: rounding each one up would let the store
         // hold up to one key per shard more than it was allowed.
         let (per_shard, extra) = (self.max_keys / shards, self.max_keys % shards);
+        let cap = |index: usize| per_shard + usize::from(index < extra);
         MemoryStore {
             inner: Arc::new(Inner {
                 shards: (0..shards)
-                    .map(|index| {
-                        Padded(Mutex::new(Shard::new(
-                            per_shard + usize::from(index < extra),
-                        )))
-                    })
+                    .map(|index| Padded(Mutex::new(Shard::new(cap(index)))))
                     .collect(),
                 hasher: foldhash::fast::RandomState::default(),
                 clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock::new())),
                 sweep_every: self.sweep_every,
                 janitor_started: AtomicBool::new(false),
+                permits: (0..shards)
+                    .map(|index| Padded(Mutex::new(PermitTable::new(cap(index)))))
+                    .collect(),
+                heartbeat: Heartbeat::new(),
             }),
         }
     }
@@ -275,5 +305,6 @@ async fn janitor(store: Weak<Inner>, every: Duration) {
             // One shard at a time, so a large sweep never holds a worker thread for long.
             tokio::task::yield_now().await;
         }
+        store.evict_expired_permits();
     }
 }

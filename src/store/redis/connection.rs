@@ -123,6 +123,22 @@ impl SharedConnection {
         }
     }
 
+    /// Runs one script call on the shared connection, keeping its health record.
+    pub(super) async fn invoke<T: redis::FromRedisValue>(
+        self: &Arc<Self>,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> Result<T, StoreError> {
+        let mut lease = self.get().await?;
+        lease.health.sending(self.now_ms());
+        match invocation.invoke_async::<T>(&mut lease.connection).await {
+            Ok(reply) => {
+                lease.health.answered();
+                Ok(reply)
+            }
+            Err(err) => Err(self.failed(&lease, err)),
+        }
+    }
+
     /// Reports a failed call; connection-level failures drop the connection they happened on.
     pub(super) fn failed(&self, lease: &Lease, err: RedisError) -> StoreError {
         lease.health.answered();

@@ -1,6 +1,7 @@
 //! The Redis store: state shared by every replica, one atomic script call per decision.
 
 mod connection;
+mod permits;
 mod script;
 
 use std::fmt;
@@ -14,6 +15,8 @@ use self::connection::SharedConnection;
 use super::key::StorageKey;
 use super::{Store, StoreFuture};
 use crate::clock::Clock;
+use crate::concurrency::heartbeat::{Heartbeat, Renews};
+use crate::concurrency::{Acquired, Lease, PermitId, Renewal, Slot};
 use crate::decision::Decision;
 use crate::error::{ConfigError, StoreError};
 use crate::key::Key;
@@ -49,6 +52,7 @@ struct Inner {
     clock: Option<Arc<dyn Clock>>,
     min_ttl_ms: u64,
     url: Box<str>,
+    heartbeat: Heartbeat,
 }
 
 impl RedisStore {
@@ -129,19 +133,27 @@ impl Store for RedisStore {
         let connection = inner.connection.clone();
         let policy = policy.clone();
         StoreFuture::new(async move {
-            let mut lease = connection.get().await?;
-            lease.health.sending(connection.now_ms());
-            match invocation
-                .invoke_async::<Vec<i64>>(&mut lease.connection)
-                .await
-            {
-                Ok(reply) => {
-                    lease.health.answered();
-                    script::decision(&reply, &policy)
-                }
-                Err(err) => Err(connection.failed(&lease, err)),
-            }
+            let reply: Vec<i64> = connection.invoke(&invocation).await?;
+            script::decision(&reply, &policy)
         })
+    }
+
+    fn acquire(
+        &self,
+        slot: &Slot,
+        permit: PermitId,
+        limit: u32,
+        lease: Lease,
+    ) -> StoreFuture<Acquired> {
+        permits::acquire(&self.inner, slot, permit, limit, lease)
+    }
+
+    fn release(&self, slot: &Slot, permit: PermitId) -> StoreFuture<bool> {
+        permits::release(&self.inner, slot, permit)
+    }
+
+    fn renew(&self, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
+        Renews::renew(&self.inner, renewals)
     }
 }
 
@@ -231,6 +243,7 @@ impl RedisStoreBuilder {
                 clock: self.clock,
                 min_ttl_ms,
                 url: self.url.into(),
+                heartbeat: Heartbeat::new(),
             }),
         })
     }

@@ -1,0 +1,312 @@
+//! The memory store's concurrency leases: per slot, the permits held and when their leases end.
+//!
+//! The same semantics as `lua/concurrency.lua`, against the store's clock: a slot admits while
+//! fewer than `limit` leases are live, expired leases are dropped on every write, a renewal never
+//! revives a lease that ended. Memory is bounded: a slot holds at most `limit` live leases, a slot
+//! with none left is removed at once, and the number of slots is capped by `max_keys`.
+
+use std::hash::BuildHasher;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use hashbrown::HashTable;
+use smallvec::SmallVec;
+
+use super::{Inner, MemoryStore};
+use crate::clock::micros;
+use crate::concurrency::heartbeat::{Heartbeat, Renews};
+use crate::concurrency::{Acquired, Lease, PermitId, Renewal, Slot};
+use crate::error::StoreError;
+use crate::store::key::bounded;
+use crate::store::{StoreFuture, lease_micros};
+
+/// The slots of one shard.
+pub(super) struct Table {
+    slots: HashTable<SlotLeases>,
+    capacity: usize,
+}
+
+struct SlotLeases {
+    hash: u64,
+    key: Box<[u8]>,
+    /// Permit ids and the moment (µs) their leases end.
+    leases: SmallVec<[(PermitId, u64); 4]>,
+}
+
+impl SlotLeases {
+    fn drop_expired(&mut self, now: u64) {
+        self.leases.retain(|(_, expires_at)| *expires_at > now);
+    }
+}
+
+impl Table {
+    pub(super) fn new(capacity: usize) -> Self {
+        Self {
+            slots: HashTable::new(),
+            capacity,
+        }
+    }
+
+    fn find(&mut self, hash: u64, key: &[u8]) -> Option<&mut SlotLeases> {
+        self.slots.find_mut(hash, |slot| *slot.key == *key)
+    }
+
+    fn acquire(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        permit: PermitId,
+        limit: u32,
+        expires_at: u64,
+        now: u64,
+    ) -> Result<Acquired, StoreError> {
+        if let Some(slot) = self.find(hash, key) {
+            let live = slot.leases.iter().filter(|(_, end)| *end > now).count() as u64;
+            // A refusal writes nothing, as in the script.
+            if live >= u64::from(limit) {
+                return Ok(Acquired::new(false, live));
+            }
+            slot.drop_expired(now);
+            slot.leases.retain(|(id, _)| *id != permit);
+            slot.leases.push((permit, expires_at));
+            return Ok(Acquired::new(true, slot.leases.len() as u64));
+        }
+        if self.slots.len() >= self.capacity {
+            self.evict_expired(now);
+            if self.slots.len() >= self.capacity {
+                // Forgetting a slot with live leases would admit more than its limit.
+                return Err(StoreError::backend(std::io::Error::other(
+                    "the memory store holds as many concurrency slots as `max_keys` allows, all in use",
+                )));
+            }
+        }
+        let mut leases = SmallVec::new();
+        leases.push((permit, expires_at));
+        self.slots.insert_unique(
+            hash,
+            SlotLeases {
+                hash,
+                key: key.into(),
+                leases,
+            },
+            |slot| slot.hash,
+        );
+        Ok(Acquired::new(true, 1))
+    }
+
+    fn release(&mut self, hash: u64, key: &[u8], permit: PermitId, now: u64) -> bool {
+        let Ok(mut entry) = self.slots.find_entry(hash, |slot| *slot.key == *key) else {
+            return false;
+        };
+        let slot = entry.get_mut();
+        let live = slot
+            .leases
+            .iter()
+            .any(|(id, end)| *id == permit && *end > now);
+        slot.leases.retain(|(id, _)| *id != permit);
+        slot.drop_expired(now);
+        if slot.leases.is_empty() {
+            entry.remove();
+        }
+        live
+    }
+
+    fn renew(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        permit: PermitId,
+        expires_at: u64,
+        now: u64,
+    ) -> bool {
+        let Some(slot) = self.find(hash, key) else {
+            return false;
+        };
+        match slot
+            .leases
+            .iter_mut()
+            .find(|(id, end)| *id == permit && *end > now)
+        {
+            Some((_, end)) => {
+                *end = (*end).max(expires_at);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn live(&mut self, hash: u64, key: &[u8], now: u64) -> u64 {
+        self.find(hash, key).map_or(0, |slot| {
+            slot.leases.iter().filter(|(_, end)| *end > now).count() as u64
+        })
+    }
+
+    /// Drops every expired lease and every slot left empty.
+    pub(super) fn evict_expired(&mut self, now: u64) -> usize {
+        let before = self.slots.len();
+        self.slots.retain(|slot| {
+            slot.drop_expired(now);
+            !slot.leases.is_empty()
+        });
+        before - self.slots.len()
+    }
+}
+
+/// A slot's key in the table: the limit name, `:`, and the bounded client key. Names never hold
+/// a `:`, so the first one separates the two unambiguously. At most 64 + 1 + 64 bytes: built on
+/// the stack.
+fn table_key(slot: &Slot) -> SmallVec<[u8; 136]> {
+    let mut key = SmallVec::new();
+    key.extend_from_slice(slot.name().as_bytes());
+    key.push(b':');
+    key.extend_from_slice(&bounded(slot.key()));
+    key
+}
+
+impl Inner {
+    fn permit_table(&self, key: &[u8]) -> (u64, MutexGuard<'_, Table>) {
+        let hash = self.hasher.hash_one(key);
+        let table = &self.permits[(hash >> 32) as usize & (self.permits.len() - 1)].0;
+        (hash, table.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    pub(super) fn acquire(
+        self: &Arc<Self>,
+        slot: &Slot,
+        permit: PermitId,
+        limit: u32,
+        lease: Lease,
+    ) -> Result<Acquired, StoreError> {
+        let now = self.clock.now_micros();
+        let key = table_key(slot);
+        let (hash, mut table) = self.permit_table(&key);
+        let expires_at = now.saturating_add(lease_micros(lease.duration()));
+        let acquired = table.acquire(hash, &key, permit, limit, expires_at, now)?;
+        drop(table);
+        if acquired.is_admitted() {
+            Heartbeat::hold(self, slot.clone(), permit, lease);
+        }
+        Ok(acquired)
+    }
+
+    pub(super) fn release(&self, slot: &Slot, permit: PermitId) -> bool {
+        self.heartbeat.forget(permit);
+        let now = self.clock.now_micros();
+        let key = table_key(slot);
+        let (hash, mut table) = self.permit_table(&key);
+        table.release(hash, &key, permit, now)
+    }
+
+    pub(super) fn evict_expired_permits(&self) -> usize {
+        let now = self.clock.now_micros();
+        self.permits
+            .iter()
+            .map(|table| lock(&table.0).evict_expired(now))
+            .sum()
+    }
+}
+
+impl Renews for Inner {
+    fn heartbeat(&self) -> &Heartbeat {
+        &self.heartbeat
+    }
+
+    fn renew(self: &Arc<Self>, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
+        let now = self.clock.now_micros();
+        let gone = renewals
+            .iter()
+            .filter(|renewal| {
+                let key = table_key(&renewal.slot);
+                let (hash, mut table) = self.permit_table(&key);
+                let expires_at = now.saturating_add(micros(renewal.lease).max(1));
+                !table.renew(hash, &key, renewal.permit, expires_at, now)
+            })
+            .map(|renewal| renewal.permit)
+            .collect::<Vec<_>>();
+        self.heartbeat.forget_gone(&gone);
+        StoreFuture::ready(Ok(gone))
+    }
+}
+
+impl MemoryStore {
+    /// How many permits of `slot` are live (held, lease not expired).
+    pub fn in_flight(&self, slot: &Slot) -> u64 {
+        let now = self.inner.clock.now_micros();
+        let key = table_key(slot);
+        let (hash, mut table) = self.inner.permit_table(&key);
+        table.live(hash, &key, now)
+    }
+
+    /// How many permits this store's heartbeat is renewing (held by this process, not released).
+    pub fn renewing(&self) -> usize {
+        self.inner.heartbeat.len()
+    }
+}
+
+fn lock(table: &Mutex<Table>) -> MutexGuard<'_, Table> {
+    // Every update completes before unlocking: a poisoned table is still consistent.
+    table
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_admits_up_to_its_limit_and_expired_leases_make_room() {
+        let mut table = Table::new(10);
+        let (a, b, c) = (PermitId::next(), PermitId::next(), PermitId::next());
+        assert_eq!(
+            table.acquire(1, b"k", a, 2, 100, 0).unwrap(),
+            Acquired::new(true, 1)
+        );
+        assert_eq!(
+            table.acquire(1, b"k", b, 2, 200, 0).unwrap(),
+            Acquired::new(true, 2)
+        );
+        assert_eq!(
+            table.acquire(1, b"k", c, 2, 300, 50).unwrap(),
+            Acquired::new(false, 2)
+        );
+        // At 100, a's lease has ended: c takes its place.
+        assert_eq!(
+            table.acquire(1, b"k", c, 2, 300, 100).unwrap(),
+            Acquired::new(true, 2)
+        );
+        assert!(!table.release(1, b"k", a, 100), "a had expired");
+        assert!(table.release(1, b"k", b, 150));
+        assert!(table.release(1, b"k", c, 150));
+        assert_eq!(table.slots.len(), 0, "an empty slot is removed at once");
+    }
+
+    #[test]
+    fn renewals_extend_live_leases_and_never_revive_ended_ones() {
+        let mut table = Table::new(10);
+        let (a, b) = (PermitId::next(), PermitId::next());
+        table.acquire(1, b"k", a, 2, 100, 0).unwrap();
+        table.acquire(1, b"k", b, 2, 100, 0).unwrap();
+        assert!(table.renew(1, b"k", a, 190, 90));
+        assert!(!table.renew(1, b"k", b, 200, 100));
+        assert_eq!(table.live(1, b"k", 150), 1);
+        assert!(!table.renew(1, b"k", PermitId::next(), 200, 100));
+    }
+
+    #[test]
+    fn a_full_table_frees_expired_slots_and_never_forgets_live_ones() {
+        let mut table = Table::new(1);
+        table.acquire(1, b"a", PermitId::next(), 1, 100, 0).unwrap();
+        assert!(
+            table
+                .acquire(2, b"b", PermitId::next(), 1, 100, 50)
+                .is_err()
+        );
+        assert!(
+            table
+                .acquire(2, b"b", PermitId::next(), 1, 300, 100)
+                .unwrap()
+                .is_admitted()
+        );
+        assert_eq!(table.slots.len(), 1);
+    }
+}

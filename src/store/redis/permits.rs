@@ -1,0 +1,169 @@
+//! Concurrency leases in Redis: `lua/concurrency.lua` (which holds the KEYS/ARGV/reply contract),
+//! invoked once per acquisition or release, and once per slot for a batch of renewals.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
+
+use futures_util::future::try_join_all;
+use redis::{Script, ScriptInvocation};
+
+use super::Inner;
+use crate::clock::micros;
+use crate::concurrency::heartbeat::{Heartbeat, Renews};
+use crate::concurrency::{Acquired, Lease, PermitId, Renewal, Slot};
+use crate::error::StoreError;
+use crate::store::key::StorageKey;
+use crate::store::{StoreFuture, lease_micros};
+
+/// The lease script; `redis::Script` sends EVALSHA and loads it on NOSCRIPT.
+static CONCURRENCY: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../../lua/concurrency.lua")));
+
+/// The Redis key of a slot: `<prefix>:<limit name>:cc:{<client key>}`. The client key is the hash
+/// tag, so different clients' slots spread over a cluster.
+pub(super) fn slot_key(prefix: &str, slot: &Slot) -> String {
+    format!(
+        "{prefix}:{}:cc:{{{}}}",
+        slot.name(),
+        StorageKey::new(slot.key()).as_str()
+    )
+}
+
+/// An invocation of `operation` on `key`, with the time arguments every operation takes.
+fn invocation(inner: &Inner, key: String, operation: &str) -> ScriptInvocation<'static> {
+    let mut invocation = CONCURRENCY.prepare_invoke();
+    invocation.key(key).arg(operation);
+    match &inner.clock {
+        Some(clock) => invocation.arg(clock.now_micros()),
+        None => invocation.arg(""),
+    };
+    invocation.arg(inner.min_ttl_ms);
+    invocation
+}
+
+pub(super) fn acquire(
+    inner: &Arc<Inner>,
+    slot: &Slot,
+    permit: PermitId,
+    limit: u32,
+    lease: Lease,
+) -> StoreFuture<Acquired> {
+    let mut call = invocation(inner, slot_key(&inner.prefix, slot), "acquire");
+    call.arg(permit.to_string())
+        .arg(limit)
+        .arg(lease_micros(lease.duration()));
+    let (inner, slot) = (inner.clone(), slot.clone());
+    StoreFuture::new(async move {
+        let reply: Vec<i64> = inner.connection.invoke(&call).await?;
+        let (admitted, in_flight) = pair(&reply)?;
+        if admitted {
+            Heartbeat::hold(&inner, slot, permit, lease);
+        }
+        Ok(Acquired::new(admitted, in_flight))
+    })
+}
+
+pub(super) fn release(inner: &Arc<Inner>, slot: &Slot, permit: PermitId) -> StoreFuture<bool> {
+    // At once, not when the future runs: a permit whose release never reaches Redis must not be
+    // kept alive by the heartbeat.
+    inner.heartbeat.forget(permit);
+    let mut call = invocation(inner, slot_key(&inner.prefix, slot), "release");
+    call.arg(permit.to_string());
+    let connection = inner.connection.clone();
+    StoreFuture::new(async move {
+        let reply: Vec<i64> = connection.invoke(&call).await?;
+        pair(&reply).map(|(held, _)| held)
+    })
+}
+
+impl super::RedisStore {
+    /// How many permits this store's heartbeat is renewing (held by this process, not released,
+    /// not found gone).
+    pub fn renewing(&self) -> usize {
+        self.inner.heartbeat.len()
+    }
+}
+
+impl Renews for Inner {
+    fn heartbeat(&self) -> &Heartbeat {
+        &self.heartbeat
+    }
+
+    /// One script call per slot and lease, all sent at once over the multiplexed connection (so
+    /// they travel as one pipeline), each handling NOSCRIPT on its own.
+    fn renew(self: &Arc<Self>, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
+        let mut groups: HashMap<(String, u64), Vec<PermitId>> = HashMap::new();
+        for renewal in renewals {
+            let group = (
+                slot_key(&self.prefix, &renewal.slot),
+                micros(renewal.lease).max(1),
+            );
+            groups.entry(group).or_default().push(renewal.permit);
+        }
+        let calls: Vec<_> = groups
+            .into_iter()
+            .map(|((key, lease), permits)| {
+                let mut call = invocation(self, key, "renew");
+                call.arg(lease);
+                for permit in &permits {
+                    call.arg(permit.to_string());
+                }
+                let connection = self.connection.clone();
+                async move {
+                    let reply: Vec<i64> = connection.invoke(&call).await?;
+                    if reply.len() != permits.len() {
+                        return Err(StoreError::Protocol(format!(
+                            "renewing {} permits answered {} values",
+                            permits.len(),
+                            reply.len()
+                        )));
+                    }
+                    Ok(permits
+                        .into_iter()
+                        .zip(reply)
+                        .filter(|(_, renewed)| *renewed == 0)
+                        .map(|(permit, _)| permit)
+                        .collect::<Vec<_>>())
+                }
+            })
+            .collect();
+        let inner = self.clone();
+        StoreFuture::new(async move {
+            let gone: Vec<PermitId> = try_join_all(calls).await?.into_iter().flatten().collect();
+            inner.heartbeat.forget_gone(&gone);
+            Ok(gone)
+        })
+    }
+}
+
+/// A `{flag, count}` reply.
+fn pair(reply: &[i64]) -> Result<(bool, u64), StoreError> {
+    match *reply {
+        [flag @ (0 | 1), count] if count >= 0 => Ok((flag == 1, count as u64)),
+        _ => Err(StoreError::Protocol(format!(
+            "expected {{0 or 1, count}} from the concurrency script, got {reply:?}"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_keys_hash_tag_the_client_and_digest_long_keys() {
+        let slot = Slot::new("ws", "user-7").unwrap();
+        assert_eq!(slot_key("rl", &slot), "rl:ws:cc:{user-7}");
+        let long = Slot::new("ws", "u".repeat(200)).unwrap();
+        let key = slot_key("rl", &long);
+        assert!(key.starts_with("rl:ws:cc:{#") && key.len() < 50, "{key}");
+    }
+
+    #[test]
+    fn malformed_replies_are_protocol_errors() {
+        assert_eq!(pair(&[1, 3]).unwrap(), (true, 3));
+        assert!(pair(&[2, 3]).is_err());
+        assert!(pair(&[1, -3]).is_err());
+        assert!(pair(&[1]).is_err());
+    }
+}

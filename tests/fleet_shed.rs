@@ -1,0 +1,156 @@
+//! The fleet usage load shedder (seed 004) on both stores: one global slot for the whole fleet;
+//! low-priority requests are shed (503) once half of the capacity is in use, normal ones at 80 %,
+//! critical ones only when the fleet is full. Servers sharing a Redis form one fleet.
+
+mod support;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use http::request::Parts;
+use http::{Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use support::{RedisServer, eventually, header};
+use tokio::sync::Semaphore;
+use tower::{ServiceExt, service_fn};
+use tower_layer::Layer;
+use tower_redis_ratelimit::concurrency::Slot;
+use tower_redis_ratelimit::shed::{FleetShedLayer, Priority};
+use tower_redis_ratelimit::{MemoryStore, RedisStore, Store};
+
+fn priority(parts: &Parts) -> Priority {
+    match parts.headers.get("x-priority").map(|v| v.as_bytes()) {
+        Some(b"critical") => Priority::Critical,
+        Some(b"low") => Priority::Low,
+        _ => Priority::Normal,
+    }
+}
+
+fn request(priority: &str) -> Request<Body> {
+    Request::get("/")
+        .header("x-priority", priority)
+        .body(Body::empty())
+        .unwrap()
+}
+
+/// Two "servers" (two layers, two store handles) sharing one fleet slot, capacity 10.
+async fn sheds_by_priority(stores: [impl Store + Clone; 2], held: impl Fn() -> u64) {
+    let gate = Arc::new(Semaphore::new(0));
+    let servers = stores.map(|store| {
+        let wait = gate.clone();
+        FleetShedLayer::builder()
+            .capacity(10)
+            .classify(priority)
+            .store(store)
+            .retry_after(Duration::from_secs(2))
+            .deadline(Duration::from_secs(2))
+            .build()
+            .unwrap()
+            .layer(service_fn(move |_: Request<Body>| {
+                let wait = wait.clone();
+                async move {
+                    wait.acquire().await.unwrap().forget();
+                    Ok::<_, Infallible>(Response::new(Body::from("served")))
+                }
+            }))
+    });
+    let mut in_flight = Vec::new();
+    let mut admit = |priority: &'static str, count: u64| {
+        for _ in 0..count {
+            let server = servers[in_flight.len() % 2].clone();
+            in_flight.push(tokio::spawn(server.oneshot(request(priority))));
+        }
+    };
+    let shed = |priority: &'static str| {
+        let server = servers[0].clone();
+        async move {
+            let response = server.oneshot(request(priority)).await.unwrap();
+            assert_eq!(
+                response.status(),
+                StatusCode::SERVICE_UNAVAILABLE,
+                "{priority}"
+            );
+            assert_eq!(header(&response, "retry-after"), "2");
+            assert_eq!(
+                header(&response, "ratelimit"),
+                "",
+                "no rate-limit headers by default"
+            );
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(problem["status"], 503);
+            assert!(
+                problem["detail"].as_str().unwrap().contains(priority),
+                "{problem}"
+            );
+        }
+    };
+    let filled = |count: u64| {
+        let held = &held;
+        async move {
+            eventually(Duration::from_secs(10), "requests admitted", || async {
+                held() == count
+            })
+            .await;
+        }
+    };
+
+    admit("low", 5);
+    filled(5).await;
+    shed("low").await;
+
+    admit("normal", 3);
+    filled(8).await;
+    shed("normal").await;
+    shed("low").await;
+
+    admit("critical", 2);
+    filled(10).await;
+    shed("critical").await;
+    shed("normal").await;
+
+    gate.add_permits(10);
+    for task in in_flight {
+        let response = task.await.unwrap().unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        drop(response);
+    }
+    filled(0).await;
+    admit_one_of_each(&servers[1], &gate).await;
+}
+
+async fn admit_one_of_each<S>(server: &S, gate: &Semaphore)
+where
+    S: tower::Service<
+            Request<Body>,
+            Response = Response<tower_redis_ratelimit::concurrency::ConcurrencyBody<Body>>,
+            Error = Infallible,
+        > + Clone,
+{
+    gate.add_permits(3);
+    for priority in ["low", "normal", "critical"] {
+        let response = server.clone().oneshot(request(priority)).await.unwrap();
+        assert_eq!(
+            response.status(),
+            StatusCode::OK,
+            "{priority} after the rush"
+        );
+    }
+}
+
+#[tokio::test]
+async fn memory_sheds_lower_priorities_first() {
+    let store = MemoryStore::new();
+    let slot = Slot::new("fleet", "fleet").unwrap();
+    let probe = store.clone();
+    sheds_by_priority([store.clone(), store], move || probe.in_flight(&slot)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_servers_sharing_a_store_form_one_fleet() {
+    let redis = RedisServer::start();
+    let stores = [(); 2].map(|_| RedisStore::open(&redis.url()).unwrap());
+    sheds_by_priority(stores, || redis.zcard("ratelimit:fleet:cc:{fleet}")).await;
+}
