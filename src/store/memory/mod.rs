@@ -134,11 +134,12 @@ impl MemoryStore {
         let ids = policy.rule_ids();
 
         let mut shard = lock(self.shard(hash));
-        let entry = shard.find(hash, &key);
         let mut verdicts = SmallVec::<[RuleVerdict; 4]>::new();
         let mut writes = SmallVec::<[_; 4]>::new();
+        // One lookup: the entry found is read, then updated in place when the request passes.
+        let found = shard.find_mut(hash, &key);
         for (params, &id) in params.iter().zip(ids) {
-            let state = entry.and_then(|entry| entry.state(id, now));
+            let state = found.as_deref().and_then(|entry| entry.state(id, now));
             // Time is an integer count of µs; below 2^53 (the year 2255) it is exact in an f64.
             let step = algorithm::step(params, state, now as f64, cost);
             verdicts.push(step.verdict);
@@ -146,12 +147,14 @@ impl MemoryStore {
                 writes.push((id, write, now.saturating_add(ttl)));
             }
         }
-        if verdicts
+        let admitted = verdicts
             .iter()
-            .all(|verdict| verdict.outcome() == Outcome::Allowed)
-            && !writes.is_empty()
-        {
-            let entry = shard.entry(hash, &key, now);
+            .all(|verdict| verdict.outcome() == Outcome::Allowed);
+        if admitted && !writes.is_empty() {
+            let entry = match found {
+                Some(entry) => entry,
+                None => shard.entry(hash, &key, now),
+            };
             let mut earliest = u64::MAX;
             for (id, write, expires_at) in writes {
                 entry.update(id, write, now, expires_at);

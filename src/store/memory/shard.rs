@@ -99,6 +99,10 @@ impl Shard {
         self.table.find(hash, |entry| *entry.key == *key)
     }
 
+    pub(super) fn find_mut(&mut self, hash: u64, key: &[u8]) -> Option<&mut Entry> {
+        self.table.find_mut(hash, |entry| *entry.key == *key)
+    }
+
     /// The entry for `key`, created if needed. A full shard first drops expired entries, then the
     /// entry closest to expiry among a sample: the state that matters least is forgotten first.
     pub(super) fn entry(&mut self, hash: u64, key: &[u8], now: u64) -> &mut Entry {
