@@ -13,6 +13,7 @@ mod deadline;
 mod decision;
 mod error;
 mod future;
+pub mod guide;
 mod headers;
 pub mod key;
 mod layer;

@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 /// Every algorithm exists twice: as a Lua script for the [`RedisStore`](crate::RedisStore) and as
 /// a Rust state transition for the [`MemoryStore`](crate::MemoryStore). Both compute with the same
 /// integers in the same order, so both stores reach identical decisions (the conformance suite
-/// holds them to it).
+/// holds them to it). The [algorithms guide](crate::guide::algorithms) compares them with
+/// measurements: Redis memory per key, a chart of each under the same traffic, and how far the
+/// sliding window counter strays from the exact sliding log.
 ///
 /// | algorithm | admits | state per client key |
 /// |---|---|---|
