@@ -2,12 +2,13 @@
 //!
 //! | family | headers |
 //! |---|---|
-//! | [`Headers::RATE_LIMITING`] (seed 002) | `Rate-Limiting-Total-Requests`, `Rate-Limiting-State` (`Allow`, `Deny`, or `Skipped` when the store failed open), `Rate-Limiting-Expires-At` (RFC 3339, UTC, whole seconds) |
+//! | [`Headers::RATE_LIMITING`] (seed 002) | `Rate-Limiting-Total-Requests`, `Rate-Limiting-State` (`Allow`, `Deny`, or `Skipped` when the store failed open), `Rate-Limiting-Expires-At` (RFC 3339, UTC, rounded up to the second) |
 //! | [`Headers::IETF`] (draft-ietf-httpapi-ratelimit-headers-10) | `RateLimit-Policy: "name";q=5;w=10`, `RateLimit: "name";r=2;t=7` |
-//! | [`Headers::X_RATELIMIT`] (GitHub style) | `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Used`, `X-RateLimit-Reset` (Unix epoch seconds) |
+//! | [`Headers::X_RATELIMIT`] (GitHub style) | `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Used`, `X-RateLimit-Reset` (Unix epoch seconds, rounded up) |
 //!
 //! `Retry-After` (whole seconds, rounded up, at least 1) is on every 429 and 503 whatever the set.
-//! Seconds are always rounded up: a client that waits as long as it is told gets in.
+//! Times are always rounded up: a client that waits as long as it is told, or until the instant
+//! it is given, gets in.
 
 use std::ops::BitOr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -170,7 +171,9 @@ fn decided(
     policy: &Policy,
     at: SystemTime,
 ) {
-    let reset_at = at + whole_seconds(decision.reset_after());
+    // The exact instant; `rfc3339` and `epoch_seconds` round it up, never down, so a client that
+    // waits until then finds the period over.
+    let reset_at = at + decision.reset_after();
     if families.contains(Headers::RATE_LIMITING) {
         let state = if decision.is_allowed() {
             "Allow"
@@ -187,10 +190,7 @@ fn decided(
         headers.append(RATELIMIT, limit_header(rule, decision));
     }
     if families.contains(Headers::X_RATELIMIT) {
-        let reset = reset_at
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs();
+        let reset = epoch_seconds(reset_at);
         fill(headers, X_LIMIT, HeaderValue::from(decision.limit()));
         fill(
             headers,
@@ -263,10 +263,16 @@ pub(crate) fn whole_seconds(duration: Duration) -> Duration {
     Duration::from_secs(seconds)
 }
 
-/// RFC 3339 in UTC with whole seconds, as Go's `time.RFC3339` prints it (seed 002).
+/// Whole seconds since the Unix epoch, rounded up: the first whole second at or after `time`.
+pub(crate) fn epoch_seconds(time: SystemTime) -> u64 {
+    whole_seconds(time.duration_since(UNIX_EPOCH).unwrap_or_default()).as_secs()
+}
+
+/// RFC 3339 in UTC with whole seconds, as Go's `time.RFC3339` prints it (seed 002). The instant
+/// is rounded up to the second: formatting alone would truncate it and name a moment before it.
 pub(crate) fn rfc3339(time: SystemTime) -> HeaderValue {
-    let text = humantime::format_rfc3339_seconds(time).to_string();
-    header_value(text)
+    let second = UNIX_EPOCH + Duration::from_secs(epoch_seconds(time));
+    header_value(humantime::format_rfc3339_seconds(second).to_string())
 }
 
 #[cfg(test)]
@@ -337,11 +343,49 @@ mod tests {
         let ahead = expires
             .duration_since(SystemTime::now())
             .unwrap_or_default();
+        // Rounded up from 6.000001 s after the decision, read here a little later.
         assert!(
-            ahead > Duration::from_secs(5) && ahead <= Duration::from_secs(7),
+            ahead > Duration::from_secs(5) && ahead < Duration::from_micros(7_000_001),
             "{ahead:?}"
         );
         assert!(headers[&EXPIRES_AT].to_str().unwrap().ends_with('Z'));
+    }
+
+    #[test]
+    fn reset_instants_are_rounded_up_to_the_second_never_down() {
+        let verdict =
+            |reset_after| RuleVerdict::new(Outcome::Allowed, 4, 1, reset_after, Duration::ZERO);
+        // 1_700_000_000 s after the epoch is 2023-11-14T22:13:20Z.
+        let epoch = |seconds: f64| UNIX_EPOCH + Duration::from_secs_f64(seconds);
+        for (at, reset_after, expires_at, reset) in [
+            // A fraction in the decision's instant: truncating would say 22:13:30, before the reset.
+            (
+                epoch(1_700_000_000.25),
+                Duration::from_secs(10),
+                "2023-11-14T22:13:31Z",
+                "1700000011",
+            ),
+            // A fraction in the wait.
+            (
+                epoch(1_700_000_000.0),
+                Duration::from_micros(9_000_001),
+                "2023-11-14T22:13:30Z",
+                "1700000010",
+            ),
+            // Exactly on a second: nothing to round.
+            (
+                epoch(1_700_000_000.0),
+                Duration::from_secs(10),
+                "2023-11-14T22:13:30Z",
+                "1700000010",
+            ),
+        ] {
+            let decision = Decision::from_verdicts(&policy(), &[verdict(reset_after)]);
+            let mut headers = HeaderMap::new();
+            decided(&mut headers, Headers::ALL, &decision, &policy(), at);
+            assert_eq!(headers[&EXPIRES_AT], expires_at, "{at:?} + {reset_after:?}");
+            assert_eq!(headers[&X_RESET], reset, "{at:?} + {reset_after:?}");
+        }
     }
 
     #[test]
