@@ -6,6 +6,11 @@
 //! | [`Headers::IETF`] (draft-ietf-httpapi-ratelimit-headers-10) | `RateLimit-Policy: "name";q=5;w=10`, `RateLimit: "name";r=2;t=7` |
 //! | [`Headers::X_RATELIMIT`] (GitHub style) | `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Used`, `X-RateLimit-Reset` (Unix epoch seconds, rounded up) |
 //!
+//! Only a decision fills them all. A response of a [`RateLimitLayer`](crate::RateLimitLayer)
+//! without one carries what is known without it, in the chosen families: `RateLimit-Policy` (the
+//! policy is static) on the 400 of a request without a key and on every response while the store
+//! fails; `Rate-Limiting-State: Skipped` on a request that passed because the store failed open.
+//!
 //! `Retry-After` (whole seconds, rounded up, at least 1) is on every 429 and 503 whatever the set.
 //! Times are always rounded up: a client that waits as long as it is told, or until the instant
 //! it is given, gets in.
@@ -92,10 +97,11 @@ pub(crate) struct Stamp {
 
 #[derive(Clone, Debug)]
 enum What {
-    /// The store failed and the layer failed open.
-    Skipped,
-    /// The store failed and the layer failed closed.
-    Unavailable,
+    /// No decision was made, so only the static `RateLimit-Policy` can be told (when known).
+    Undecided {
+        why: Undecided,
+        policy: Option<HeaderValue>,
+    },
     /// The store decided, at `at`.
     Decided {
         decision: Decision,
@@ -104,6 +110,16 @@ enum What {
     },
     /// A concurrency limit admitted or refused a request.
     InFlight(crate::concurrency::headers::InFlight),
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Undecided {
+    /// The request had no key and was answered 400.
+    MissingKey,
+    /// The store failed and the layer failed open.
+    Skipped,
+    /// The store failed and the layer failed closed.
+    Unavailable,
 }
 
 impl Stamp {
@@ -119,18 +135,37 @@ impl Stamp {
 
     /// The headers of a request that passed unchecked because the store failed (fail open).
     pub(crate) fn skipped(families: Headers) -> Self {
-        Self {
-            families,
-            what: What::Skipped,
-        }
+        Self::undecided(Undecided::Skipped, families)
     }
 
     /// The headers of a request refused because the store failed (fail closed): `Retry-After: 1`.
     pub(crate) fn unavailable(families: Headers) -> Self {
+        Self::undecided(Undecided::Unavailable, families)
+    }
+
+    /// The headers of a request refused because it had no key.
+    pub(crate) fn missing_key(families: Headers) -> Self {
+        Self::undecided(Undecided::MissingKey, families)
+    }
+
+    fn undecided(why: Undecided, families: Headers) -> Self {
         Self {
             families,
-            what: What::Unavailable,
+            what: What::Undecided { why, policy: None },
         }
+    }
+
+    /// Names `policy` in `RateLimit-Policy` on a response without a decision. The policy is
+    /// static, so a client learns its quota even from a 400 or while the store is down. The stamp
+    /// of a decision names its policy already and is returned unchanged.
+    pub(crate) fn with_policy(mut self, policy: &Policy) -> Self {
+        if let What::Undecided {
+            policy: announced, ..
+        } = &mut self.what
+        {
+            *announced = Some(policy.header().clone());
+        }
+        self
     }
 
     /// The headers of a concurrency decision.
@@ -148,12 +183,20 @@ impl Stamp {
     pub(crate) fn apply(self, headers: &mut HeaderMap) {
         let families = self.families;
         match self.what {
-            What::Skipped => {
-                if families.contains(Headers::RATE_LIMITING) {
-                    fill(headers, STATE, HeaderValue::from_static("Skipped"));
+            What::Undecided { why, policy } => {
+                if let Some(policy) = policy.filter(|_| families.contains(Headers::IETF)) {
+                    headers.append(RATELIMIT_POLICY, policy);
+                }
+                match why {
+                    Undecided::MissingKey => {}
+                    Undecided::Skipped => {
+                        if families.contains(Headers::RATE_LIMITING) {
+                            fill(headers, STATE, HeaderValue::from_static("Skipped"));
+                        }
+                    }
+                    Undecided::Unavailable => retry_after(headers, Duration::from_secs(1)),
                 }
             }
-            What::Unavailable => retry_after(headers, Duration::from_secs(1)),
             What::Decided {
                 decision,
                 policy,
@@ -449,5 +492,28 @@ mod tests {
     fn skipped_limiting_is_announced() {
         assert_eq!(header(Stamp::skipped(Headers::DEFAULT))[&STATE], "Skipped");
         assert!(header(Stamp::skipped(Headers::IETF)).is_empty());
+    }
+
+    #[test]
+    fn without_a_decision_only_the_policy_and_what_happened_are_told() {
+        let policy_line = r#""per-10s";q=5;w=10, "burst";q=10;w=6"#;
+        let skipped = header(Stamp::skipped(Headers::ALL).with_policy(&policy()));
+        assert_eq!(skipped[&STATE], "Skipped");
+        assert_eq!(skipped[&RATELIMIT_POLICY], policy_line);
+        assert_eq!(skipped.len(), 2, "{skipped:?}");
+        let unavailable = header(Stamp::unavailable(Headers::ALL).with_policy(&policy()));
+        assert_eq!(unavailable[&RATELIMIT_POLICY], policy_line);
+        assert_eq!(unavailable[RETRY_AFTER], "1");
+        assert_eq!(unavailable.len(), 2, "{unavailable:?}");
+        let missing_key = header(Stamp::missing_key(Headers::ALL).with_policy(&policy()));
+        assert_eq!(missing_key[&RATELIMIT_POLICY], policy_line);
+        assert_eq!(missing_key.len(), 1, "{missing_key:?}");
+        // Without the IETF family there is nothing to say on a 400.
+        let families = Headers::RATE_LIMITING | Headers::X_RATELIMIT;
+        assert!(header(Stamp::missing_key(families).with_policy(&policy())).is_empty());
+        assert_eq!(
+            header(Stamp::skipped(families).with_policy(&policy())).len(),
+            1
+        );
     }
 }

@@ -448,6 +448,24 @@ async fn families(env: Env) {
         );
         // Whatever the families, a 429 says when to retry.
         assert_eq!(header(&denied, "retry-after"), "60", "{families:?}");
+        // A request without a client address has no key: its 400 has no decision to report,
+        // only the policy, and only when the IETF family is chosen.
+        let request = http::Request::get("/").body(Body::empty()).unwrap();
+        let unkeyed = tower::ServiceExt::oneshot(app.clone(), request)
+            .await
+            .unwrap();
+        assert_eq!(unkeyed.status(), 400);
+        let policy_only: Vec<_> = expected
+            .iter()
+            .filter(|name| **name == "ratelimit-policy")
+            .map(|name| name.to_string())
+            .collect();
+        assert_eq!(
+            present(&unkeyed, &everything),
+            policy_only,
+            "{families:?} without a key"
+        );
+        assert_eq!(header(&unkeyed, "retry-after"), "");
     }
 }
 

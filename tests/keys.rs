@@ -63,18 +63,25 @@ async fn hit(app: &Router, peer: &str, headers: &[(&str, &str)]) -> (u16, String
     )
 }
 
-/// Asserts a 400 problem+json whose detail says exactly `why`, and no rate-limit headers.
+/// Asserts a 400 problem+json whose detail says exactly `why`, with the route's (static)
+/// `RateLimit-Policy` and none of the headers that need a decision.
 async fn assert_bad_request(response: Response<Body>, why: &str) {
     assert_eq!(response.status(), StatusCode::BAD_REQUEST);
     assert_eq!(
         header(&response, "content-type"),
         "application/problem+json"
     );
+    let policies: Vec<_> = response
+        .headers()
+        .get_all("ratelimit-policy")
+        .iter()
+        .collect();
+    assert_eq!(policies, [r#""per-client";q=3;w=3600"#], "on a 400");
     for name in [
         "rate-limiting-state",
         "rate-limiting-total-requests",
+        "rate-limiting-expires-at",
         "ratelimit",
-        "ratelimit-policy",
         "retry-after",
     ] {
         assert_eq!(header(&response, name), "", "{name} on a 400");

@@ -108,10 +108,25 @@ async fn wait_until_counted(app: &Router, client: &str) -> Duration {
     }
 }
 
-/// Checks a fail-closed rejection: 503, `Retry-After` in whole seconds (at least 1), and a
-/// problem+json body that says the status.
-async fn assert_unavailable(response: http::Response<axum::body::Body>) {
+/// Checks what a response without a decision carries: the layer's `RateLimit-Policy` (static, so
+/// it is sent even when the store cannot decide), and none of the headers that need a decision.
+fn assert_undecided_headers<B>(response: &http::Response<B>, policy: &str) {
+    assert_eq!(header(response, "ratelimit-policy"), policy);
+    for name in [
+        "rate-limiting-total-requests",
+        "rate-limiting-expires-at",
+        "ratelimit",
+    ] {
+        assert_eq!(header(response, name), "", "{name} without a decision");
+    }
+}
+
+/// Checks a fail-closed rejection: 503, `Retry-After` in whole seconds (at least 1), a
+/// problem+json body that says the status, and the layer's `policy`.
+async fn assert_unavailable(response: http::Response<axum::body::Body>, policy: &str) {
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_undecided_headers(&response, policy);
+    assert_eq!(header(&response, "rate-limiting-state"), "");
     let retry_after = header(&response, "retry-after");
     let seconds: u64 = retry_after
         .parse()
@@ -145,6 +160,7 @@ async fn fail_open_passes_requests_while_redis_is_down() {
         let (response, took) = timed_get(&app, "/", PEER, &[("x-client", "alice")]).await;
         assert_eq!(response.status(), StatusCode::OK, "request {i}");
         assert_eq!(header(&response, "rate-limiting-state"), "Skipped");
+        assert_undecided_headers(&response, r#""api";q=2;w=3600"#);
         assert!(took < deadline + SLACK, "request {i} took {took:?}");
         assert_eq!(text(response).await, "ok");
     }
@@ -204,7 +220,7 @@ async fn fail_closed_refuses_requests_while_redis_is_down() {
     for i in 0..20 {
         let (response, took) = timed_get(&app, "/", PEER, &[("x-client", "carol")]).await;
         assert!(took < deadline + SLACK, "request {i} took {took:?}");
-        assert_unavailable(response).await;
+        assert_unavailable(response, r#""api";q=5;w=3600"#).await;
     }
     let concurrent: Vec<_> = (0..30)
         .map(|i| {
@@ -220,7 +236,7 @@ async fn fail_closed_refuses_requests_while_redis_is_down() {
             took < deadline + SLACK,
             "a concurrent request took {took:?}"
         );
-        assert_unavailable(response).await;
+        assert_unavailable(response, r#""api";q=5;w=3600"#).await;
     }
     assert_eq!(
         calls.load(Ordering::SeqCst),
@@ -361,7 +377,7 @@ async fn a_redis_that_is_down_at_startup_fails_closed_fast() {
             took < fast,
             "request {i} took {took:?} (deadline {deadline:?})"
         );
-        assert_unavailable(response).await;
+        assert_unavailable(response, r#""api";q=2;w=3600"#).await;
     }
     assert_eq!(calls.load(Ordering::SeqCst), 0);
 
