@@ -15,7 +15,8 @@ pub enum Outcome {
     Allowed,
     /// The request is over the quota; it may pass after [`Decision::retry_after`].
     Denied,
-    /// The request costs more than the quota can ever hold: retrying will never help.
+    /// The request costs more than the quota can ever hold: retrying will never help. The layer
+    /// answers 429 without `Retry-After`, since no wait would let it in.
     Never,
 }
 

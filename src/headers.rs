@@ -11,7 +11,10 @@
 //! policy is static) on the 400 of a request without a key and on every response while the store
 //! fails; `Rate-Limiting-State: Skipped` on a request that passed because the store failed open.
 //!
-//! `Retry-After` (whole seconds, rounded up, at least 1) is on every 429 and 503 whatever the set.
+//! `Retry-After` (whole seconds, rounded up, at least 1) is on every 429 and 503 whatever the set,
+//! except the 429 of a request that can never pass ([`Outcome::Never`]): no wait would let it in,
+//! so no wait is named.
+//!
 //! Times are always rounded up: a client that waits as long as it is told, or until the instant
 //! it is given, gets in.
 
@@ -38,7 +41,7 @@ use crate::policy::{Policy, Rule};
 pub struct Headers(u8);
 
 impl Headers {
-    /// No rate-limit headers (`Retry-After` is still sent on 429 and 503).
+    /// No rate-limit headers (`Retry-After` belongs to no family and is still sent where due).
     pub const NONE: Headers = Headers(0);
     /// Seed 002's `Rate-Limiting-*` headers.
     pub const RATE_LIMITING: Headers = Headers(1);
