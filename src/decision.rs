@@ -64,15 +64,27 @@ impl RuleVerdict {
 ///
 /// For a multi-rule policy it reports the most restrictive rule: a rule that can never admit the
 /// request, else the denying rule with the longest wait, else the rule with the fewest requests
-/// remaining. A handler can read it from the request extensions:
+/// remaining.
+///
+/// An admitted request carries its decision in its extensions. Not every request that reaches a
+/// handler has one: when the store failed and the layer fails open
+/// ([`FailureMode::Open`](crate::FailureMode::Open)), or when the request had no key and the layer
+/// skips such requests ([`MissingKey::Skip`](crate::MissingKey::Skip)), it passes unchecked and
+/// without a decision. So take it as an `Option`: axum answers 500 for a handler whose plain
+/// `Extension<Decision>` is missing, which would turn a Redis outage into an outage of that route.
 ///
 /// ```
-/// use axum::Extension;
+/// use axum::{Extension, Router, routing::get};
 /// use tower_redis_ratelimit::Decision;
 ///
-/// async fn handler(Extension(decision): Extension<Decision>) -> String {
-///     format!("{} requests left", decision.remaining())
+/// async fn handler(decision: Option<Extension<Decision>>) -> String {
+///     match decision {
+///         Some(Extension(decision)) => format!("{} requests left", decision.remaining()),
+///         None => "not limited right now".to_owned(),
+///     }
 /// }
+///
+/// let app: Router = Router::new().route("/", get(handler));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Decision {

@@ -26,7 +26,8 @@ pub enum FailureMode {
     /// Let the request pass unlimited, tell the client with `Rate-Limiting-State: Skipped` (and
     /// the static `RateLimit-Policy`; no header that needs a decision), and log a warning (at most
     /// one per second per layer, with a count of the others). The default: a rate limiter outage
-    /// should not become a service outage.
+    /// should not become a service outage. Such a request carries no [`Decision`] in its
+    /// extensions: handlers take it as `Option<Extension<Decision>>`.
     #[default]
     Open,
     /// Refuse the request with 503, `Retry-After: 1` and the static `RateLimit-Policy`: for limits
@@ -42,8 +43,8 @@ pub enum MissingKey {
     /// `RateLimit-Policy` (the default, as seed 002).
     #[default]
     Reject,
-    /// Let the request pass without limiting it (nor rate-limit headers). Only a missing key
-    /// is skipped: an [invalid](crate::key::KeyErrorKind::Invalid) one (e.g. a key header sent
+    /// Let the request pass without limiting it (nor rate-limit headers, nor a [`Decision`] in its
+    /// extensions). Only a missing key is skipped: an [invalid](crate::key::KeyErrorKind::Invalid) one (e.g. a key header sent
     /// twice) is still answered with 400, or a client could escape its limit at will.
     Skip,
 }

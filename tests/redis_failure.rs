@@ -10,12 +10,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use axum::Router;
 use axum::routing::get;
+use axum::{Extension, Router};
 use http::StatusCode;
 use support::{RedisServer, header, text, timed_get};
 use tower_redis_ratelimit::key::HeaderKey;
-use tower_redis_ratelimit::{FailureMode, Quota, RateLimitLayer, RedisStore, Rule};
+use tower_redis_ratelimit::{Decision, FailureMode, Quota, RateLimitLayer, RedisStore, Rule};
 
 const PEER: &str = "203.0.113.7:4000";
 /// Slack on top of a deadline for scheduling on a busy machine. A hang exceeds it by far.
@@ -179,6 +179,51 @@ async fn fail_open_passes_requests_while_redis_is_down() {
         );
     }
     assert_eq!(calls.load(Ordering::SeqCst), 2 + 20 + 50);
+}
+
+/// A request that failed open passed unchecked, so it has no `Decision` in its extensions. A
+/// handler that takes it as an `Option` (as the docs show) keeps answering while Redis is down;
+/// one that requires it gets axum's 500, which would turn the outage into an outage of the route.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_taking_the_decision_as_an_option_answers_while_failing_open() {
+    async fn optional(decision: Option<Extension<Decision>>) -> String {
+        match decision {
+            Some(Extension(decision)) => format!("{} left", decision.remaining()),
+            None => "not limited right now".to_owned(),
+        }
+    }
+    async fn required(Extension(decision): Extension<Decision>) -> String {
+        format!("{} left", decision.remaining())
+    }
+    let mut redis = RedisServer::start();
+    let layer = RateLimitLayer::builder()
+        .rule(Rule::fixed_window("api", Quota::per_hour(5)))
+        .key(HeaderKey::new("x-client"))
+        .store(RedisStore::open(&redis.url()).unwrap())
+        // Generous: the first call connects, on a busy machine.
+        .deadline(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route("/optional", get(optional))
+        .route("/required", get(required))
+        .layer(layer);
+    let client = [("x-client", "gina")];
+
+    let (response, _) = timed_get(&app, "/optional", PEER, &client).await;
+    assert_eq!(header(&response, "rate-limiting-state"), "Allow");
+    assert_eq!(text(response).await, "4 left");
+    let (response, _) = timed_get(&app, "/required", PEER, &client).await;
+    assert_eq!(text(response).await, "3 left");
+
+    redis.kill();
+    let (response, _) = timed_get(&app, "/optional", PEER, &client).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(header(&response, "rate-limiting-state"), "Skipped");
+    assert_eq!(text(response).await, "not limited right now");
+    let (response, _) = timed_get(&app, "/required", PEER, &client).await;
+    assert_eq!(header(&response, "rate-limiting-state"), "Skipped");
+    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
 }
 
 /// A dead Redis costs no waiting: connection refused is noticed at once and the reconnect backoff
