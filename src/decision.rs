@@ -144,7 +144,10 @@ impl Decision {
         self.outcome
     }
 
-    /// The index, in the policy, of the rule this decision reports.
+    /// The index, in the policy, of the rule this decision reports. A store that made the
+    /// decision for another policy than the layer's may report an index the layer's policy does
+    /// not have: the layer then names no rule (no `RateLimit` header, no rule in a 429's body)
+    /// rather than fail.
     pub fn rule_index(&self) -> usize {
         self.rule
     }

@@ -231,9 +231,12 @@ fn decided(
         fill(headers, EXPIRES_AT, rfc3339(reset_at));
     }
     if families.contains(Headers::IETF) {
-        let rule = &policy.rules()[decision.rule_index()];
         headers.append(RATELIMIT_POLICY, policy.header().clone());
-        headers.append(RATELIMIT, limit_header(rule, decision));
+        // A custom store may report a rule index of another policy: without the rule there is no
+        // line to write, and a line about another rule would mislead.
+        if let Some(rule) = policy.rules().get(decision.rule_index()) {
+            headers.append(RATELIMIT, limit_header(rule, decision));
+        }
     }
     if families.contains(Headers::X_RATELIMIT) {
         let reset = epoch_seconds(reset_at);

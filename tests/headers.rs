@@ -19,10 +19,11 @@ use axum::{Extension, Router};
 use http::Response;
 use support::{RedisServer, get as send, header, text};
 use tower_redis_ratelimit::clock::ManualClock;
-use tower_redis_ratelimit::key::ClientIp;
+use tower_redis_ratelimit::concurrency::{Acquired, Lease, PermitId, Renewal, Slot};
+use tower_redis_ratelimit::key::{ClientIp, Key};
 use tower_redis_ratelimit::{
     Decision, Headers, MemoryStore, Outcome, Policy, Quota, RateLimitLayer, RedisStore, Rule,
-    RuleVerdict, Store,
+    RuleVerdict, Store, StoreError, StoreFuture,
 };
 
 /// 2023-11-14T22:13:20Z: the stores' time. Headers with wall-clock instants use the system time.
@@ -636,4 +637,74 @@ async fn memory_headers_on_the_system_clock() {
 async fn redis_headers_on_the_server_clock() {
     let server = RedisServer::start();
     real_time_headers(Arc::new(RedisStore::open(&server.url()).unwrap())).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A custom store that reports a rule the layer's policy does not have.
+
+/// Answers every check with `decision`, made by the store for a policy of its own.
+struct ForeignDecisions {
+    decision: Decision,
+}
+
+impl Store for ForeignDecisions {
+    fn check(&self, _: &Key, _: &Policy, _: u32) -> StoreFuture<Decision> {
+        StoreFuture::ready(Ok(self.decision.clone()))
+    }
+
+    fn acquire(&self, _: &Slot, _: PermitId, _: u32, _: Lease) -> StoreFuture<Acquired> {
+        StoreFuture::ready(Err(StoreError::Protocol("no permits here".into())))
+    }
+
+    fn release(&self, _: &Slot, _: PermitId) -> StoreFuture<bool> {
+        StoreFuture::ready(Err(StoreError::Protocol("no permits here".into())))
+    }
+
+    fn renew(&self, _: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
+        StoreFuture::ready(Err(StoreError::Protocol("no permits here".into())))
+    }
+}
+
+#[tokio::test]
+async fn a_decision_about_a_rule_the_policy_lacks_is_reported_without_it() {
+    // The store's policy has two rules and reports its second; the layer's has one.
+    let stores_policy = Policy::new([
+        Rule::fixed_window("store-a", Quota::per_minute(100)),
+        Rule::fixed_window("store-b", Quota::per_minute(7)),
+    ])
+    .unwrap();
+    let allowed = verdict(Outcome::Allowed, 90, 10, 30_000_000, 0);
+    let cases = [
+        (verdict(Outcome::Allowed, 2, 5, 30_000_000, 0), 200, ""),
+        (
+            verdict(Outcome::Denied, 0, 7, 30_000_000, 12_500_000),
+            429,
+            "13",
+        ),
+    ];
+    for (reported, status, retry_after) in cases {
+        let decision = Decision::from_verdicts(&stores_policy, &[allowed, reported]);
+        assert_eq!(decision.rule_index(), 1);
+        let env = Env {
+            store: Arc::new(ForeignDecisions { decision }),
+            clock: ManualClock::new(T0),
+            _redis: None,
+        };
+        let app = app(&env, &[hello()], Headers::ALL);
+        let (response, before, after) = request(&app, &[]).await;
+        assert_eq!(response.status(), status);
+        // What does not need the rule is still told; `RateLimit` would have to name it.
+        assert_eq!(header(&response, "ratelimit-policy"), r#""hello";q=5;w=10"#);
+        assert_eq!(header(&response, "ratelimit"), "");
+        assert_eq!(header(&response, "x-ratelimit-limit"), "7");
+        assert_eq!(header(&response, "retry-after"), retry_after);
+        assert_expires_at(&response, before, after, Duration::from_secs(30));
+        if status == 429 {
+            let body = problem(response).await;
+            assert_eq!(
+                body["detail"],
+                "Rate limit exceeded. Retry after 13 seconds."
+            );
+        }
+    }
 }
