@@ -390,12 +390,15 @@ fn with_the_memory_store() {
 #[test]
 fn with_redis_failing_open_by_default() {
     let mut redis = RedisServer::start();
-    let url = redis.url();
+    // With credentials: the test server has no password set, so its `default` user accepts any.
+    let url = format!("redis://default:s3cret-pw@127.0.0.1:{}", redis.port());
     let quickstart = Quickstart::start(&[("REDIS_URL", &url)]);
+    // The first line names the store and the address, but never the password.
     assert_eq!(
         quickstart.first_line,
         format!(
-            "quickstart: RedisStore at {url}, serving on http://{}",
+            "quickstart: RedisStore at redis://default:***@127.0.0.1:{}, serving on http://{}",
+            redis.port(),
             quickstart.addr
         )
     );
