@@ -48,10 +48,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let (store, store_name): (std::sync::Arc<dyn Store>, String) = match std::env::var("REDIS_URL")
     {
-        Ok(url) => (
-            std::sync::Arc::new(RedisStore::open(&url)?),
-            format!("RedisStore at {url}"),
-        ),
+        Ok(url) => {
+            let store = RedisStore::open(&url)?;
+            // Never print the password: stdout ends up in terminals, CI logs and bug reports.
+            let name = format!("RedisStore at {}", store.redacted_url());
+            (std::sync::Arc::new(store), name)
+        }
         Err(_) => (
             std::sync::Arc::new(MemoryStore::new()),
             "MemoryStore".to_owned(),

@@ -15,7 +15,8 @@ pub enum Outcome {
     Allowed,
     /// The request is over the quota; it may pass after [`Decision::retry_after`].
     Denied,
-    /// The request costs more than the quota can ever hold: retrying will never help.
+    /// The request costs more than the quota can ever hold: retrying will never help. The layer
+    /// answers 429 without `Retry-After`, since no wait would let it in.
     Never,
 }
 
@@ -63,15 +64,27 @@ impl RuleVerdict {
 ///
 /// For a multi-rule policy it reports the most restrictive rule: a rule that can never admit the
 /// request, else the denying rule with the longest wait, else the rule with the fewest requests
-/// remaining. A handler can read it from the request extensions:
+/// remaining.
+///
+/// An admitted request carries its decision in its extensions. Not every request that reaches a
+/// handler has one: when the store failed and the layer fails open
+/// ([`FailureMode::Open`](crate::FailureMode::Open)), or when the request had no key and the layer
+/// skips such requests ([`MissingKey::Skip`](crate::MissingKey::Skip)), it passes unchecked and
+/// without a decision. So take it as an `Option`: axum answers 500 for a handler whose plain
+/// `Extension<Decision>` is missing, which would turn a Redis outage into an outage of that route.
 ///
 /// ```
-/// use axum::Extension;
+/// use axum::{Extension, Router, routing::get};
 /// use tower_redis_ratelimit::Decision;
 ///
-/// async fn handler(Extension(decision): Extension<Decision>) -> String {
-///     format!("{} requests left", decision.remaining())
+/// async fn handler(decision: Option<Extension<Decision>>) -> String {
+///     match decision {
+///         Some(Extension(decision)) => format!("{} requests left", decision.remaining()),
+///         None => "not limited right now".to_owned(),
+///     }
 /// }
+///
+/// let app: Router = Router::new().route("/", get(handler));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Decision {
@@ -131,7 +144,10 @@ impl Decision {
         self.outcome
     }
 
-    /// The index, in the policy, of the rule this decision reports.
+    /// The index, in the policy, of the rule this decision reports. A store that made the
+    /// decision for another policy than the layer's may report an index the layer's policy does
+    /// not have: the layer then names no rule (no `RateLimit` header, no rule in a 429's body)
+    /// rather than fail.
     pub fn rule_index(&self) -> usize {
         self.rule
     }

@@ -2,12 +2,21 @@
 //!
 //! | family | headers |
 //! |---|---|
-//! | [`Headers::RATE_LIMITING`] (seed 002) | `Rate-Limiting-Total-Requests`, `Rate-Limiting-State` (`Allow`, `Deny`, or `Skipped` when the store failed open), `Rate-Limiting-Expires-At` (RFC 3339, UTC, whole seconds) |
+//! | [`Headers::RATE_LIMITING`] (seed 002) | `Rate-Limiting-Total-Requests`, `Rate-Limiting-State` (`Allow`, `Deny`, or `Skipped` when the store failed open), `Rate-Limiting-Expires-At` (RFC 3339, UTC, rounded up to the second) |
 //! | [`Headers::IETF`] (draft-ietf-httpapi-ratelimit-headers-10) | `RateLimit-Policy: "name";q=5;w=10`, `RateLimit: "name";r=2;t=7` |
-//! | [`Headers::X_RATELIMIT`] (GitHub style) | `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Used`, `X-RateLimit-Reset` (Unix epoch seconds) |
+//! | [`Headers::X_RATELIMIT`] (GitHub style) | `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Used`, `X-RateLimit-Reset` (Unix epoch seconds, rounded up) |
 //!
-//! `Retry-After` (whole seconds, rounded up, at least 1) is on every 429 and 503 whatever the set.
-//! Seconds are always rounded up: a client that waits as long as it is told gets in.
+//! Only a decision fills them all. A response of a [`RateLimitLayer`](crate::RateLimitLayer)
+//! without one carries what is known without it, in the chosen families: `RateLimit-Policy` (the
+//! policy is static) on the 400 of a request without a key and on every response while the store
+//! fails; `Rate-Limiting-State: Skipped` on a request that passed because the store failed open.
+//!
+//! `Retry-After` (whole seconds, rounded up, at least 1) is on every 429 and 503 whatever the set,
+//! except the 429 of a request that can never pass ([`Outcome::Never`]): no wait would let it in,
+//! so no wait is named.
+//!
+//! Times are always rounded up: a client that waits as long as it is told, or until the instant
+//! it is given, gets in.
 
 use std::ops::BitOr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -32,7 +41,7 @@ use crate::policy::{Policy, Rule};
 pub struct Headers(u8);
 
 impl Headers {
-    /// No rate-limit headers (`Retry-After` is still sent on 429 and 503).
+    /// No rate-limit headers (`Retry-After` belongs to no family and is still sent where due).
     pub const NONE: Headers = Headers(0);
     /// Seed 002's `Rate-Limiting-*` headers.
     pub const RATE_LIMITING: Headers = Headers(1);
@@ -91,10 +100,11 @@ pub(crate) struct Stamp {
 
 #[derive(Clone, Debug)]
 enum What {
-    /// The store failed and the layer failed open.
-    Skipped,
-    /// The store failed and the layer failed closed.
-    Unavailable,
+    /// No decision was made, so only the static `RateLimit-Policy` can be told (when known).
+    Undecided {
+        why: Undecided,
+        policy: Option<HeaderValue>,
+    },
     /// The store decided, at `at`.
     Decided {
         decision: Decision,
@@ -103,6 +113,16 @@ enum What {
     },
     /// A concurrency limit admitted or refused a request.
     InFlight(crate::concurrency::headers::InFlight),
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Undecided {
+    /// The request had no key and was answered 400.
+    MissingKey,
+    /// The store failed and the layer failed open.
+    Skipped,
+    /// The store failed and the layer failed closed.
+    Unavailable,
 }
 
 impl Stamp {
@@ -118,18 +138,37 @@ impl Stamp {
 
     /// The headers of a request that passed unchecked because the store failed (fail open).
     pub(crate) fn skipped(families: Headers) -> Self {
-        Self {
-            families,
-            what: What::Skipped,
-        }
+        Self::undecided(Undecided::Skipped, families)
     }
 
     /// The headers of a request refused because the store failed (fail closed): `Retry-After: 1`.
     pub(crate) fn unavailable(families: Headers) -> Self {
+        Self::undecided(Undecided::Unavailable, families)
+    }
+
+    /// The headers of a request refused because it had no key.
+    pub(crate) fn missing_key(families: Headers) -> Self {
+        Self::undecided(Undecided::MissingKey, families)
+    }
+
+    fn undecided(why: Undecided, families: Headers) -> Self {
         Self {
             families,
-            what: What::Unavailable,
+            what: What::Undecided { why, policy: None },
         }
+    }
+
+    /// Names `policy` in `RateLimit-Policy` on a response without a decision. The policy is
+    /// static, so a client learns its quota even from a 400 or while the store is down. The stamp
+    /// of a decision names its policy already and is returned unchanged.
+    pub(crate) fn with_policy(mut self, policy: &Policy) -> Self {
+        if let What::Undecided {
+            policy: announced, ..
+        } = &mut self.what
+        {
+            *announced = Some(policy.header().clone());
+        }
+        self
     }
 
     /// The headers of a concurrency decision.
@@ -147,12 +186,20 @@ impl Stamp {
     pub(crate) fn apply(self, headers: &mut HeaderMap) {
         let families = self.families;
         match self.what {
-            What::Skipped => {
-                if families.contains(Headers::RATE_LIMITING) {
-                    fill(headers, STATE, HeaderValue::from_static("Skipped"));
+            What::Undecided { why, policy } => {
+                if let Some(policy) = policy.filter(|_| families.contains(Headers::IETF)) {
+                    headers.append(RATELIMIT_POLICY, policy);
+                }
+                match why {
+                    Undecided::MissingKey => {}
+                    Undecided::Skipped => {
+                        if families.contains(Headers::RATE_LIMITING) {
+                            fill(headers, STATE, HeaderValue::from_static("Skipped"));
+                        }
+                    }
+                    Undecided::Unavailable => retry_after(headers, Duration::from_secs(1)),
                 }
             }
-            What::Unavailable => retry_after(headers, Duration::from_secs(1)),
             What::Decided {
                 decision,
                 policy,
@@ -170,7 +217,9 @@ fn decided(
     policy: &Policy,
     at: SystemTime,
 ) {
-    let reset_at = at + whole_seconds(decision.reset_after());
+    // The exact instant; `rfc3339` and `epoch_seconds` round it up, never down, so a client that
+    // waits until then finds the period over.
+    let reset_at = at + decision.reset_after();
     if families.contains(Headers::RATE_LIMITING) {
         let state = if decision.is_allowed() {
             "Allow"
@@ -182,15 +231,15 @@ fn decided(
         fill(headers, EXPIRES_AT, rfc3339(reset_at));
     }
     if families.contains(Headers::IETF) {
-        let rule = &policy.rules()[decision.rule_index()];
         headers.append(RATELIMIT_POLICY, policy.header().clone());
-        headers.append(RATELIMIT, limit_header(rule, decision));
+        // A custom store may report a rule index of another policy: without the rule there is no
+        // line to write, and a line about another rule would mislead.
+        if let Some(rule) = policy.rules().get(decision.rule_index()) {
+            headers.append(RATELIMIT, limit_header(rule, decision));
+        }
     }
     if families.contains(Headers::X_RATELIMIT) {
-        let reset = reset_at
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs();
+        let reset = epoch_seconds(reset_at);
         fill(headers, X_LIMIT, HeaderValue::from(decision.limit()));
         fill(
             headers,
@@ -263,10 +312,16 @@ pub(crate) fn whole_seconds(duration: Duration) -> Duration {
     Duration::from_secs(seconds)
 }
 
-/// RFC 3339 in UTC with whole seconds, as Go's `time.RFC3339` prints it (seed 002).
+/// Whole seconds since the Unix epoch, rounded up: the first whole second at or after `time`.
+pub(crate) fn epoch_seconds(time: SystemTime) -> u64 {
+    whole_seconds(time.duration_since(UNIX_EPOCH).unwrap_or_default()).as_secs()
+}
+
+/// RFC 3339 in UTC with whole seconds, as Go's `time.RFC3339` prints it (seed 002). The instant
+/// is rounded up to the second: formatting alone would truncate it and name a moment before it.
 pub(crate) fn rfc3339(time: SystemTime) -> HeaderValue {
-    let text = humantime::format_rfc3339_seconds(time).to_string();
-    header_value(text)
+    let second = UNIX_EPOCH + Duration::from_secs(epoch_seconds(time));
+    header_value(humantime::format_rfc3339_seconds(second).to_string())
 }
 
 #[cfg(test)]
@@ -337,11 +392,49 @@ mod tests {
         let ahead = expires
             .duration_since(SystemTime::now())
             .unwrap_or_default();
+        // Rounded up from 6.000001 s after the decision, read here a little later.
         assert!(
-            ahead > Duration::from_secs(5) && ahead <= Duration::from_secs(7),
+            ahead > Duration::from_secs(5) && ahead < Duration::from_micros(7_000_001),
             "{ahead:?}"
         );
         assert!(headers[&EXPIRES_AT].to_str().unwrap().ends_with('Z'));
+    }
+
+    #[test]
+    fn reset_instants_are_rounded_up_to_the_second_never_down() {
+        let verdict =
+            |reset_after| RuleVerdict::new(Outcome::Allowed, 4, 1, reset_after, Duration::ZERO);
+        // 1_700_000_000 s after the epoch is 2023-11-14T22:13:20Z.
+        let epoch = |seconds: f64| UNIX_EPOCH + Duration::from_secs_f64(seconds);
+        for (at, reset_after, expires_at, reset) in [
+            // A fraction in the decision's instant: truncating would say 22:13:30, before the reset.
+            (
+                epoch(1_700_000_000.25),
+                Duration::from_secs(10),
+                "2023-11-14T22:13:31Z",
+                "1700000011",
+            ),
+            // A fraction in the wait.
+            (
+                epoch(1_700_000_000.0),
+                Duration::from_micros(9_000_001),
+                "2023-11-14T22:13:30Z",
+                "1700000010",
+            ),
+            // Exactly on a second: nothing to round.
+            (
+                epoch(1_700_000_000.0),
+                Duration::from_secs(10),
+                "2023-11-14T22:13:30Z",
+                "1700000010",
+            ),
+        ] {
+            let decision = Decision::from_verdicts(&policy(), &[verdict(reset_after)]);
+            let mut headers = HeaderMap::new();
+            decided(&mut headers, Headers::ALL, &decision, &policy(), at);
+            assert_eq!(headers[&EXPIRES_AT], expires_at, "{at:?} + {reset_after:?}");
+            assert_eq!(headers[&X_RESET], reset, "{at:?} + {reset_after:?}");
+        }
     }
 
     #[test]
@@ -405,5 +498,28 @@ mod tests {
     fn skipped_limiting_is_announced() {
         assert_eq!(header(Stamp::skipped(Headers::DEFAULT))[&STATE], "Skipped");
         assert!(header(Stamp::skipped(Headers::IETF)).is_empty());
+    }
+
+    #[test]
+    fn without_a_decision_only_the_policy_and_what_happened_are_told() {
+        let policy_line = r#""per-10s";q=5;w=10, "burst";q=10;w=6"#;
+        let skipped = header(Stamp::skipped(Headers::ALL).with_policy(&policy()));
+        assert_eq!(skipped[&STATE], "Skipped");
+        assert_eq!(skipped[&RATELIMIT_POLICY], policy_line);
+        assert_eq!(skipped.len(), 2, "{skipped:?}");
+        let unavailable = header(Stamp::unavailable(Headers::ALL).with_policy(&policy()));
+        assert_eq!(unavailable[&RATELIMIT_POLICY], policy_line);
+        assert_eq!(unavailable[RETRY_AFTER], "1");
+        assert_eq!(unavailable.len(), 2, "{unavailable:?}");
+        let missing_key = header(Stamp::missing_key(Headers::ALL).with_policy(&policy()));
+        assert_eq!(missing_key[&RATELIMIT_POLICY], policy_line);
+        assert_eq!(missing_key.len(), 1, "{missing_key:?}");
+        // Without the IETF family there is nothing to say on a 400.
+        let families = Headers::RATE_LIMITING | Headers::X_RATELIMIT;
+        assert!(header(Stamp::missing_key(families).with_policy(&policy())).is_empty());
+        assert_eq!(
+            header(Stamp::skipped(families).with_policy(&policy())).len(),
+            1
+        );
     }
 }

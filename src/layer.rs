@@ -23,13 +23,15 @@ use crate::store::{MemoryStore, Store};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum FailureMode {
-    /// Let the request pass unlimited, tell the client with `Rate-Limiting-State: Skipped`, and
-    /// log a warning (at most one per second per layer, with a count of the others). The default:
-    /// a rate limiter outage should not become a service outage.
+    /// Let the request pass unlimited, tell the client with `Rate-Limiting-State: Skipped` (and
+    /// the static `RateLimit-Policy`; no header that needs a decision), and log a warning (at most
+    /// one per second per layer, with a count of the others). The default: a rate limiter outage
+    /// should not become a service outage. Such a request carries no [`Decision`] in its
+    /// extensions: handlers take it as `Option<Extension<Decision>>`.
     #[default]
     Open,
-    /// Refuse the request with 503 and `Retry-After: 1`: for limits that protect something that
-    /// must never be overrun.
+    /// Refuse the request with 503, `Retry-After: 1` and the static `RateLimit-Policy`: for limits
+    /// that protect something that must never be overrun.
     Closed,
 }
 
@@ -37,11 +39,12 @@ pub enum FailureMode {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum MissingKey {
-    /// Answer 400 with a problem+json body saying what was missing (the default, as seed 002).
+    /// Answer 400 with a problem+json body saying what was missing, and the static
+    /// `RateLimit-Policy` (the default, as seed 002).
     #[default]
     Reject,
-    /// Let the request pass without limiting it (nor rate-limit headers). Only a missing key
-    /// is skipped: an [invalid](crate::key::KeyErrorKind::Invalid) one (e.g. a key header sent
+    /// Let the request pass without limiting it (nor rate-limit headers, nor a [`Decision`] in its
+    /// extensions). Only a missing key is skipped: an [invalid](crate::key::KeyErrorKind::Invalid) one (e.g. a key header sent
     /// twice) is still answered with 400, or a client could escape its limit at will.
     Skip,
 }
@@ -306,14 +309,18 @@ impl Config {
                             "rate limiting skipped: the store failed and the layer fails open"
                         );
                     });
-                    Next::Pass(request, Stamp::skipped(self.headers))
+                    Next::Pass(
+                        request,
+                        Stamp::skipped(self.headers).with_policy(&self.policy),
+                    )
                 }
                 FailureMode::Closed => {
                     self.failures.warn(|suppressed| {
                         tracing::warn!(error = %err, suppressed, "request refused: the store failed and the layer fails closed");
                     });
                     let response = self.respond_unstamped(&Rejection::Unavailable(&err));
-                    Next::Reject(stamped(response, Stamp::unavailable(self.headers)))
+                    let stamp = Stamp::unavailable(self.headers).with_policy(&self.policy);
+                    Next::Reject(stamped(response, stamp))
                 }
             },
         }
@@ -321,7 +328,11 @@ impl Config {
 
     /// The response for a request without a key.
     pub(crate) fn reject_missing_key(&self, err: &KeyError) -> Response<Bytes> {
-        self.respond_unstamped(&Rejection::MissingKey(err))
+        let response = self.respond_unstamped(&Rejection::MissingKey(err));
+        stamped(
+            response,
+            Stamp::missing_key(self.headers).with_policy(&self.policy),
+        )
     }
 
     /// The rejection's response, the user's own when they gave one, before the layer's headers.

@@ -15,6 +15,7 @@
 //! The layer adds the rate-limit headers and `Retry-After` afterwards, to default and custom
 //! responses alike (a custom `Retry-After` is kept).
 
+use std::fmt;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -27,7 +28,7 @@ use crate::decision::{Decision, Outcome};
 use crate::error::StoreError;
 use crate::headers::whole_seconds;
 use crate::key::KeyError;
-use crate::policy::Policy;
+use crate::policy::{Policy, Rule};
 use crate::shed::{Priority, Shedding};
 
 /// Why a request was answered by the rate limiter rather than the service.
@@ -87,24 +88,22 @@ impl Rejection<'_> {
                 policy,
                 cost,
             } => {
-                let rule = &policy.rules()[decision.rule_index()];
-                problem.policy = Some(rule.name().to_owned());
+                // A custom store may report a rule index of another policy: then no rule is named.
+                let rule = policy.rules().get(decision.rule_index());
+                let named = Named(rule);
+                problem.policy = rule.map(|rule| rule.name().to_owned());
                 problem.limit = Some(decision.limit());
                 problem.detail = match decision.outcome() {
                     Outcome::Never => format!(
-                        "This request costs {cost} but the rate limit \"{}\" ({}) admits at most {} at once; \
+                        "This request costs {cost} but the rate limit{named} admits at most {} at once; \
                          it can never be allowed, so do not retry it.",
-                        rule.name(),
-                        rule.quota(),
                         decision.limit()
                     ),
                     _ => {
                         let seconds = retry_seconds(decision);
                         problem.retry_after = Some(seconds);
                         format!(
-                            "Rate limit \"{}\" ({}) exceeded. Retry after {seconds} second{}.",
-                            rule.name(),
-                            rule.quota(),
+                            "Rate limit{named} exceeded. Retry after {seconds} second{}.",
                             if seconds == 1 { "" } else { "s" }
                         )
                     }
@@ -188,6 +187,19 @@ impl Responder {
         match &self.0 {
             Some(respond) => respond(rejection),
             None => rejection.default_response(),
+        }
+    }
+}
+
+/// ` "name" (quota)` of the rule a 429 is about, or nothing when it is unknown; written into the
+/// detail in place, without an allocation of its own.
+struct Named<'a>(Option<&'a Rule>);
+
+impl fmt::Display for Named<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(rule) => write!(f, " \"{}\" ({})", rule.name(), rule.quota()),
+            None => Ok(()),
         }
     }
 }
@@ -281,6 +293,51 @@ mod tests {
                 .contains("can never be allowed"),
             "{body}"
         );
+    }
+
+    #[test]
+    fn a_decision_about_a_rule_the_policy_lacks_names_no_rule() {
+        // A custom store answered with a decision about the second rule of another policy.
+        let other = Policy::new([
+            Rule::gcra("a", Quota::per_second(10)),
+            Rule::gcra("b", Quota::per_second(10).with_burst(4)),
+        ])
+        .unwrap();
+        let policy = Policy::try_from(Rule::gcra("only", Quota::per_second(10))).unwrap();
+        for (verdict, cost, detail) in [
+            (
+                RuleVerdict::new(
+                    Outcome::Denied,
+                    0,
+                    4,
+                    Duration::from_secs(1),
+                    Duration::from_millis(100),
+                ),
+                1,
+                "Rate limit exceeded. Retry after 1 second.",
+            ),
+            (
+                RuleVerdict::new(Outcome::Never, 4, 0, Duration::ZERO, Duration::ZERO),
+                9,
+                "This request costs 9 but the rate limit admits at most 4 at once; \
+                 it can never be allowed, so do not retry it.",
+            ),
+        ] {
+            let allowed = RuleVerdict::new(Outcome::Allowed, 9, 1, Duration::ZERO, Duration::ZERO);
+            let decision = Decision::from_verdicts(&other, &[allowed, verdict]);
+            assert_eq!(decision.rule_index(), 1);
+            let body = json(
+                &Rejection::Limited {
+                    decision: &decision,
+                    policy: &policy,
+                    cost,
+                }
+                .default_response(),
+            );
+            assert_eq!(body["detail"], detail);
+            assert!(body.get("policy").is_none(), "{body}");
+            assert_eq!(body["limit"], 4);
+        }
     }
 
     #[test]

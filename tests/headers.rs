@@ -4,8 +4,9 @@
 //! `Decision` a handler finds in its request extensions.
 //!
 //! Stores run on a `ManualClock`, so every duration is exact. `Rate-Limiting-Expires-At` and
-//! `X-RateLimit-Reset` are wall-clock instants (now plus the store's duration), checked against the
-//! system time read around the request.
+//! `X-RateLimit-Reset` are wall-clock instants (now plus the store's duration, rounded up to the
+//! second), checked against the system time read around the request: never before the real reset,
+//! and less than a second after it.
 
 mod support;
 
@@ -18,10 +19,11 @@ use axum::{Extension, Router};
 use http::Response;
 use support::{RedisServer, get as send, header, text};
 use tower_redis_ratelimit::clock::ManualClock;
-use tower_redis_ratelimit::key::ClientIp;
+use tower_redis_ratelimit::concurrency::{Acquired, Lease, PermitId, Renewal, Slot};
+use tower_redis_ratelimit::key::{ClientIp, Key};
 use tower_redis_ratelimit::{
     Decision, Headers, MemoryStore, Outcome, Policy, Quota, RateLimitLayer, RedisStore, Rule,
-    RuleVerdict, Store,
+    RuleVerdict, Store, StoreError, StoreFuture,
 };
 
 /// 2023-11-14T22:13:20Z: the stores' time. Headers with wall-clock instants use the system time.
@@ -111,13 +113,13 @@ async fn request(
     (response, before, SystemTime::now())
 }
 
-/// `Rate-Limiting-Expires-At` is RFC 3339 in UTC, whole seconds, `seconds` after the response was
-/// made (the instant is truncated to the second when formatted).
+/// `Rate-Limiting-Expires-At` is RFC 3339 in UTC, whole seconds, `reset` after the decision,
+/// which was made between `before` and `after`.
 fn assert_expires_at(
     response: &Response<Body>,
     before: SystemTime,
     after: SystemTime,
-    seconds: u64,
+    reset: Duration,
 ) {
     let value = header(response, "rate-limiting-expires-at");
     let bytes = value.as_bytes();
@@ -136,10 +138,36 @@ fn assert_expires_at(
         assert_eq!(byte, expected, "{value}");
     }
     let at = humantime::parse_rfc3339(&value).unwrap();
-    let ahead = Duration::from_secs(seconds);
+    assert_rounded_up(at, before + reset, after + reset, &value);
+}
+
+/// `X-RateLimit-Reset` is in Unix epoch seconds, `reset` after the decision, which was made
+/// between `before` and `after`.
+fn assert_x_reset(
+    response: &Response<Body>,
+    before: SystemTime,
+    after: SystemTime,
+    reset: Duration,
+) {
+    let value = header(response, "x-ratelimit-reset");
+    let seconds: u64 = value.parse().unwrap();
+    let at = UNIX_EPOCH + Duration::from_secs(seconds);
+    assert_rounded_up(at, before + reset, after + reset, &value);
+}
+
+/// The instant a header names, for a reset that happens between `earliest` and `latest`: rounded
+/// up to the second, so never before the reset (a client that waits until then gets in), and
+/// less than a second after it.
+fn assert_rounded_up(at: SystemTime, earliest: SystemTime, latest: SystemTime, value: &str) {
     assert!(
-        at > before + ahead - Duration::from_secs(1) && at <= after + ahead,
-        "{value} is not {seconds} s after the request"
+        at >= earliest,
+        "{value} is before the reset at {}",
+        humantime::format_rfc3339_nanos(earliest)
+    );
+    assert!(
+        at < latest + Duration::from_secs(1),
+        "{value} is a second or more after the reset at {}",
+        humantime::format_rfc3339_nanos(latest)
     );
 }
 
@@ -191,7 +219,7 @@ async fn fixed_window_headers(env: Env) {
             used.to_string()
         );
         assert_eq!(header(&response, "rate-limiting-state"), "Allow");
-        assert_expires_at(&response, before, after, 10);
+        assert_expires_at(&response, before, after, Duration::from_secs(10));
         let policies: Vec<_> = response
             .headers()
             .get_all("ratelimit-policy")
@@ -228,7 +256,13 @@ async fn fixed_window_headers(env: Env) {
         assert_eq!(response.status(), 429, "at +{} µs", at - T0);
         assert_eq!(header(&response, "rate-limiting-total-requests"), "5");
         assert_eq!(header(&response, "rate-limiting-state"), "Deny");
-        assert_expires_at(&response, before, after, seconds);
+        // The exact rest of the window, not the `Retry-After` seconds it rounds up to.
+        assert_expires_at(
+            &response,
+            before,
+            after,
+            Duration::from_micros(window_end - at),
+        );
         assert_eq!(header(&response, "ratelimit-policy"), r#""hello";q=5;w=10"#);
         assert_eq!(
             header(&response, "ratelimit"),
@@ -259,7 +293,7 @@ async fn fixed_window_headers(env: Env) {
     assert_eq!(header(&response, "rate-limiting-total-requests"), "1");
     assert_eq!(header(&response, "rate-limiting-state"), "Allow");
     assert_eq!(header(&response, "ratelimit"), r#""hello";r=4;t=10"#);
-    assert_expires_at(&response, before, after, 10);
+    assert_expires_at(&response, before, after, Duration::from_secs(10));
 }
 
 #[tokio::test]
@@ -279,22 +313,17 @@ async fn gcra_headers(env: Env) {
     // 3 per 10 s, burst 3: one request drains every 3.333334 s (rounded up to the microsecond).
     let rule = Rule::gcra("burst", Quota::new(3, Duration::from_secs(10)));
     let app = app(&env, &[rule], Headers::ALL);
+    // When the bucket is empty again after each request: 1, 2 and 3 requests' worth of 10/3 s,
+    // each rounded up to the microsecond; the denied fourth leaves it full.
+    let resets = [3_333_334, 6_666_667, 10_000_000, 10_000_000].map(Duration::from_micros);
     let mut results = Vec::new();
-    for _ in 0..4 {
+    for reset in resets {
         let (response, before, after) = request(&app, &[]).await;
         assert_eq!(header(&response, "ratelimit-policy"), r#""burst";q=3;w=10"#);
         assert_eq!(header(&response, "x-ratelimit-limit"), "3");
-        // X-RateLimit-Reset: Unix epoch seconds when the bucket is empty again (`t` from now).
-        let t: u64 = header(&response, "ratelimit")
-            .rsplit("t=")
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
-        let reset: u64 = header(&response, "x-ratelimit-reset").parse().unwrap();
-        let epoch = |time: SystemTime| time.duration_since(UNIX_EPOCH).unwrap().as_secs();
-        assert!((epoch(before) + t..=epoch(after) + t).contains(&reset));
-        assert_expires_at(&response, before, after, t);
+        // X-RateLimit-Reset: Unix epoch seconds when the bucket is empty again.
+        assert_x_reset(&response, before, after, reset);
+        assert_expires_at(&response, before, after, reset);
         results.push((
             response.status().as_u16(),
             header(&response, "rate-limiting-total-requests"),
@@ -420,6 +449,24 @@ async fn families(env: Env) {
         );
         // Whatever the families, a 429 says when to retry.
         assert_eq!(header(&denied, "retry-after"), "60", "{families:?}");
+        // A request without a client address has no key: its 400 has no decision to report,
+        // only the policy, and only when the IETF family is chosen.
+        let request = http::Request::get("/").body(Body::empty()).unwrap();
+        let unkeyed = tower::ServiceExt::oneshot(app.clone(), request)
+            .await
+            .unwrap();
+        assert_eq!(unkeyed.status(), 400);
+        let policy_only: Vec<_> = expected
+            .iter()
+            .filter(|name| **name == "ratelimit-policy")
+            .map(|name| name.to_string())
+            .collect();
+        assert_eq!(
+            present(&unkeyed, &everything),
+            policy_only,
+            "{families:?} without a key"
+        );
+        assert_eq!(header(&unkeyed, "retry-after"), "");
     }
 }
 
@@ -452,12 +499,7 @@ async fn x_ratelimit_headers(env: Env) {
             used.min(5).to_string()
         );
         // Unix epoch seconds of the end of the window.
-        let reset: u64 = header(&response, "x-ratelimit-reset").parse().unwrap();
-        let epoch = |time: SystemTime| time.duration_since(UNIX_EPOCH).unwrap().as_secs();
-        assert!(
-            (epoch(before) + 10..=epoch(after) + 10).contains(&reset),
-            "{reset} is not 10 s after {before:?}"
-        );
+        assert_x_reset(&response, before, after, Duration::from_secs(10));
         // Every family at once.
         assert_eq!(
             header(&response, "rate-limiting-total-requests"),
@@ -467,7 +509,7 @@ async fn x_ratelimit_headers(env: Env) {
             header(&response, "rate-limiting-state"),
             if allowed { "Allow" } else { "Deny" }
         );
-        assert_expires_at(&response, before, after, 10);
+        assert_expires_at(&response, before, after, Duration::from_secs(10));
         assert_eq!(header(&response, "ratelimit-policy"), r#""hello";q=5;w=10"#);
         assert_eq!(
             header(&response, "ratelimit"),
@@ -501,7 +543,7 @@ async fn never_headers(env: Env) {
     assert_eq!(header(&response, "rate-limiting-state"), "Deny");
     assert_eq!(header(&response, "rate-limiting-total-requests"), "0");
     assert_eq!(header(&response, "ratelimit"), r#""hello";r=5;t=10"#);
-    assert_expires_at(&response, before, after, 10);
+    assert_expires_at(&response, before, after, Duration::from_secs(10));
     assert_eq!(
         problem(response).await,
         serde_json::json!({
@@ -540,8 +582,18 @@ async fn real_time_headers(store: Arc<dyn Store>) {
     };
     let app = app(&env, &[hello()], Headers::DEFAULT);
     let start = std::time::Instant::now();
+    // The window starts with the first request, so it ends 10 s after a moment between the
+    // system times read around that request. The store keeps its own time (the memory store
+    // advances a monotonic clock from one wall-clock reading, Redis reads `TIME`): allow them a
+    // few milliseconds of disagreement with this process's wall clock.
+    let skew = Duration::from_millis(5);
+    let mut window_end = None;
     for used in 1..=5u64 {
         let (response, before, after) = request(&app, &[]).await;
+        let (earliest, latest) = *window_end.get_or_insert((
+            before + Duration::from_secs(10) - skew,
+            after + Duration::from_secs(10) + skew,
+        ));
         assert_eq!(response.status(), 200);
         assert_eq!(
             header(&response, "rate-limiting-total-requests"),
@@ -552,20 +604,28 @@ async fn real_time_headers(store: Arc<dyn Store>) {
             header(&response, "ratelimit"),
             format!(r#""hello";r={};t=10"#, 5 - used)
         );
-        assert_expires_at(&response, before, after, 10);
+        assert_window_end(&response, earliest, latest);
     }
-    let (response, before, after) = request(&app, &[]).await;
+    let (earliest, latest) = window_end.unwrap();
+    let (response, _, _) = request(&app, &[]).await;
     let elapsed = start.elapsed();
     assert_eq!(response.status(), 429);
     let retry: u64 = header(&response, "retry-after").parse().unwrap();
     // The rest of the window, rounded up: 10 s minus what has passed since the first request.
     let lowest = (Duration::from_secs(10) - elapsed).as_secs();
     assert!((lowest..=10).contains(&retry), "{retry} after {elapsed:?}");
-    assert_expires_at(&response, before, after, retry);
+    assert_window_end(&response, earliest, latest);
     assert_eq!(
         header(&response, "ratelimit"),
         format!(r#""hello";r=0;t={retry}"#)
     );
+}
+
+/// `Rate-Limiting-Expires-At` names the end of a window that ends between `earliest` and `latest`.
+fn assert_window_end(response: &Response<Body>, earliest: SystemTime, latest: SystemTime) {
+    let value = header(response, "rate-limiting-expires-at");
+    let at = humantime::parse_rfc3339(&value).unwrap();
+    assert_rounded_up(at, earliest, latest, &value);
 }
 
 #[tokio::test]
@@ -577,4 +637,74 @@ async fn memory_headers_on_the_system_clock() {
 async fn redis_headers_on_the_server_clock() {
     let server = RedisServer::start();
     real_time_headers(Arc::new(RedisStore::open(&server.url()).unwrap())).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A custom store that reports a rule the layer's policy does not have.
+
+/// Answers every check with `decision`, made by the store for a policy of its own.
+struct ForeignDecisions {
+    decision: Decision,
+}
+
+impl Store for ForeignDecisions {
+    fn check(&self, _: &Key, _: &Policy, _: u32) -> StoreFuture<Decision> {
+        StoreFuture::ready(Ok(self.decision.clone()))
+    }
+
+    fn acquire(&self, _: &Slot, _: PermitId, _: u32, _: Lease) -> StoreFuture<Acquired> {
+        StoreFuture::ready(Err(StoreError::Protocol("no permits here".into())))
+    }
+
+    fn release(&self, _: &Slot, _: PermitId) -> StoreFuture<bool> {
+        StoreFuture::ready(Err(StoreError::Protocol("no permits here".into())))
+    }
+
+    fn renew(&self, _: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
+        StoreFuture::ready(Err(StoreError::Protocol("no permits here".into())))
+    }
+}
+
+#[tokio::test]
+async fn a_decision_about_a_rule_the_policy_lacks_is_reported_without_it() {
+    // The store's policy has two rules and reports its second; the layer's has one.
+    let stores_policy = Policy::new([
+        Rule::fixed_window("store-a", Quota::per_minute(100)),
+        Rule::fixed_window("store-b", Quota::per_minute(7)),
+    ])
+    .unwrap();
+    let allowed = verdict(Outcome::Allowed, 90, 10, 30_000_000, 0);
+    let cases = [
+        (verdict(Outcome::Allowed, 2, 5, 30_000_000, 0), 200, ""),
+        (
+            verdict(Outcome::Denied, 0, 7, 30_000_000, 12_500_000),
+            429,
+            "13",
+        ),
+    ];
+    for (reported, status, retry_after) in cases {
+        let decision = Decision::from_verdicts(&stores_policy, &[allowed, reported]);
+        assert_eq!(decision.rule_index(), 1);
+        let env = Env {
+            store: Arc::new(ForeignDecisions { decision }),
+            clock: ManualClock::new(T0),
+            _redis: None,
+        };
+        let app = app(&env, &[hello()], Headers::ALL);
+        let (response, before, after) = request(&app, &[]).await;
+        assert_eq!(response.status(), status);
+        // What does not need the rule is still told; `RateLimit` would have to name it.
+        assert_eq!(header(&response, "ratelimit-policy"), r#""hello";q=5;w=10"#);
+        assert_eq!(header(&response, "ratelimit"), "");
+        assert_eq!(header(&response, "x-ratelimit-limit"), "7");
+        assert_eq!(header(&response, "retry-after"), retry_after);
+        assert_expires_at(&response, before, after, Duration::from_secs(30));
+        if status == 429 {
+            let body = problem(response).await;
+            assert_eq!(
+                body["detail"],
+                "Rate limit exceeded. Retry after 13 seconds."
+            );
+        }
+    }
 }

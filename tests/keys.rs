@@ -63,18 +63,25 @@ async fn hit(app: &Router, peer: &str, headers: &[(&str, &str)]) -> (u16, String
     )
 }
 
-/// Asserts a 400 problem+json whose detail says exactly `why`, and no rate-limit headers.
+/// Asserts a 400 problem+json whose detail says exactly `why`, with the route's (static)
+/// `RateLimit-Policy` and none of the headers that need a decision.
 async fn assert_bad_request(response: Response<Body>, why: &str) {
     assert_eq!(response.status(), StatusCode::BAD_REQUEST);
     assert_eq!(
         header(&response, "content-type"),
         "application/problem+json"
     );
+    let policies: Vec<_> = response
+        .headers()
+        .get_all("ratelimit-policy")
+        .iter()
+        .collect();
+    assert_eq!(policies, [r#""per-client";q=3;w=3600"#], "on a 400");
     for name in [
         "rate-limiting-state",
         "rate-limiting-total-requests",
+        "rate-limiting-expires-at",
         "ratelimit",
-        "ratelimit-policy",
         "retry-after",
     ] {
         assert_eq!(header(&response, name), "", "{name} on a 400");
@@ -567,12 +574,48 @@ async fn forwarded_layer_never_falls_back_to_xff() {
 }
 
 #[tokio::test]
+async fn forwarded_with_an_obfuscated_port_keys_the_address() {
+    let store = MemoryStore::new();
+    let app = app(behind(ForwardedHeader::Forwarded), &store);
+    // RFC 7239 lets a proxy hide the port (`obfport`) and keep the address: the port plays no
+    // part in the key, so these are the client, with or without a trusted proxy to its right.
+    let chains = [
+        format!(r#"for="{CLIENT}:_p1""#),
+        format!(r#"for=6.6.6.6, for="{CLIENT}:_a.b-c_9""#),
+        format!(r#"for="{CLIENT}:_p1", for="10.0.0.2:_proxy""#),
+    ];
+    let mut counts = Vec::new();
+    for chain in &chains {
+        counts.push(hit(&app, PROXY, &[("forwarded", chain)]).await);
+    }
+    assert_eq!(
+        counts,
+        [(200, "1".into()), (200, "2".into()), (200, "3".into())]
+    );
+    assert_eq!(used(&store, CLIENT).await, 3);
+    let v6 = [("forwarded", r#"for="[2001:db8:cafe::17]:_x""#)];
+    assert_eq!(hit(&app, PROXY, &v6).await, (200, "1".into()));
+    assert_eq!(used(&store, "2001:db8:cafe::/64").await, 1);
+    assert_eq!(store.len(), 2, "one key for each client, none for 6.6.6.6");
+}
+
+#[tokio::test]
 async fn an_obfuscated_or_missing_for_where_the_client_should_be_is_a_400() {
     let store = MemoryStore::new();
     let app = app(behind(ForwardedHeader::Forwarded), &store);
-    // `unknown`, an obfuscated node name, and an element without `for` (skipping it would hand
-    // the decision to whatever the client wrote further left).
-    for bad in ["for=unknown", "for=_hidden", "for=1.2.3.4, proto=https"] {
+    // `unknown`, an obfuscated node name (with or without an obfuscated port), an element
+    // without `for`, and an IPv6 address without its brackets. Each stands where the client
+    // should be: moving on to the entry further left would hand the key to the client's choice.
+    for bad in [
+        "for=unknown",
+        "for=_hidden",
+        r#"for="_hidden:_p1""#,
+        r#"for="unknown:_p1""#,
+        "for=1.2.3.4, for=_hidden",
+        r#"for=1.2.3.4, for="unknown:_p1", for=10.0.0.2"#,
+        r#"for=1.2.3.4, for="2001:db8::1:_x""#,
+        "for=1.2.3.4, proto=https",
+    ] {
         assert_bad_request(
             send(&app, "/", PROXY, &[("forwarded", bad)]).await,
             "the Forwarded header names no usable client address",

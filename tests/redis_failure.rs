@@ -10,12 +10,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use axum::Router;
 use axum::routing::get;
+use axum::{Extension, Router};
 use http::StatusCode;
 use support::{RedisServer, header, text, timed_get};
 use tower_redis_ratelimit::key::HeaderKey;
-use tower_redis_ratelimit::{FailureMode, Quota, RateLimitLayer, RedisStore, Rule};
+use tower_redis_ratelimit::{Decision, FailureMode, Quota, RateLimitLayer, RedisStore, Rule};
 
 const PEER: &str = "203.0.113.7:4000";
 /// Slack on top of a deadline for scheduling on a busy machine. A hang exceeds it by far.
@@ -108,10 +108,25 @@ async fn wait_until_counted(app: &Router, client: &str) -> Duration {
     }
 }
 
-/// Checks a fail-closed rejection: 503, `Retry-After` in whole seconds (at least 1), and a
-/// problem+json body that says the status.
-async fn assert_unavailable(response: http::Response<axum::body::Body>) {
+/// Checks what a response without a decision carries: the layer's `RateLimit-Policy` (static, so
+/// it is sent even when the store cannot decide), and none of the headers that need a decision.
+fn assert_undecided_headers<B>(response: &http::Response<B>, policy: &str) {
+    assert_eq!(header(response, "ratelimit-policy"), policy);
+    for name in [
+        "rate-limiting-total-requests",
+        "rate-limiting-expires-at",
+        "ratelimit",
+    ] {
+        assert_eq!(header(response, name), "", "{name} without a decision");
+    }
+}
+
+/// Checks a fail-closed rejection: 503, `Retry-After` in whole seconds (at least 1), a
+/// problem+json body that says the status, and the layer's `policy`.
+async fn assert_unavailable(response: http::Response<axum::body::Body>, policy: &str) {
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_undecided_headers(&response, policy);
+    assert_eq!(header(&response, "rate-limiting-state"), "");
     let retry_after = header(&response, "retry-after");
     let seconds: u64 = retry_after
         .parse()
@@ -145,6 +160,7 @@ async fn fail_open_passes_requests_while_redis_is_down() {
         let (response, took) = timed_get(&app, "/", PEER, &[("x-client", "alice")]).await;
         assert_eq!(response.status(), StatusCode::OK, "request {i}");
         assert_eq!(header(&response, "rate-limiting-state"), "Skipped");
+        assert_undecided_headers(&response, r#""api";q=2;w=3600"#);
         assert!(took < deadline + SLACK, "request {i} took {took:?}");
         assert_eq!(text(response).await, "ok");
     }
@@ -163,6 +179,51 @@ async fn fail_open_passes_requests_while_redis_is_down() {
         );
     }
     assert_eq!(calls.load(Ordering::SeqCst), 2 + 20 + 50);
+}
+
+/// A request that failed open passed unchecked, so it has no `Decision` in its extensions. A
+/// handler that takes it as an `Option` (as the docs show) keeps answering while Redis is down;
+/// one that requires it gets axum's 500, which would turn the outage into an outage of the route.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_taking_the_decision_as_an_option_answers_while_failing_open() {
+    async fn optional(decision: Option<Extension<Decision>>) -> String {
+        match decision {
+            Some(Extension(decision)) => format!("{} left", decision.remaining()),
+            None => "not limited right now".to_owned(),
+        }
+    }
+    async fn required(Extension(decision): Extension<Decision>) -> String {
+        format!("{} left", decision.remaining())
+    }
+    let mut redis = RedisServer::start();
+    let layer = RateLimitLayer::builder()
+        .rule(Rule::fixed_window("api", Quota::per_hour(5)))
+        .key(HeaderKey::new("x-client"))
+        .store(RedisStore::open(&redis.url()).unwrap())
+        // Generous: the first call connects, on a busy machine.
+        .deadline(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route("/optional", get(optional))
+        .route("/required", get(required))
+        .layer(layer);
+    let client = [("x-client", "gina")];
+
+    let (response, _) = timed_get(&app, "/optional", PEER, &client).await;
+    assert_eq!(header(&response, "rate-limiting-state"), "Allow");
+    assert_eq!(text(response).await, "4 left");
+    let (response, _) = timed_get(&app, "/required", PEER, &client).await;
+    assert_eq!(text(response).await, "3 left");
+
+    redis.kill();
+    let (response, _) = timed_get(&app, "/optional", PEER, &client).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(header(&response, "rate-limiting-state"), "Skipped");
+    assert_eq!(text(response).await, "not limited right now");
+    let (response, _) = timed_get(&app, "/required", PEER, &client).await;
+    assert_eq!(header(&response, "rate-limiting-state"), "Skipped");
+    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
 }
 
 /// A dead Redis costs no waiting: connection refused is noticed at once and the reconnect backoff
@@ -204,7 +265,7 @@ async fn fail_closed_refuses_requests_while_redis_is_down() {
     for i in 0..20 {
         let (response, took) = timed_get(&app, "/", PEER, &[("x-client", "carol")]).await;
         assert!(took < deadline + SLACK, "request {i} took {took:?}");
-        assert_unavailable(response).await;
+        assert_unavailable(response, r#""api";q=5;w=3600"#).await;
     }
     let concurrent: Vec<_> = (0..30)
         .map(|i| {
@@ -220,7 +281,7 @@ async fn fail_closed_refuses_requests_while_redis_is_down() {
             took < deadline + SLACK,
             "a concurrent request took {took:?}"
         );
-        assert_unavailable(response).await;
+        assert_unavailable(response, r#""api";q=5;w=3600"#).await;
     }
     assert_eq!(
         calls.load(Ordering::SeqCst),
@@ -361,7 +422,7 @@ async fn a_redis_that_is_down_at_startup_fails_closed_fast() {
             took < fast,
             "request {i} took {took:?} (deadline {deadline:?})"
         );
-        assert_unavailable(response).await;
+        assert_unavailable(response, r#""api";q=2;w=3600"#).await;
     }
     assert_eq!(calls.load(Ordering::SeqCst), 0);
 

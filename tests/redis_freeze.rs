@@ -48,7 +48,8 @@ async fn send(app: &Router, client: &str) -> (Response<Body>, Duration) {
 }
 
 /// Checks one request that Redis could not answer: within the deadline plus slack, and failed
-/// open (200, `Skipped`, the service ran) or closed (503 with `Retry-After`, problem+json).
+/// open (200, `Skipped`, the service ran) or closed (503 with `Retry-After`, problem+json); either
+/// way with the layer's static `RateLimit-Policy` and no `RateLimit`, which needs a decision.
 async fn assert_failed_in_time(
     failure: FailureMode,
     (response, took): (Response<Body>, Duration),
@@ -58,6 +59,12 @@ async fn assert_failed_in_time(
         took < DEADLINE + SLACK,
         "{what} took {took:?} (deadline {DEADLINE:?})"
     );
+    assert_eq!(
+        header(&response, "ratelimit-policy"),
+        r#""frozen";q=3;w=3600"#,
+        "{what}"
+    );
+    assert_eq!(header(&response, "ratelimit"), "", "{what}");
     match failure {
         FailureMode::Closed => {
             assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE, "{what}");

@@ -146,10 +146,16 @@ async fn router_wide_and_route_limits_both_apply() {
     let body = support::text(response).await;
     assert!(body.contains(r#""policy":"route-a""#), "{body}");
 
-    // The fourth request of this address: /open has no route limit; the site admits it.
-    let response = send(&app, "/open", PEER, &[]).await;
-    assert_eq!(response.status(), 200);
+    // No API key: the route answers 400 and names its policy, with no decision to report; the
+    // site, outside, admitted and counted the request and adds its own lines.
+    let response = send(&app, "/a", PEER, &[]).await;
+    assert_eq!(response.status(), 400);
+    assert_eq!(
+        lines(&response, "ratelimit-policy"),
+        [r#""route-a";q=2;w=3600"#, r#""site";q=4;w=3600"#]
+    );
     assert_eq!(lines(&response, "ratelimit"), [r#""site";r=0;t=3600"#]);
+    assert_eq!(lines(&response, "retry-after"), Vec::<String>::new());
 
     // The site limit is spent: every route refuses, even /b whose own limit is untouched. The
     // site refuses before the route layer runs, so only the site reports.

@@ -47,8 +47,9 @@ const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 ///   client. Everything left of it was written by the client and is ignored, so a client cannot
 ///   choose its own key. When every hop is trusted, the leftmost one is the client. Only the one
 ///   configured header is read; there is no fallback from one header to another.
-/// - A hop that names no usable address (`unknown`, an obfuscated name, garbage) where an address
-///   is needed makes the key [invalid](super::KeyErrorKind::Invalid).
+/// - A hop that names no usable address (`unknown`, an obfuscated node name like `_hidden`,
+///   garbage) where an address is needed makes the key [invalid](super::KeyErrorKind::Invalid).
+///   An address whose port alone is obfuscated (RFC 7239: `for="192.0.2.43:_p1"`) is usable.
 /// - IPv4-mapped IPv6 addresses (`::ffff:192.0.2.1`) count as their IPv4 address.
 /// - IPv6 clients are grouped by prefix, /64 by default (one subscriber's allocation), so rotating
 ///   through the addresses of one network does not escape the limit.

@@ -4,7 +4,7 @@
 //! address or unusable (`unknown`, an obfuscated identifier, garbage); the caller decides how far
 //! from the right it may trust them.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use http::HeaderValue;
 use smallvec::SmallVec;
@@ -31,7 +31,7 @@ pub(super) fn x_forwarded_for<'a>(lines: impl Iterator<Item = &'a HeaderValue>) 
 
 /// The hops of `Forwarded`: one per forwarded-element, the address of its `for` parameter.
 /// An element without `for` is an unusable hop: skipping it would hand the decision to whatever
-/// the client wrote further left.
+/// the client wrote further left. So is an obfuscated or `unknown` node: it names no address.
 pub(super) fn forwarded<'a>(lines: impl Iterator<Item = &'a HeaderValue>) -> Hops {
     let mut hops = Hops::new();
     for line in lines {
@@ -46,10 +46,38 @@ pub(super) fn forwarded<'a>(lines: impl Iterator<Item = &'a HeaderValue>) -> Hop
                     .eq_ignore_ascii_case("for")
                     .then(|| value.trim())
             });
-            hops.push(for_value.and_then(|value| parse_address(unquote(value))));
+            hops.push(for_value.and_then(|value| parse_node(unquote(value))));
         }
     }
     hops
+}
+
+/// The address of an RFC 7239 node (`192.0.2.43`, `"[2001:db8::1]:4711"`), also when only its
+/// port is obfuscated (`"192.0.2.43:_p1"`, `"[2001:db8::1]:_x"`): the port plays no part in the
+/// key. An obfuscated or `unknown` node name has no address.
+fn parse_node(node: &str) -> Option<IpAddr> {
+    match node.rsplit_once(':') {
+        // An IPv6 address needs its brackets here: in `::1:_x` the colons are ambiguous.
+        Some((name, port)) if is_obfuscated_port(port) => match name.strip_prefix('[') {
+            Some(v6) => v6
+                .strip_suffix(']')?
+                .parse::<Ipv6Addr>()
+                .ok()
+                .map(IpAddr::V6),
+            None => name.parse::<Ipv4Addr>().ok().map(IpAddr::V4),
+        },
+        _ => parse_address(node),
+    }
+}
+
+/// RFC 7239 §6.3: `obfport = "_" 1*(ALPHA / DIGIT / "." / "_" / "-")`.
+fn is_obfuscated_port(port: &str) -> bool {
+    port.strip_prefix('_').is_some_and(|rest| {
+        !rest.is_empty()
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    })
 }
 
 /// An address, with or without a port; IPv6 may be bracketed.
@@ -159,6 +187,31 @@ mod tests {
                 None,
                 None,
                 ip("198.51.100.17")
+            ]
+        );
+    }
+
+    #[test]
+    fn forwarded_accepts_obfuscated_ports_but_not_obfuscated_nodes() {
+        let lines = values(&[
+            r#"for="192.0.2.43:_p1", for="[2001:db8::1]:_x", for="[::ffff:192.0.2.9]:_a.b-c_9""#,
+            r#"for=_hidden, for=unknown, for="_hidden:_p1", for="unknown:_p1""#,
+            // Not obfuscated ports: empty, a character outside the set, an unbracketed IPv6.
+            r#"for="192.0.2.43:_", for="192.0.2.43:_p!", for="2001:db8::1:_x""#,
+        ]);
+        assert_eq!(
+            forwarded(lines.iter()).as_slice(),
+            [
+                ip("192.0.2.43"),
+                ip("2001:db8::1"),
+                ip("::ffff:192.0.2.9"),
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
             ]
         );
     }

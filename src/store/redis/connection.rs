@@ -9,13 +9,15 @@
 //! - a connection error drops the connection; the next call reconnects;
 //! - one reconnect at a time: concurrent callers wait on the same attempt (each within its own
 //!   deadline), and the attempt runs on its own task, so it completes even if they give up;
+//! - an attempt whose task never finished (it panicked, or its runtime shut down) counts as a
+//!   failed one, so the next call after the backoff tries again;
 //! - after a failed attempt, calls fail at once until a backoff (doubling, up to a cap) expires,
 //!   so an outage costs no network round trips and no connect storms;
 //! - a connection that has left a request unanswered for `stale_after` (a partition, a frozen
 //!   server: TCP stays open but nothing comes back) is presumed dead and replaced.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use deadpool_redis::Pool;
@@ -23,6 +25,7 @@ use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
 use redis::aio::MultiplexedConnection;
 use redis::{ErrorKind, RedisError, ServerErrorKind};
+use tokio::task::JoinError;
 
 use crate::error::StoreError;
 
@@ -48,7 +51,11 @@ enum State {
         health: Arc<Health>,
         generation: u64,
     },
-    Connecting(Shared<BoxFuture<'static, Result<(), StoreError>>>),
+    Connecting {
+        /// Tells this attempt apart from later ones.
+        attempt: u64,
+        outcome: Shared<BoxFuture<'static, Result<(), StoreError>>>,
+    },
     Failed {
         retry_at: Instant,
         error: StoreError,
@@ -60,6 +67,8 @@ pub(super) struct SharedConnection {
     state: Mutex<State>,
     /// Consecutive failed attempts, for the backoff.
     failures: AtomicU64,
+    /// Connection attempts started.
+    attempts: AtomicU64,
     generation: AtomicU64,
     epoch: Instant,
     stale_after: Duration,
@@ -76,6 +85,7 @@ impl SharedConnection {
             pool,
             state: Mutex::new(State::Idle),
             failures: AtomicU64::new(0),
+            attempts: AtomicU64::new(0),
             generation: AtomicU64::new(0),
             epoch: Instant::now(),
             stale_after,
@@ -111,11 +121,15 @@ impl SharedConnection {
                     State::Failed { retry_at, error } if Instant::now() < *retry_at => {
                         return Err(error.clone());
                     }
-                    State::Connecting(attempt) => attempt.clone(),
+                    State::Connecting { outcome, .. } => outcome.clone(),
                     State::Idle | State::Failed { .. } => {
-                        let attempt = self.spawn_connect();
-                        *state = State::Connecting(attempt.clone());
-                        attempt
+                        let attempt = self.attempts.fetch_add(1, Ordering::Relaxed);
+                        let outcome = self.spawn_connect(attempt);
+                        *state = State::Connecting {
+                            attempt,
+                            outcome: outcome.clone(),
+                        };
+                        outcome
                     }
                 }
             };
@@ -155,18 +169,21 @@ impl SharedConnection {
     }
 
     /// Starts one connection attempt on its own task and returns its shared outcome.
-    fn spawn_connect(self: &Arc<Self>) -> Shared<BoxFuture<'static, Result<(), StoreError>>> {
+    fn spawn_connect(
+        self: &Arc<Self>,
+        attempt: u64,
+    ) -> Shared<BoxFuture<'static, Result<(), StoreError>>> {
         let this = self.clone();
         let task = tokio::spawn(async move {
             let result = this.pool.get().await.map(deadpool_redis::Connection::take);
             this.finish_connect(result)
         });
+        // Weak: the outcome is kept in the state, and must not keep the connection alive.
+        let this = Arc::downgrade(self);
         async move {
             match task.await {
                 Ok(result) => result,
-                Err(join) => Err(StoreError::unavailable(std::io::Error::other(format!(
-                    "the Redis connect task failed: {join}"
-                )))),
+                Err(join) => Err(abandon_connect(&this, attempt, &join)),
             }
         }
         .boxed()
@@ -191,18 +208,23 @@ impl SharedConnection {
                 Ok(())
             }
             Err(err) => {
-                let failures = self.failures.fetch_add(1, Ordering::Relaxed);
-                let (first, max) = self.backoff;
-                let wait = first.saturating_mul(1 << failures.min(16)).min(max);
                 let error = StoreError::unavailable(err);
-                tracing::warn!(error = %error, retry_in = ?wait, "cannot connect to Redis");
-                *state = State::Failed {
-                    retry_at: Instant::now() + wait,
-                    error: error.clone(),
-                };
+                self.back_off(&mut state, error.clone());
                 Err(error)
             }
         }
+    }
+
+    /// Records a failed attempt: calls fail at once with `error` until the backoff expires.
+    fn back_off(&self, state: &mut State, error: StoreError) {
+        let failures = self.failures.fetch_add(1, Ordering::Relaxed);
+        let (first, max) = self.backoff;
+        let wait = first.saturating_mul(1 << failures.min(16)).min(max);
+        tracing::warn!(error = %error, retry_in = ?wait, "cannot connect to Redis");
+        *state = State::Failed {
+            retry_at: Instant::now() + wait,
+            error,
+        };
     }
 
     fn is_stale(&self, health: &Health) -> bool {
@@ -220,6 +242,23 @@ impl SharedConnection {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// The outcome of an attempt whose task ended without recording one: it panicked, or its runtime
+/// shut down (a store first used on a runtime that is gone, e.g. in tests). Left alone, the state
+/// would stay `Connecting` on this finished attempt and every later call would get its error at
+/// once without ever connecting again.
+fn abandon_connect(this: &Weak<SharedConnection>, attempt: u64, join: &JoinError) -> StoreError {
+    let error = StoreError::unavailable(std::io::Error::other(format!(
+        "the Redis connect task failed: {join}"
+    )));
+    if let Some(this) = this.upgrade() {
+        let mut state = this.lock();
+        if matches!(&*state, State::Connecting { attempt: current, .. } if *current == attempt) {
+            this.back_off(&mut state, error.clone());
+        }
+    }
+    error
 }
 
 impl Health {

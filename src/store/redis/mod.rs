@@ -102,6 +102,19 @@ impl RedisStore {
             .collect()
     }
 
+    /// The server's URL with its password replaced by `***`, for logs and start-up messages.
+    ///
+    /// ```
+    /// use tower_redis_ratelimit::RedisStore;
+    ///
+    /// let store = RedisStore::open("redis://app:s3cret@127.0.0.1:6379/2")?;
+    /// assert_eq!(store.redacted_url(), "redis://app:***@127.0.0.1:6379/2");
+    /// # Ok::<(), tower_redis_ratelimit::ConfigError>(())
+    /// ```
+    pub fn redacted_url(&self) -> String {
+        redact(&self.inner.url)
+    }
+
     /// Sends a PING: a readiness check for the store (connecting first if needed).
     pub async fn ping(&self) -> Result<(), StoreError> {
         let mut lease = self.inner.connection.get().await?;
