@@ -79,6 +79,41 @@ async fn memory_a_held_permit_outlives_many_leases_and_a_released_one_is_not_ren
     assert_eq!(store.renewing(), 0);
 }
 
+/// One store shared by a fleet shedder (30 s lease, renewed every 10 s) and a per-user limit
+/// whose 3 s lease is taken a second later: the heartbeat, asleep until its 10 s round, wakes up
+/// for the shorter period, so the short lease never ends while its permit is held.
+#[tokio::test(start_paused = true)]
+async fn memory_a_shorter_lease_taken_later_is_renewed_in_time() {
+    let store = memory_store();
+    let fleet = Slot::new("fleet", "fleet").unwrap();
+    let user = Slot::new("ws", "user").unwrap();
+    let fleet_lease = Lease::new(Duration::from_secs(30));
+    assert!(
+        store
+            .acquire(&fleet, PermitId::next(), 1, fleet_lease)
+            .await
+            .unwrap()
+            .is_admitted()
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        store
+            .acquire(&user, PermitId::next(), 1, LEASE)
+            .await
+            .unwrap()
+            .is_admitted()
+    );
+    for _ in 0..5 {
+        tokio::time::sleep(LEASE.duration()).await;
+        assert_eq!(
+            store.in_flight(&user),
+            1,
+            "the short lease is renewed in time"
+        );
+        assert_eq!(store.in_flight(&fleet), 1);
+    }
+}
+
 /// A renewal that comes too late (here the store's clock jumps two leases ahead, as if the
 /// heartbeat had been cut off that long) finds the permit gone: it is not revived, the heartbeat
 /// stops renewing it, and its slot is free for others.

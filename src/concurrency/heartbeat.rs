@@ -4,14 +4,22 @@
 //! background task keeps refreshing them"). Every store keeps a [`Heartbeat`]: the permits this
 //! process holds through it. Its task renews them all, in batches, every renewal period, so a long
 //! request keeps its slot while a crashed or partitioned server loses its own within a lease.
+//! The period is the shortest any held permit asked for, and a permit asking for a shorter one
+//! wakes the task at once: it may be asleep for a longer period, and the new lease would end
+//! before it woke.
 //!
 //! The task holds the store only weakly (it ends when the store is dropped), ends with the Tokio
 //! runtime, and survives store outages: a failed renewal is logged and tried again next tick.
 
 use std::collections::HashMap;
+use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
+
+use futures_util::future::{Either, select};
+use tokio::sync::Notify;
+use tokio::time::{Instant, sleep_until};
 
 use super::{Lease, PermitId, Renewal, Slot};
 use crate::clock::micros;
@@ -39,6 +47,8 @@ pub(crate) struct Heartbeat {
     held: Mutex<HashMap<PermitId, (Slot, Duration), foldhash::fast::RandomState>>,
     /// The shortest renewal period asked for so far, in µs (`u64::MAX` before any).
     every_us: AtomicU64,
+    /// Wakes the task when the period shrinks.
+    shortened: Arc<Notify>,
     started: AtomicBool,
     failures: Throttled,
     losses: Throttled,
@@ -49,6 +59,7 @@ impl Heartbeat {
         Self {
             held: Mutex::default(),
             every_us: AtomicU64::new(u64::MAX),
+            shortened: Arc::new(Notify::new()),
             started: AtomicBool::new(false),
             failures: Throttled::new(Duration::from_secs(10)),
             losses: Throttled::new(Duration::from_secs(10)),
@@ -58,10 +69,14 @@ impl Heartbeat {
     /// Starts renewing `permit` every `lease.renew_every()`, starting the task if needed.
     pub(crate) fn hold<R: Renews>(owner: &Arc<R>, slot: Slot, permit: PermitId, lease: Lease) {
         let heartbeat = owner.heartbeat();
-        heartbeat
-            .every_us
-            .fetch_min(micros(lease.renew_every()).max(1), Ordering::Relaxed);
+        let every = micros(lease.renew_every()).max(1);
+        let before = heartbeat.every_us.fetch_min(every, Ordering::Relaxed);
         heartbeat.lock().insert(permit, (slot, lease.duration()));
+        if every < before {
+            // The task may be asleep for the longer period: this lease could end before it
+            // wakes. A stored permit wakes it even if it is not waiting yet.
+            heartbeat.shortened.notify_one();
+        }
         if !heartbeat.started.load(Ordering::Relaxed)
             && !heartbeat.started.swap(true, Ordering::AcqRel)
         {
@@ -155,12 +170,26 @@ impl<R: Renews> Drop for Stopped<R> {
 /// Renews every held permit each period until the store is dropped.
 async fn run<R: Renews>(owner: Weak<R>) {
     let _stopped = Stopped(owner.clone());
+    let Some(shortened) = owner
+        .upgrade()
+        .map(|owner| owner.heartbeat().shortened.clone())
+    else {
+        return;
+    };
+    let mut last = Instant::now();
     loop {
-        let period = match owner.upgrade() {
-            Some(owner) => owner.heartbeat().period(),
-            None => return,
+        // Sleep for a period; a shorter period asked for meanwhile wakes the task to sleep for
+        // that one instead. The store is not held while asleep.
+        let period = loop {
+            let shorter = shortened.notified();
+            let Some(period) = owner.upgrade().map(|owner| owner.heartbeat().period()) else {
+                return;
+            };
+            match select(pin!(sleep_until(last + period)), pin!(shorter)).await {
+                Either::Left(_) => break period,
+                Either::Right(_) => continue,
+            }
         };
-        tokio::time::sleep(period).await;
         let Some(owner) = owner.upgrade() else { return };
         let heartbeat = owner.heartbeat();
         let renewals = heartbeat.renewals();
@@ -185,5 +214,74 @@ async fn run<R: Renews>(owner: Weak<R>) {
                 }
             }
         }
+        last = Instant::now();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store whose renewals the test scripts, on Tokio's paused clock.
+    struct Fake {
+        heartbeat: Heartbeat,
+        /// How long a renewal call takes to answer.
+        latency: Duration,
+        /// When each call was made.
+        calls: Mutex<Vec<Instant>>,
+    }
+
+    impl Fake {
+        fn new(latency: Duration) -> Self {
+            Self {
+                heartbeat: Heartbeat::new(),
+                latency,
+                calls: Mutex::default(),
+            }
+        }
+
+        /// Since `start`, when each call was made.
+        fn call_times(&self, start: Instant) -> Vec<Duration> {
+            let calls = self.calls.lock().unwrap();
+            calls.iter().map(|at| *at - start).collect()
+        }
+    }
+
+    impl Renews for Fake {
+        fn heartbeat(&self) -> &Heartbeat {
+            &self.heartbeat
+        }
+
+        fn renew(self: &Arc<Self>, _: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
+            self.calls.lock().unwrap().push(Instant::now());
+            let latency = self.latency;
+            StoreFuture::new(async move {
+                tokio::time::sleep(latency).await;
+                Ok(Vec::new())
+            })
+        }
+    }
+
+    fn hold(store: &Arc<Fake>, lease: Lease) -> PermitId {
+        let permit = PermitId::next();
+        Heartbeat::hold(store, Slot::new("t", "k").unwrap(), permit, lease);
+        permit
+    }
+
+    const SECOND: Duration = Duration::from_secs(1);
+    /// Renewed every second.
+    const THREE_SECONDS: Lease = Lease::new(Duration::from_secs(3));
+
+    /// A fleet shedder's 30 s lease, then a per-user limit's 3 s one on the same store: the task,
+    /// asleep until its 10 s round, wakes up for the shorter period.
+    #[tokio::test(start_paused = true)]
+    async fn a_shorter_period_wakes_the_sleeping_task() {
+        let store = Arc::new(Fake::new(Duration::ZERO));
+        let start = Instant::now();
+        hold(&store, Lease::new(30 * SECOND));
+        tokio::time::sleep(SECOND / 2).await;
+        hold(&store, THREE_SECONDS);
+        tokio::time::sleep(3 * SECOND).await;
+        assert_eq!(store.call_times(start), [SECOND, 2 * SECOND, 3 * SECOND]);
     }
 }
