@@ -114,6 +114,27 @@ async fn memory_a_shorter_lease_taken_later_is_renewed_in_time() {
     }
 }
 
+/// More permits than one renewal batch holds: every batch is renewed, every round.
+#[tokio::test(start_paused = true)]
+async fn memory_permits_beyond_one_batch_are_all_renewed() {
+    let store = memory_store();
+    let slots: Vec<Slot> = (0..110)
+        .map(|user| Slot::new("ws", format!("user-{user}")).unwrap())
+        .collect();
+    for slot in &slots {
+        for _ in 0..10 {
+            let acquired = store.acquire(slot, PermitId::next(), 10, LEASE).await;
+            assert!(acquired.unwrap().is_admitted());
+        }
+    }
+    assert_eq!(store.renewing(), 1_100);
+    for _ in 0..4 {
+        tokio::time::sleep(LEASE.duration()).await;
+        let live: u64 = slots.iter().map(|slot| store.in_flight(slot)).sum();
+        assert_eq!(live, 1_100);
+    }
+}
+
 /// A renewal that comes too late (here the store's clock jumps two leases ahead, as if the
 /// heartbeat had been cut off that long) finds the permit gone: it is not revived, the heartbeat
 /// stops renewing it, and its slot is free for others.
@@ -276,6 +297,51 @@ async fn redis_the_heartbeat_survives_outages() {
             .await
             .unwrap()
             .is_admitted()
+    );
+}
+
+/// A slot key overwritten by another program (a string where a sorted set was): its renewals
+/// fail with WRONGTYPE every round, and every other slot is still renewed, in the same batch and
+/// in the others (1 100 permits over 110 slots: three batches).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_a_clobbered_slot_keeps_no_other_from_being_renewed() {
+    let redis = RedisServer::start();
+    let store = RedisStore::open(&redis.url()).unwrap();
+    let lease = Lease::new(Duration::from_secs(3)).with_renewal_every(Duration::from_millis(100));
+    let slots: Vec<Slot> = (0..110)
+        .map(|user| Slot::new("ws", format!("user-{user}")).unwrap())
+        .collect();
+    let mut held = Vec::new();
+    for slot in &slots {
+        for _ in 0..10 {
+            held.push((slot.clone(), PermitId::next()));
+        }
+    }
+    let acquisitions = held
+        .iter()
+        .map(|(slot, permit)| store.acquire(slot, *permit, 10, lease));
+    for acquired in futures_util::future::join_all(acquisitions).await {
+        assert!(acquired.unwrap().is_admitted());
+    }
+    assert_eq!(
+        redis.cli(&["SET", "ratelimit:ws:cc:{user-7}", "clobbered"]),
+        "OK"
+    );
+
+    // Two leases: a slot that was not renewed meanwhile has expired, key and all.
+    tokio::time::sleep(lease.duration() * 2).await;
+    let keys = redis.keys();
+    assert_eq!(keys.len(), 110, "every other slot is still there");
+    let held_in_redis: u64 = keys
+        .iter()
+        .filter(|key| key.as_str() != "ratelimit:ws:cc:{user-7}")
+        .map(|key| redis.zcard(key))
+        .sum();
+    assert_eq!(held_in_redis, 1_090);
+    assert_eq!(
+        store.renewing(),
+        1_100,
+        "a failing renewal is tried again, not taken for a lost permit"
     );
 }
 

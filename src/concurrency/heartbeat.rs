@@ -4,12 +4,18 @@
 //! background task keeps refreshing them"). Every store keeps a [`Heartbeat`]: the permits this
 //! process holds through it. Its task renews them all, in batches, every renewal period, so a long
 //! request keeps its slot while a crashed or partitioned server loses its own within a lease.
-//! The period is the shortest any held permit asked for, and a permit asking for a shorter one
-//! wakes the task at once: it may be asleep for a longer period, and the new lease would end
-//! before it woke.
+//!
+//! The schedule is what keeps leases alive, so it is strict:
+//! - rounds start a period apart, however long each takes (a period counted from the end of the
+//!   previous round would add the round's duration to every gap);
+//! - the period is the shortest any held permit asked for, and a permit asking for a shorter one
+//!   wakes the task at once (it may be asleep for a longer period, and the new lease would end
+//!   before it woke);
+//! - every batch of a round is sent at once and the round has one deadline, so a slow or failing
+//!   batch neither delays nor starves the others.
 //!
 //! The task holds the store only weakly (it ends when the store is dropped), ends with the Tokio
-//! runtime, and survives store outages: a failed renewal is logged and tried again next tick.
+//! runtime, and survives store outages: a failed renewal is logged and tried again next round.
 
 use std::collections::HashMap;
 use std::pin::pin;
@@ -18,11 +24,13 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use futures_util::future::{Either, select};
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::Notify;
-use tokio::time::{Instant, sleep_until};
+use tokio::time::{Instant, sleep_until, timeout};
 
 use super::{Lease, PermitId, Renewal, Slot};
 use crate::clock::micros;
+use crate::error::StoreError;
 use crate::log::Throttled;
 use crate::store::StoreFuture;
 
@@ -32,13 +40,19 @@ const BATCH: usize = 512;
 /// How often an idle heartbeat checks whether its store is still there.
 const IDLE: Duration = Duration::from_secs(1);
 
+/// The least time a round is given, however short the renewal period: a round trip to a busy
+/// store over a real network takes milliseconds, and a round that can never finish renews nothing.
+const MIN_ROUND: Duration = Duration::from_millis(100);
+
 /// A store that leases permits and renews them: what the heartbeat task drives.
 pub(crate) trait Renews: Send + Sync + 'static {
     /// The store's record of live permits.
     fn heartbeat(&self) -> &Heartbeat;
 
     /// Renews a batch of permits, answering the ones that were gone, which it stops renewing
-    /// (see [`Heartbeat::forget_gone`]).
+    /// (see [`Heartbeat::forget_gone`]). A store that renews in several calls (one per slot)
+    /// reports the gone permits of the calls that succeeded even when others failed, and then
+    /// answers the first error.
     fn renew(self: &Arc<Self>, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>>;
 }
 
@@ -47,6 +61,8 @@ pub(crate) struct Heartbeat {
     held: Mutex<HashMap<PermitId, (Slot, Duration), foldhash::fast::RandomState>>,
     /// The shortest renewal period asked for so far, in µs (`u64::MAX` before any).
     every_us: AtomicU64,
+    /// The shortest lease held so far, in µs (`u64::MAX` before any): bounds a round's deadline.
+    lease_us: AtomicU64,
     /// Wakes the task when the period shrinks.
     shortened: Arc<Notify>,
     started: AtomicBool,
@@ -59,6 +75,7 @@ impl Heartbeat {
         Self {
             held: Mutex::default(),
             every_us: AtomicU64::new(u64::MAX),
+            lease_us: AtomicU64::new(u64::MAX),
             shortened: Arc::new(Notify::new()),
             started: AtomicBool::new(false),
             failures: Throttled::new(Duration::from_secs(10)),
@@ -71,6 +88,9 @@ impl Heartbeat {
         let heartbeat = owner.heartbeat();
         let every = micros(lease.renew_every()).max(1);
         let before = heartbeat.every_us.fetch_min(every, Ordering::Relaxed);
+        heartbeat
+            .lease_us
+            .fetch_min(micros(lease.duration()).max(1), Ordering::Relaxed);
         heartbeat.lock().insert(permit, (slot, lease.duration()));
         if every < before {
             // The task may be asleep for the longer period: this lease could end before it
@@ -103,6 +123,18 @@ impl Heartbeat {
             u64::MAX => IDLE,
             every => Duration::from_micros(every),
         }
+    }
+
+    /// How long a round may take: a period (the next round is due then), but at least
+    /// [`MIN_ROUND`], and at most the shortest lease minus a period, since a renewal landing
+    /// later finds the leases renewed by the previous round already ended.
+    fn round_deadline(&self) -> Duration {
+        let period = self.period();
+        let lease = Duration::from_micros(self.lease_us.load(Ordering::Relaxed));
+        period
+            .max(MIN_ROUND)
+            .min(lease.saturating_sub(period))
+            .max(Duration::from_millis(1))
     }
 
     fn renewals(&self) -> Vec<Renewal> {
@@ -176,45 +208,75 @@ async fn run<R: Renews>(owner: Weak<R>) {
     else {
         return;
     };
+    // The first round is due a period after the first permit was taken (which started the task).
     let mut last = Instant::now();
     loop {
-        // Sleep for a period; a shorter period asked for meanwhile wakes the task to sleep for
-        // that one instead. The store is not held while asleep.
-        let period = loop {
+        // Sleep until a period after the last round began; a shorter period asked for meanwhile
+        // wakes the task to sleep for that one instead. The store is not held while asleep.
+        loop {
             let shorter = shortened.notified();
-            let Some(period) = owner.upgrade().map(|owner| owner.heartbeat().period()) else {
+            let Some(due) = owner
+                .upgrade()
+                .map(|owner| last + owner.heartbeat().period())
+            else {
                 return;
             };
-            match select(pin!(sleep_until(last + period)), pin!(shorter)).await {
-                Either::Left(_) => break period,
+            match select(pin!(sleep_until(due)), pin!(shorter)).await {
+                Either::Left(_) => break,
                 Either::Right(_) => continue,
             }
-        };
+        }
+        // Fixed cadence, measured from when the round began. A round that started late (the
+        // runtime was stalled) shifts the schedule rather than running twice in a row.
+        last = Instant::now();
         let Some(owner) = owner.upgrade() else { return };
-        let heartbeat = owner.heartbeat();
-        let renewals = heartbeat.renewals();
-        for batch in renewals.chunks(BATCH) {
-            // A renewal slower than a period is as good as failed: the next tick sends a new one.
-            match tokio::time::timeout(period, owner.renew(batch)).await {
-                Ok(Ok(gone)) => heartbeat.report_lost(gone.len()),
-                failed => {
-                    let error = match failed {
-                        Ok(Err(err)) => err.to_string(),
-                        _ => format!("no answer within {period:?}"),
-                    };
-                    heartbeat.failures.warn(|suppressed| {
-                        tracing::warn!(
-                            %error,
-                            suppressed,
-                            permits = renewals.len(),
-                            "could not renew concurrency permits; trying again next period"
-                        );
-                    });
-                    break;
+        round(&owner).await;
+    }
+}
+
+/// One renewal of every held permit: all batches at once, under one deadline.
+async fn round<R: Renews>(owner: &Arc<R>) {
+    let heartbeat = owner.heartbeat();
+    let renewals = heartbeat.renewals();
+    if renewals.is_empty() {
+        return;
+    }
+    let deadline = heartbeat.round_deadline();
+    let mut pending: FuturesUnordered<_> = renewals
+        .chunks(BATCH)
+        .map(|batch| owner.renew(batch))
+        .collect();
+    let batches = pending.len();
+    let (mut failed, mut error) = (0, None);
+    let answered = timeout(deadline, async {
+        // An error only means a batch's permits wait for the next round.
+        while let Some(result) = pending.next().await {
+            match result {
+                Ok(gone) => heartbeat.report_lost(gone.len()),
+                Err(err) => {
+                    failed += 1;
+                    error.get_or_insert(err);
                 }
             }
         }
-        last = Instant::now();
+    })
+    .await;
+    if answered.is_err() {
+        // A batch still on its way is as good as failed: the next round sends it again.
+        failed += pending.len();
+        error.get_or_insert(StoreError::Timeout(deadline));
+    }
+    if let Some(error) = error {
+        heartbeat.failures.warn(|suppressed| {
+            tracing::warn!(
+                %error,
+                suppressed,
+                failed_batches = failed,
+                batches,
+                permits = renewals.len(),
+                "could not renew every concurrency permit; trying again next period"
+            );
+        });
     }
 }
 
@@ -227,8 +289,11 @@ mod tests {
         heartbeat: Heartbeat,
         /// How long a renewal call takes to answer.
         latency: Duration,
-        /// When each call was made.
-        calls: Mutex<Vec<Instant>>,
+        /// Whether the first call of every round fails.
+        fail_first: bool,
+        /// When each call was made, and whether it answered without error.
+        calls: Mutex<Vec<(Instant, bool)>>,
+        answered: AtomicU64,
     }
 
     impl Fake {
@@ -236,14 +301,16 @@ mod tests {
             Self {
                 heartbeat: Heartbeat::new(),
                 latency,
+                fail_first: false,
                 calls: Mutex::default(),
+                answered: AtomicU64::new(0),
             }
         }
 
         /// Since `start`, when each call was made.
         fn call_times(&self, start: Instant) -> Vec<Duration> {
             let calls = self.calls.lock().unwrap();
-            calls.iter().map(|at| *at - start).collect()
+            calls.iter().map(|(at, _)| *at - start).collect()
         }
     }
 
@@ -253,10 +320,21 @@ mod tests {
         }
 
         fn renew(self: &Arc<Self>, _: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
-            self.calls.lock().unwrap().push(Instant::now());
-            let latency = self.latency;
+            let now = Instant::now();
+            let fails = {
+                let mut calls = self.calls.lock().unwrap();
+                let first = calls.iter().all(|(at, _)| *at != now);
+                let fails = self.fail_first && first;
+                calls.push((now, !fails));
+                fails
+            };
+            let this = self.clone();
             StoreFuture::new(async move {
-                tokio::time::sleep(latency).await;
+                tokio::time::sleep(this.latency).await;
+                this.answered.fetch_add(1, Ordering::Relaxed);
+                if fails {
+                    return Err(StoreError::Protocol("a clobbered slot".into()));
+                }
                 Ok(Vec::new())
             })
         }
@@ -283,5 +361,81 @@ mod tests {
         hold(&store, THREE_SECONDS);
         tokio::time::sleep(3 * SECOND).await;
         assert_eq!(store.call_times(start), [SECOND, 2 * SECOND, 3 * SECOND]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rounds_start_a_period_apart_however_long_they_take() {
+        let store = Arc::new(Fake::new(SECOND * 2 / 5));
+        let start = Instant::now();
+        hold(&store, THREE_SECONDS);
+        tokio::time::sleep(3 * SECOND + SECOND / 2).await;
+        assert_eq!(store.call_times(start), [SECOND, 2 * SECOND, 3 * SECOND]);
+    }
+
+    /// Four batches, each answering in 0.8 periods: sent one after the other, the last would be
+    /// answered 3.2 periods after its round began, its lease long gone.
+    #[tokio::test(start_paused = true)]
+    async fn every_batch_of_a_round_goes_out_at_once() {
+        let store = Arc::new(Fake::new(SECOND * 4 / 5));
+        let start = Instant::now();
+        for _ in 0..3 * BATCH + 1 {
+            hold(&store, THREE_SECONDS);
+        }
+        tokio::time::sleep(2 * SECOND + SECOND * 9 / 10).await;
+        assert_eq!(
+            store.call_times(start),
+            [[SECOND; 4], [2 * SECOND; 4]].concat()
+        );
+        assert_eq!(store.answered.load(Ordering::Relaxed), 8);
+    }
+
+    /// One batch fails every round (a clobbered key in Redis, say): the other three are renewed
+    /// all the same, every round.
+    #[tokio::test(start_paused = true)]
+    async fn a_failing_batch_starves_no_other() {
+        let store = Arc::new(Fake {
+            fail_first: true,
+            ..Fake::new(Duration::ZERO)
+        });
+        for _ in 0..3 * BATCH + 1 {
+            hold(&store, THREE_SECONDS);
+        }
+        tokio::time::sleep(3 * SECOND + SECOND / 2).await;
+        let calls = store.calls.lock().unwrap();
+        let succeeded = calls.iter().filter(|(_, ok)| *ok).count();
+        assert_eq!((calls.len(), succeeded), (12, 9));
+    }
+
+    /// A 1 ms renewal period does not mean a store has 1 ms to answer: each round (20 ms here)
+    /// gets the time it needs, and the next one, overdue, starts as soon as it ends.
+    #[tokio::test(start_paused = true)]
+    async fn a_round_has_time_to_finish_however_short_the_period() {
+        let store = Arc::new(Fake::new(Duration::from_millis(20)));
+        let lease =
+            Lease::new(Duration::from_millis(100)).with_renewal_every(Duration::from_millis(1));
+        hold(&store, lease);
+        tokio::time::sleep(Duration::from_millis(90)).await;
+        // Calls at 1, 21, 41, 61 and 81 ms; all but the last answered.
+        let calls = store.calls.lock().unwrap().len();
+        assert_eq!((calls, store.answered.load(Ordering::Relaxed)), (5, 4));
+    }
+
+    #[test]
+    fn a_round_lasts_a_period_within_bounds() {
+        let deadline = |lease: Duration, every: Duration| {
+            let heartbeat = Heartbeat::new();
+            heartbeat.every_us.store(micros(every), Ordering::Relaxed);
+            heartbeat.lease_us.store(micros(lease), Ordering::Relaxed);
+            heartbeat.round_deadline()
+        };
+        let ms = Duration::from_millis;
+        assert_eq!(deadline(30 * SECOND, 10 * SECOND), 10 * SECOND);
+        assert_eq!(
+            deadline(ms(100), ms(1)),
+            ms(99),
+            "at most the lease minus a period"
+        );
+        assert_eq!(deadline(10 * SECOND, ms(5)), MIN_ROUND);
+        assert_eq!(deadline(ms(100), ms(99)), ms(1));
     }
 }
