@@ -150,19 +150,21 @@ impl Heartbeat {
 
     /// The store no longer holds these permits: released meanwhile, or their leases expired
     /// before a renewal reached the store (a partition longer than the lease). Renewing them again
-    /// would exceed the limit, so they are dropped; their requests run on without a slot. Answers
-    /// how many were still held here (lost, rather than released).
+    /// would exceed the limit, so they are dropped; their requests run on without a slot.
+    ///
+    /// Only the ones still held here were lost: a permit released between a round's snapshot
+    /// and the store's answer is gone because it was given back, which is no news, and on a busy
+    /// server happens every round. Answers how many were lost, and warns about them.
     pub(crate) fn forget_gone(&self, gone: &[PermitId]) -> usize {
         if gone.is_empty() {
             return 0;
         }
-        let mut held = self.lock();
-        gone.iter()
-            .filter(|permit| held.remove(permit).is_some())
-            .count()
-    }
-
-    fn report_lost(&self, lost: usize) {
+        let lost = {
+            let mut held = self.lock();
+            gone.iter()
+                .filter(|permit| held.remove(permit).is_some())
+                .count()
+        };
         if lost > 0 {
             self.losses.warn(|suppressed| {
                 tracing::warn!(
@@ -173,6 +175,7 @@ impl Heartbeat {
                 );
             });
         }
+        lost
     }
 
     fn lock(
@@ -249,14 +252,12 @@ async fn round<R: Renews>(owner: &Arc<R>) {
     let batches = pending.len();
     let (mut failed, mut error) = (0, None);
     let answered = timeout(deadline, async {
-        // An error only means a batch's permits wait for the next round.
+        // Each batch forgot its own gone permits (and warned of the lost ones); an error only
+        // means its permits wait for the next round.
         while let Some(result) = pending.next().await {
-            match result {
-                Ok(gone) => heartbeat.report_lost(gone.len()),
-                Err(err) => {
-                    failed += 1;
-                    error.get_or_insert(err);
-                }
+            if let Err(err) = result {
+                failed += 1;
+                error.get_or_insert(err);
             }
         }
     })
@@ -282,6 +283,8 @@ async fn round<R: Renews>(owner: &Arc<R>) {
 
 #[cfg(test)]
 mod tests {
+    use std::io;
+
     use super::*;
 
     /// A store whose renewals the test scripts, on Tokio's paused clock.
@@ -291,9 +294,14 @@ mod tests {
         latency: Duration,
         /// Whether the first call of every round fails.
         fail_first: bool,
+        /// What a renewal reports gone, and which of those are released while it is on its way.
+        gone: Vec<PermitId>,
+        released: Vec<PermitId>,
         /// When each call was made, and whether it answered without error.
         calls: Mutex<Vec<(Instant, bool)>>,
         answered: AtomicU64,
+        /// What `forget_gone` counted as lost.
+        lost: AtomicU64,
     }
 
     impl Fake {
@@ -302,8 +310,11 @@ mod tests {
                 heartbeat: Heartbeat::new(),
                 latency,
                 fail_first: false,
+                gone: Vec::new(),
+                released: Vec::new(),
                 calls: Mutex::default(),
                 answered: AtomicU64::new(0),
+                lost: AtomicU64::new(0),
             }
         }
 
@@ -319,7 +330,7 @@ mod tests {
             &self.heartbeat
         }
 
-        fn renew(self: &Arc<Self>, _: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
+        fn renew(self: &Arc<Self>, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
             let now = Instant::now();
             let fails = {
                 let mut calls = self.calls.lock().unwrap();
@@ -329,21 +340,36 @@ mod tests {
                 fails
             };
             let this = self.clone();
+            let batch: Vec<PermitId> = renewals.iter().map(|renewal| renewal.permit).collect();
             StoreFuture::new(async move {
                 tokio::time::sleep(this.latency).await;
                 this.answered.fetch_add(1, Ordering::Relaxed);
                 if fails {
                     return Err(StoreError::Protocol("a clobbered slot".into()));
                 }
-                Ok(Vec::new())
+                // As a store's `release` does: forgotten first, then removed from the store.
+                for permit in &this.released {
+                    this.heartbeat.forget(*permit);
+                }
+                let gone: Vec<PermitId> = batch
+                    .into_iter()
+                    .filter(|permit| this.gone.contains(permit))
+                    .collect();
+                let lost = this.heartbeat.forget_gone(&gone);
+                this.lost.fetch_add(lost as u64, Ordering::Relaxed);
+                Ok(gone)
             })
         }
     }
 
     fn hold(store: &Arc<Fake>, lease: Lease) -> PermitId {
         let permit = PermitId::next();
-        Heartbeat::hold(store, Slot::new("t", "k").unwrap(), permit, lease);
+        hold_as(store, permit, lease);
         permit
+    }
+
+    fn hold_as(store: &Arc<Fake>, permit: PermitId, lease: Lease) {
+        Heartbeat::hold(store, Slot::new("t", "k").unwrap(), permit, lease);
     }
 
     const SECOND: Duration = Duration::from_secs(1);
@@ -437,5 +463,58 @@ mod tests {
         );
         assert_eq!(deadline(10 * SECOND, ms(5)), MIN_ROUND);
         assert_eq!(deadline(ms(100), ms(99)), ms(1));
+    }
+
+    /// Collects what is logged, as text.
+    #[derive(Clone, Default)]
+    struct Logs(Arc<Mutex<Vec<u8>>>);
+
+    impl io::Write for Logs {
+        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Logs {
+        fn text(&self) -> String {
+            String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+        }
+    }
+
+    /// A renewal finds two permits gone: one released while the renewal was on its way (a busy
+    /// server sees this every round), one still held here (its lease ended: really lost). Only
+    /// the second is reported.
+    #[tokio::test(start_paused = true)]
+    async fn only_permits_still_held_count_as_lost() {
+        let logs = Logs::default();
+        let writer = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let _logging = tracing::subscriber::set_default(subscriber);
+
+        let [released, expired, live] = [(); 3].map(|_| PermitId::next());
+        let store = Arc::new(Fake {
+            gone: vec![released, expired],
+            released: vec![released],
+            ..Fake::new(Duration::from_millis(100))
+        });
+        for permit in [released, expired, live] {
+            hold_as(&store, permit, THREE_SECONDS);
+        }
+        tokio::time::sleep(SECOND * 3 / 2).await;
+        assert_eq!(store.lost.load(Ordering::Relaxed), 1);
+        assert_eq!(store.heartbeat.len(), 1, "only the live permit is renewed");
+        let logs = logs.text();
+        assert!(
+            logs.contains("lost=1") && !logs.contains("lost=2"),
+            "{logs}"
+        );
     }
 }
