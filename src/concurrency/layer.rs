@@ -339,8 +339,15 @@ impl Config {
     ) -> Next<B> {
         let acquired = match result {
             Ok(acquired) => acquired,
-            // The ticket stays armed: the store may have admitted the permit after all.
-            Err(err) => return self.failed(&err, request),
+            Err(err) => {
+                // The ticket stays armed, since the store may have admitted the permit after
+                // all, unless the acquisition was never sent: then there is nothing to give
+                // back, and releases sent during an outage would only add connection attempts.
+                if err.never_sent() {
+                    ticket.pending = None;
+                }
+                return self.failed(&err, request);
+            }
         };
         let Some((slot, id)) = ticket.pending.take() else {
             unreachable!("a ticket is decided once")
