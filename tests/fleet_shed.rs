@@ -1,11 +1,12 @@
 //! The fleet usage load shedder (seed 004) on both stores: one global slot for the whole fleet;
 //! low-priority requests are shed (503) once half of the capacity is in use, normal ones at 80 %,
-//! critical ones only when the fleet is full. Servers sharing a Redis form one fleet.
+//! critical ones only when the fleet is full (the capacity is a hard bound). Servers sharing a
+//! Redis form one fleet. The priority decided is recorded for inner layers and the handler.
 
 mod support;
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -17,7 +18,7 @@ use tokio::sync::Semaphore;
 use tower::{ServiceExt, service_fn};
 use tower_layer::Layer;
 use tower_redis_ratelimit::concurrency::Slot;
-use tower_redis_ratelimit::shed::{FleetShedLayer, Priority};
+use tower_redis_ratelimit::shed::{FleetShedLayer, Priority, UtilizationShedLayer};
 use tower_redis_ratelimit::{MemoryStore, RedisStore, Store};
 
 fn priority(parts: &Parts) -> Priority {
@@ -108,6 +109,7 @@ async fn sheds_by_priority(stores: [impl Store + Clone; 2], held: impl Fn() -> u
 
     admit("critical", 2);
     filled(10).await;
+    // The whole capacity is in use: a hard bound, critical requests included.
     shed("critical").await;
     shed("normal").await;
 
@@ -153,4 +155,40 @@ async fn redis_servers_sharing_a_store_form_one_fleet() {
     let redis = RedisServer::start();
     let stores = [(); 2].map(|_| RedisStore::open(&redis.url()).unwrap());
     sheds_by_priority(stores, || redis.zcard("ratelimit:fleet:cc:{fleet}")).await;
+}
+
+/// The handler, and a utilisation shedder inside the fleet shedder (whose own classifier would say
+/// `Low`), see the priority the fleet shedder decided; a priority an outer layer already recorded
+/// is kept.
+#[tokio::test]
+async fn the_decided_priority_is_recorded_for_inner_layers() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let handler = service_fn(move |request: Request<Body>| {
+        let priority = request.extensions().get::<Priority>().copied();
+        record.lock().unwrap().push(priority);
+        async { Ok::<_, Infallible>(Response::new(Body::empty())) }
+    });
+    let utilisation = UtilizationShedLayer::builder()
+        .capacity(100)
+        .classify(Priority::Low)
+        .build()
+        .unwrap();
+    let fleet = FleetShedLayer::builder()
+        .capacity(10)
+        .classify(priority)
+        .build()
+        .unwrap();
+    let app = fleet.layer(utilisation.layer(handler));
+
+    let response = app.clone().oneshot(request("critical")).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut decided_outside = request("low");
+    decided_outside.extensions_mut().insert(Priority::High);
+    let response = app.oneshot(decided_outside).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [Some(Priority::Critical), Some(Priority::High)]
+    );
 }

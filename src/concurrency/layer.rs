@@ -305,10 +305,11 @@ pub(crate) enum Next<B> {
 }
 
 impl Config {
-    /// Starts acquiring a slot for a request with this `key`.
+    /// Starts acquiring a slot for a request with this `key` (for the fleet shedder, recording
+    /// the request's priority in its extensions).
     pub(crate) fn acquire(
         &self,
-        parts: &Parts,
+        parts: &mut Parts,
         key: crate::key::Key,
     ) -> (crate::store::StoreFuture<Acquired>, Ticket) {
         let (limit, priority) = match &self.admission {
