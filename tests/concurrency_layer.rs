@@ -393,6 +393,65 @@ async fn a_frozen_redis_hits_the_deadline_and_leaks_nothing() {
     assert_eq!(response.status(), StatusCode::OK);
 }
 
+/// A counter of Redis's `INFO` section `section`.
+fn info(server: &RedisServer, section: &str, field: &str) -> u64 {
+    let info = server.cli(&["INFO", section]);
+    info.lines()
+        .find_map(|line| line.trim().strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|value| value.parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in {info}"))
+}
+
+/// The client goes away while Redis holds its acquisition (`CLIENT PAUSE WRITE` blocks the
+/// script call, which Redis reports as a blocked client): Redis admits the permit once it resumes,
+/// the release sent on cancellation follows it, and the slot is free again at once, not a lease
+/// (a minute here) later. Deterministic: the request is cancelled only once Redis has it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_while_redis_holds_the_acquisition() {
+    let server = RedisServer::start();
+    let ok =
+        service_fn(|_: Request<Body>| async { Ok::<_, Infallible>(Response::new(Body::empty())) });
+    let svc = ConcurrencyLimitLayer::builder()
+        .name("ws")
+        .max_in_flight(1)
+        .key(HeaderKey::new("x-user"))
+        .store(RedisStore::open(&server.url()).unwrap())
+        .lease(Duration::from_secs(60))
+        .deadline(Duration::from_secs(30))
+        .build()
+        .unwrap()
+        .layer(ok);
+    // Connected, and nothing left in flight that the pause could block.
+    let warm = svc.clone().oneshot(request("warm", "/")).await.unwrap();
+    assert_eq!(warm.status(), StatusCode::OK);
+    drop(warm);
+    eventually(RELEASED_WITHIN, "the warm-up slot given back", || async {
+        server.keys().is_empty()
+    })
+    .await;
+    let writes = || info(&server, "persistence", "rdb_changes_since_last_save");
+    let before = writes();
+
+    assert_eq!(server.cli(&["CLIENT", "PAUSE", "60000", "WRITE"]), "OK");
+    let cancelled = tokio::spawn(svc.clone().oneshot(request("u", "/")));
+    eventually(RELEASED_WITHIN, "Redis holds the acquisition", || async {
+        info(&server, "clients", "blocked_clients") == 1
+    })
+    .await;
+    cancelled.abort();
+    assert!(cancelled.await.unwrap_err().is_cancelled());
+    assert_eq!(server.cli(&["CLIENT", "UNPAUSE"]), "OK");
+
+    eventually(Duration::from_secs(5), "the slot free again", || async {
+        server.zcard("ratelimit:ws:cc:{u}") == 0 && writes() >= before + 3
+    })
+    .await;
+    // ZADD and PEXPIRE of the admission, ZREM of the release.
+    assert_eq!(writes(), before + 3, "admitted, then given back");
+    let admitted = svc.oneshot(request("u", "/")).await.unwrap();
+    assert_eq!(admitted.status(), StatusCode::OK);
+}
+
 /// A Redis store that counts the releases the layer asks of it.
 #[derive(Clone)]
 struct CountingReleases {

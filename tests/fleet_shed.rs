@@ -7,7 +7,7 @@ mod support;
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use http::request::Parts;
@@ -19,7 +19,7 @@ use tower::{ServiceExt, service_fn};
 use tower_layer::Layer;
 use tower_redis_ratelimit::concurrency::Slot;
 use tower_redis_ratelimit::shed::{FleetShedLayer, Priority, UtilizationShedLayer};
-use tower_redis_ratelimit::{MemoryStore, RedisStore, Store};
+use tower_redis_ratelimit::{FailureMode, MemoryStore, RedisStore, Store};
 
 fn priority(parts: &Parts) -> Priority {
     match parts.headers.get("x-priority").map(|v| v.as_bytes()) {
@@ -191,4 +191,75 @@ async fn the_decided_priority_is_recorded_for_inner_layers() {
         *seen.lock().unwrap(),
         [Some(Priority::Critical), Some(Priority::High)]
     );
+}
+
+/// The store failing: frozen, the wait is bounded by the deadline and the failure mode answers
+/// (open by default: nothing shed; closed: 503 with `Retry-After: 1`), and the permits Redis
+/// admits once it thaws are given back; down, the same answers at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_failures_fail_open_or_closed_within_the_deadline() {
+    let mut redis = RedisServer::start();
+    let deadline = Duration::from_millis(200);
+    let fleet = |failure: Option<FailureMode>| {
+        let mut builder = FleetShedLayer::builder()
+            .capacity(10)
+            .classify(priority)
+            .store(RedisStore::open(&redis.url()).unwrap())
+            .deadline(deadline);
+        if let Some(failure) = failure {
+            builder = builder.failure_mode(failure);
+        }
+        builder
+            .build()
+            .unwrap()
+            .layer(service_fn(|_: Request<Body>| async {
+                Ok::<_, Infallible>(Response::new(Body::from("served")))
+            }))
+    };
+    let (open, closed) = (fleet(None), fleet(Some(FailureMode::Closed)));
+    let answer = |server: &tower_redis_ratelimit::concurrency::ConcurrencyLimit<_>| {
+        let server = server.clone();
+        async move {
+            let started = Instant::now();
+            let response = server.oneshot(request("low")).await.unwrap();
+            (response, started.elapsed())
+        }
+    };
+    // Connected first, so that the acquisitions below are sent and then wait.
+    for server in [&open, &closed] {
+        assert_eq!(answer(server).await.0.status(), StatusCode::OK);
+    }
+
+    redis.freeze();
+    let (passed, waited) = answer(&open).await;
+    assert_eq!(passed.status(), StatusCode::OK, "fails open by default");
+    assert!(
+        waited >= deadline && waited < Duration::from_secs(2),
+        "{waited:?}"
+    );
+    let (refused, waited) = answer(&closed).await;
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(header(&refused, "retry-after"), "1");
+    assert!(
+        waited >= deadline && waited < Duration::from_secs(2),
+        "{waited:?}"
+    );
+    redis.thaw();
+    eventually(
+        Duration::from_secs(10),
+        "late permits given back",
+        || async { redis.zcard("ratelimit:fleet:cc:{fleet}") == 0 },
+    )
+    .await;
+
+    redis.kill();
+    for _ in 0..3 {
+        let (passed, waited) = answer(&open).await;
+        assert_eq!(passed.status(), StatusCode::OK);
+        assert!(waited < Duration::from_secs(2), "{waited:?}");
+        let (refused, waited) = answer(&closed).await;
+        assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(header(&refused, "retry-after"), "1");
+        assert!(waited < Duration::from_secs(2), "{waited:?}");
+    }
 }
