@@ -150,6 +150,15 @@ impl StoreError {
     pub(crate) fn backend(err: impl StdError + Send + Sync + 'static) -> Self {
         StoreError::Backend(SharedError(Arc::new(err)))
     }
+
+    /// Whether the call surely never reached the store: no connection could be made, or the
+    /// store is waiting out its backoff after failing to make one, so no command was sent and
+    /// there is nothing to undo. A timeout or a connection lost mid-call may have delivered it.
+    pub(crate) fn never_sent(&self) -> bool {
+        // Only a failed connection attempt yields a pool error (`store::redis::connection`);
+        // a command that was sent fails with a `RedisError`.
+        matches!(self, StoreError::Unavailable(SharedError(err)) if err.is::<deadpool_redis::PoolError>())
+    }
 }
 
 /// An error shared between every request that saw it (one failed reconnect answers many waiters).

@@ -79,6 +79,62 @@ async fn memory_a_held_permit_outlives_many_leases_and_a_released_one_is_not_ren
     assert_eq!(store.renewing(), 0);
 }
 
+/// One store shared by a fleet shedder (30 s lease, renewed every 10 s) and a per-user limit
+/// whose 3 s lease is taken a second later: the heartbeat, asleep until its 10 s round, wakes up
+/// for the shorter period, so the short lease never ends while its permit is held.
+#[tokio::test(start_paused = true)]
+async fn memory_a_shorter_lease_taken_later_is_renewed_in_time() {
+    let store = memory_store();
+    let fleet = Slot::new("fleet", "fleet").unwrap();
+    let user = Slot::new("ws", "user").unwrap();
+    let fleet_lease = Lease::new(Duration::from_secs(30));
+    assert!(
+        store
+            .acquire(&fleet, PermitId::next(), 1, fleet_lease)
+            .await
+            .unwrap()
+            .is_admitted()
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        store
+            .acquire(&user, PermitId::next(), 1, LEASE)
+            .await
+            .unwrap()
+            .is_admitted()
+    );
+    for _ in 0..5 {
+        tokio::time::sleep(LEASE.duration()).await;
+        assert_eq!(
+            store.in_flight(&user),
+            1,
+            "the short lease is renewed in time"
+        );
+        assert_eq!(store.in_flight(&fleet), 1);
+    }
+}
+
+/// More permits than one renewal batch holds: every batch is renewed, every round.
+#[tokio::test(start_paused = true)]
+async fn memory_permits_beyond_one_batch_are_all_renewed() {
+    let store = memory_store();
+    let slots: Vec<Slot> = (0..110)
+        .map(|user| Slot::new("ws", format!("user-{user}")).unwrap())
+        .collect();
+    for slot in &slots {
+        for _ in 0..10 {
+            let acquired = store.acquire(slot, PermitId::next(), 10, LEASE).await;
+            assert!(acquired.unwrap().is_admitted());
+        }
+    }
+    assert_eq!(store.renewing(), 1_100);
+    for _ in 0..4 {
+        tokio::time::sleep(LEASE.duration()).await;
+        let live: u64 = slots.iter().map(|slot| store.in_flight(slot)).sum();
+        assert_eq!(live, 1_100);
+    }
+}
+
 /// A renewal that comes too late (here the store's clock jumps two leases ahead, as if the
 /// heartbeat had been cut off that long) finds the permit gone: it is not revived, the heartbeat
 /// stops renewing it, and its slot is free for others.
@@ -139,18 +195,20 @@ async fn memory_the_heartbeat_task_ends_with_its_store() {
 }
 
 /// A request that runs for several leases keeps its slot through the layer, in Redis, in real
-/// time: another request is refused throughout, and the slot frees when it ends.
+/// time: another request is refused throughout, and the slot frees when it ends. Renewals come
+/// every 100 ms of a 3 s lease, so only a stall of almost 3 s could fail this on a loaded machine.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_a_long_request_keeps_its_slot_across_several_leases() {
     let redis = RedisServer::start();
     let key = "ratelimit:ws:cc:{user}";
-    let lease = Duration::from_millis(1_500);
+    let lease = Duration::from_secs(3);
     let layer = ConcurrencyLimitLayer::builder()
         .name("ws")
         .max_in_flight(1)
         .key(HeaderKey::new("x-user"))
         .store(RedisStore::open(&redis.url()).unwrap())
         .lease(lease)
+        .renew_every(Duration::from_millis(100))
         .deadline(Duration::from_secs(2))
         .build()
         .unwrap();
@@ -178,13 +236,13 @@ async fn redis_a_long_request_keeps_its_slot_across_several_leases() {
         || async { redis.zcard(key) == 1 },
     )
     .await;
-    let until = tokio::time::Instant::now() + lease * 4;
+    let until = tokio::time::Instant::now() + lease * 3;
     while tokio::time::Instant::now() < until {
         let refused = service.clone().oneshot(request("/short")).await.unwrap();
         assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
         let ttl = redis.pttl(key);
-        assert!(ttl > 0 && ttl <= 1_500, "PTTL {ttl}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(ttl > 0 && ttl <= 3_000, "PTTL {ttl}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
     gate.add_permits(1);
     drop(long.await.unwrap().unwrap());
@@ -241,6 +299,51 @@ async fn redis_the_heartbeat_survives_outages() {
             .await
             .unwrap()
             .is_admitted()
+    );
+}
+
+/// A slot key overwritten by another program (a string where a sorted set was): its renewals
+/// fail with WRONGTYPE every round, and every other slot is still renewed, in the same batch and
+/// in the others (1 100 permits over 110 slots: three batches).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_a_clobbered_slot_keeps_no_other_from_being_renewed() {
+    let redis = RedisServer::start();
+    let store = RedisStore::open(&redis.url()).unwrap();
+    let lease = Lease::new(Duration::from_secs(3)).with_renewal_every(Duration::from_millis(100));
+    let slots: Vec<Slot> = (0..110)
+        .map(|user| Slot::new("ws", format!("user-{user}")).unwrap())
+        .collect();
+    let mut held = Vec::new();
+    for slot in &slots {
+        for _ in 0..10 {
+            held.push((slot.clone(), PermitId::next()));
+        }
+    }
+    let acquisitions = held
+        .iter()
+        .map(|(slot, permit)| store.acquire(slot, *permit, 10, lease));
+    for acquired in futures_util::future::join_all(acquisitions).await {
+        assert!(acquired.unwrap().is_admitted());
+    }
+    assert_eq!(
+        redis.cli(&["SET", "ratelimit:ws:cc:{user-7}", "clobbered"]),
+        "OK"
+    );
+
+    // Two leases: a slot that was not renewed meanwhile has expired, key and all.
+    tokio::time::sleep(lease.duration() * 2).await;
+    let keys = redis.keys();
+    assert_eq!(keys.len(), 110, "every other slot is still there");
+    let held_in_redis: u64 = keys
+        .iter()
+        .filter(|key| key.as_str() != "ratelimit:ws:cc:{user-7}")
+        .map(|key| redis.zcard(key))
+        .sum();
+    assert_eq!(held_in_redis, 1_090);
+    assert_eq!(
+        store.renewing(),
+        1_100,
+        "a failing renewal is tried again, not taken for a lost permit"
     );
 }
 

@@ -6,6 +6,7 @@
 mod support;
 
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,10 +19,11 @@ use support::{RedisServer, eventually, header};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tower::{BoxError, Service, ServiceExt, service_fn};
 use tower_layer::Layer;
-use tower_redis_ratelimit::concurrency::Slot;
-use tower_redis_ratelimit::key::HeaderKey;
+use tower_redis_ratelimit::concurrency::{Acquired, Lease, PermitId, Renewal, Slot};
+use tower_redis_ratelimit::key::{HeaderKey, Key};
 use tower_redis_ratelimit::{
-    ConcurrencyLimitLayer, ConcurrencyPermit, FailureMode, MemoryStore, MissingKey, RedisStore,
+    ConcurrencyLimitLayer, ConcurrencyPermit, Decision, FailureMode, MemoryStore, MissingKey,
+    Policy, RedisStore, Store, StoreFuture,
 };
 
 /// Far above what a correct release needs; only a leak waits this long.
@@ -389,6 +391,153 @@ async fn a_frozen_redis_hits_the_deadline_and_leaks_nothing() {
     .await;
     let response = closed.oneshot(request("u", "/")).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
+}
+
+/// A counter of Redis's `INFO` section `section`.
+fn info(server: &RedisServer, section: &str, field: &str) -> u64 {
+    let info = server.cli(&["INFO", section]);
+    info.lines()
+        .find_map(|line| line.trim().strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|value| value.parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in {info}"))
+}
+
+/// The client goes away while Redis holds its acquisition (`CLIENT PAUSE WRITE` blocks the
+/// script call, which Redis reports as a blocked client): Redis admits the permit once it resumes,
+/// the release sent on cancellation follows it, and the slot is free again at once, not a lease
+/// (a minute here) later. Deterministic: the request is cancelled only once Redis has it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_while_redis_holds_the_acquisition() {
+    let server = RedisServer::start();
+    let ok =
+        service_fn(|_: Request<Body>| async { Ok::<_, Infallible>(Response::new(Body::empty())) });
+    let svc = ConcurrencyLimitLayer::builder()
+        .name("ws")
+        .max_in_flight(1)
+        .key(HeaderKey::new("x-user"))
+        .store(RedisStore::open(&server.url()).unwrap())
+        .lease(Duration::from_secs(60))
+        .deadline(Duration::from_secs(30))
+        .build()
+        .unwrap()
+        .layer(ok);
+    // Connected, and nothing left in flight that the pause could block.
+    let warm = svc.clone().oneshot(request("warm", "/")).await.unwrap();
+    assert_eq!(warm.status(), StatusCode::OK);
+    drop(warm);
+    eventually(RELEASED_WITHIN, "the warm-up slot given back", || async {
+        server.keys().is_empty()
+    })
+    .await;
+    let writes = || info(&server, "persistence", "rdb_changes_since_last_save");
+    let before = writes();
+
+    assert_eq!(server.cli(&["CLIENT", "PAUSE", "60000", "WRITE"]), "OK");
+    let cancelled = tokio::spawn(svc.clone().oneshot(request("u", "/")));
+    eventually(RELEASED_WITHIN, "Redis holds the acquisition", || async {
+        info(&server, "clients", "blocked_clients") == 1
+    })
+    .await;
+    cancelled.abort();
+    assert!(cancelled.await.unwrap_err().is_cancelled());
+    assert_eq!(server.cli(&["CLIENT", "UNPAUSE"]), "OK");
+
+    eventually(Duration::from_secs(5), "the slot free again", || async {
+        server.zcard("ratelimit:ws:cc:{u}") == 0 && writes() >= before + 3
+    })
+    .await;
+    // ZADD and PEXPIRE of the admission, ZREM of the release.
+    assert_eq!(writes(), before + 3, "admitted, then given back");
+    let admitted = svc.oneshot(request("u", "/")).await.unwrap();
+    assert_eq!(admitted.status(), StatusCode::OK);
+}
+
+/// A Redis store that counts the releases the layer asks of it.
+#[derive(Clone)]
+struct CountingReleases {
+    redis: RedisStore,
+    releases: Arc<AtomicU32>,
+}
+
+impl Store for CountingReleases {
+    fn check(&self, key: &Key, policy: &Policy, cost: u32) -> StoreFuture<Decision> {
+        self.redis.check(key, policy, cost)
+    }
+
+    fn acquire(
+        &self,
+        slot: &Slot,
+        permit: PermitId,
+        limit: u32,
+        lease: Lease,
+    ) -> StoreFuture<Acquired> {
+        self.redis.acquire(slot, permit, limit, lease)
+    }
+
+    fn release(&self, slot: &Slot, permit: PermitId) -> StoreFuture<bool> {
+        self.releases.fetch_add(1, Ordering::SeqCst);
+        self.redis.release(slot, permit)
+    }
+
+    fn renew(&self, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
+        self.redis.renew(renewals)
+    }
+}
+
+/// An acquisition that failed because no connection could be made was never sent: nothing is
+/// released for it (during an outage that would only add connection attempts). One that was sent
+/// and timed out is released, since Redis may admit it late.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_an_acquisition_that_may_have_been_sent_is_released() {
+    let mut server = RedisServer::start();
+    let store = CountingReleases {
+        redis: RedisStore::open(&server.url()).unwrap(),
+        releases: Arc::default(),
+    };
+    let ok =
+        service_fn(|_: Request<Body>| async { Ok::<_, Infallible>(Response::new(Body::empty())) });
+    let layer = |failure| {
+        ConcurrencyLimitLayer::builder()
+            .name("ws")
+            .max_in_flight(1)
+            .key(HeaderKey::new("x-user"))
+            .store(store.clone())
+            .failure_mode(failure)
+            .deadline(Duration::from_millis(200))
+            .build()
+            .unwrap()
+            .layer(ok)
+    };
+    let (open, closed) = (layer(FailureMode::Open), layer(FailureMode::Closed));
+
+    // Down before the first connection: every acquisition fails to connect, or fails at once
+    // while the store backs off.
+    server.kill();
+    for _ in 0..3 {
+        let passed = open.clone().oneshot(request("u", "/")).await.unwrap();
+        assert_eq!(header(&passed, "rate-limiting-state"), "Skipped");
+        let refused = closed.clone().oneshot(request("u", "/")).await.unwrap();
+        assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    }
+    assert_eq!(store.releases.load(Ordering::SeqCst), 0);
+
+    // Up, then frozen with the connection open: the acquisition is sent and times out.
+    server.restart();
+    eventually(RELEASED_WITHIN, "Redis answers again", || async {
+        let response = closed.clone().oneshot(request("warm", "/")).await.unwrap();
+        response.status() == StatusCode::OK
+    })
+    .await;
+    let after_warm_up = store.releases.load(Ordering::SeqCst);
+    server.freeze();
+    let refused = closed.clone().oneshot(request("u", "/")).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    server.thaw();
+    assert_eq!(store.releases.load(Ordering::SeqCst), after_warm_up + 1);
+    eventually(RELEASED_WITHIN, "the late permit given back", || async {
+        server.zcard("ratelimit:ws:cc:{u}") == 0
+    })
+    .await;
 }
 
 /// Layers are Clone and every clone shares the slots (they live in the store), also through

@@ -12,8 +12,9 @@ use crate::ResponseBody;
 
 pin_project! {
     /// The body of a [`ConcurrencyLimit`](super::ConcurrencyLimit) response. It holds the
-    /// request's [`ConcurrencyPermit`] until its last frame has been read (or an error ended it),
-    /// or until it is dropped: a streamed response keeps its slot while it streams.
+    /// request's [`ConcurrencyPermit`] until its last frame has been read (the frame after which
+    /// the body reports its end, or the end itself), until an error ends it, or until it is
+    /// dropped: a streamed response keeps its slot while it streams.
     pub struct ConcurrencyBody<B> {
         #[pin]
         inner: ResponseBody<B>,
@@ -35,10 +36,17 @@ impl<B: Body<Data = Bytes>> Body for ConcurrencyBody<B> {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        let this = self.project();
-        let frame = this.inner.poll_frame(cx);
-        if matches!(frame, Poll::Ready(None | Some(Err(_)))) {
-            // Finished: give the slot back now, not whenever the server drops the body.
+        let mut this = self.project();
+        let frame = this.inner.as_mut().poll_frame(cx);
+        // The server stops polling once the body says it has ended, and may keep the body a
+        // while longer (e.g. until the connection's next request), so give the slot back with
+        // the last frame or on an error rather than waiting for the drop.
+        let done = match &frame {
+            Poll::Ready(None | Some(Err(_))) => true,
+            Poll::Ready(Some(Ok(_))) => this.inner.is_end_stream(),
+            Poll::Pending => false,
+        };
+        if done {
             this.permit.take();
         }
         frame
@@ -59,5 +67,70 @@ impl<B> std::fmt::Debug for ConcurrencyBody<B> {
             .field("inner", &self.inner)
             .field("permit", &self.permit)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use http_body_util::{BodyExt, Full, StreamBody};
+
+    use super::*;
+    use crate::concurrency::{Lease, PermitId, Slot};
+    use crate::store::{MemoryStore, Store};
+
+    async fn permit(store: &MemoryStore, slot: &Slot) -> ConcurrencyPermit {
+        let id = PermitId::next();
+        let lease = Lease::new(Duration::from_secs(30));
+        assert!(
+            store
+                .acquire(slot, id, 2, lease)
+                .await
+                .unwrap()
+                .is_admitted()
+        );
+        ConcurrencyPermit::new(Arc::new(store.clone()), slot.clone(), id)
+    }
+
+    #[tokio::test]
+    async fn the_slot_is_given_back_with_the_last_frame_or_on_drop() {
+        let store = MemoryStore::new();
+        let slot = Slot::new("ws", "user").unwrap();
+
+        // A full body reports its end as soon as its one frame is out: a server polls no
+        // further, so the slot must not wait for a `None` that never comes.
+        let full = ResponseBody::inner(Full::new(Bytes::from_static(b"ok")));
+        let mut body = ConcurrencyBody::new(full, Some(permit(&store, &slot).await));
+        assert_eq!(store.in_flight(&slot), 1);
+        let frame = body.frame().await.unwrap().unwrap();
+        assert_eq!(frame.into_data().unwrap(), "ok");
+        assert!(body.is_end_stream());
+        assert_eq!(store.in_flight(&slot), 0, "given back with the last frame");
+        drop(body);
+        assert_eq!(store.renewing(), 0);
+
+        // A stream cannot know it has ended until it is polled again.
+        let chunks = futures_util::stream::iter([Ok::<_, std::io::Error>(Frame::data(
+            Bytes::from_static(b"a"),
+        ))]);
+        let stream = ResponseBody::inner(StreamBody::new(chunks));
+        let mut body = ConcurrencyBody::new(stream, Some(permit(&store, &slot).await));
+        body.frame().await.unwrap().unwrap();
+        assert_eq!(store.in_flight(&slot), 1, "a stream may have more to send");
+        assert!(body.frame().await.is_none());
+        assert_eq!(store.in_flight(&slot), 0, "given back at the end");
+
+        let chunks = futures_util::stream::pending::<Result<Frame<Bytes>, std::io::Error>>();
+        let stream = ResponseBody::inner(StreamBody::new(chunks));
+        let body = ConcurrencyBody::new(stream, Some(permit(&store, &slot).await));
+        assert_eq!(store.in_flight(&slot), 1);
+        drop(body);
+        assert_eq!(
+            store.in_flight(&slot),
+            0,
+            "given back when dropped unfinished"
+        );
     }
 }

@@ -305,10 +305,11 @@ pub(crate) enum Next<B> {
 }
 
 impl Config {
-    /// Starts acquiring a slot for a request with this `key`.
+    /// Starts acquiring a slot for a request with this `key` (for the fleet shedder, recording
+    /// the request's priority in its extensions).
     pub(crate) fn acquire(
         &self,
-        parts: &Parts,
+        parts: &mut Parts,
         key: crate::key::Key,
     ) -> (crate::store::StoreFuture<Acquired>, Ticket) {
         let (limit, priority) = match &self.admission {
@@ -339,8 +340,15 @@ impl Config {
     ) -> Next<B> {
         let acquired = match result {
             Ok(acquired) => acquired,
-            // The ticket stays armed: the store may have admitted the permit after all.
-            Err(err) => return self.failed(&err, request),
+            Err(err) => {
+                // The ticket stays armed, since the store may have admitted the permit after
+                // all, unless the acquisition was never sent: then there is nothing to give
+                // back, and releases sent during an outage would only add connection attempts.
+                if err.never_sent() {
+                    ticket.pending = None;
+                }
+                return self.failed(&err, request);
+            }
         };
         let Some((slot, id)) = ticket.pending.take() else {
             unreachable!("a ticket is decided once")

@@ -58,7 +58,7 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let config = &self.config;
-        let (parts, body) = request.into_parts();
+        let (mut parts, body) = request.into_parts();
         let key = match config.key.extract(&parts) {
             Ok(key) => key,
             Err(err) if config.missing_key.skips(&err) => {
@@ -68,7 +68,7 @@ where
             }
             Err(err) => return ResponseFuture::rejected(config.reject_missing_key(&err)),
         };
-        let (mut acquire, ticket) = config.acquire(&parts, key);
+        let (mut acquire, ticket) = config.acquire(&mut parts, key);
         let request = Request::from_parts(parts, body);
         match acquire.take_ready() {
             // A synchronous store answered at once: no clone of the service, no timer.

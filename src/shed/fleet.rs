@@ -8,6 +8,11 @@
 //! (low 50 %, normal 80 %, high 90 %, critical 100 %), low-priority traffic is shed first once
 //! the fleet is half busy, normal traffic at 80 %, high at 90 %, and the last 10 % stays reserved
 //! for critical requests. Shed requests get `503 Service Unavailable` with `Retry-After`.
+//!
+//! The capacity is a hard bound, for critical requests too: once every permit is held, a critical
+//! request is refused as well, since admitting it would load the fleet past what it can serve,
+//! which is what the shedder exists to prevent. Critical requests are the last refused, not never
+//! refused (the utilisation shedder, which has no hard bound, never refuses them).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,26 +29,22 @@ use crate::key::GlobalKey;
 use crate::layer::FailureMode;
 use crate::store::Store;
 
-use super::priority::Priority;
-
-type ClassifyFn = dyn Fn(&Parts) -> Priority + Send + Sync;
+use super::priority::{Classify, Priority, priority_of};
 
 /// The fleet's capacity, each priority's threshold, and the classifier.
 pub(crate) struct FleetShares {
     capacity: u32,
     /// Permits each priority may share, by `Priority::index`.
     limits: [u32; 4],
-    classify: Arc<ClassifyFn>,
+    classify: Arc<dyn Classify>,
 }
 
 impl FleetShares {
-    /// The request's priority: the one an outer layer (a utilisation shedder) already decided,
-    /// else the classifier's, so every layer of a stack sees the same answer.
-    pub(crate) fn classify(&self, parts: &Parts) -> Priority {
-        match parts.extensions.get::<Priority>() {
-            Some(priority) => *priority,
-            None => (self.classify)(parts),
-        }
+    /// The request's priority: the one an outer layer (a utilisation shedder, say) already
+    /// decided, else the classifier's, which is then recorded in the extensions, so every layer
+    /// of a stack and the handler see the same answer.
+    pub(crate) fn classify(&self, parts: &mut Parts) -> Priority {
+        priority_of(parts, &*self.classify)
     }
 
     /// Admit a request of `priority` only while fewer permits than this are held.
@@ -57,6 +58,11 @@ impl FleetShares {
 }
 
 /// A tower [`Layer`] that sheds lower-priority requests once the whole fleet is busy.
+///
+/// A request of each priority is admitted while fewer permits than its share of the capacity are
+/// held; [`Priority::Critical`] (share 100 % by default) is refused only when the whole capacity
+/// is in use. The priority is recorded in the request extensions, where inner layers and the
+/// handler find it (`Extension<Priority>`).
 ///
 /// ```
 /// use std::time::Duration;
@@ -112,7 +118,7 @@ pub struct FleetShedLayerBuilder {
     base: ConcurrencyLimitLayerBuilder,
     capacity: Option<u32>,
     shares: [u8; 4],
-    classify: Option<Arc<ClassifyFn>>,
+    classify: Option<Arc<dyn Classify>>,
 }
 
 impl FleetShedLayerBuilder {
@@ -131,14 +137,16 @@ impl FleetShedLayerBuilder {
 
     /// The percentage of the capacity that requests of `priority` may fill (1 to 100). Defaults:
     /// low 50, normal 80, high 90, critical 100. A more important priority never gets a smaller
-    /// share than a less important one.
+    /// share than a less important one. No share exceeds the capacity: at 100 % in use, every
+    /// request is refused, critical ones included.
     pub fn share(mut self, priority: Priority, percent: u8) -> Self {
         self.shares[priority.index()] = percent;
         self
     }
 
     /// How each request's priority is decided from its head (default: every request is
-    /// [`Priority::Normal`]).
+    /// [`Priority::Normal`]). A priority already in the request extensions (put there by an outer
+    /// shedder or an authentication layer) is used instead; the one decided is recorded there.
     pub fn classify(
         mut self,
         classify: impl Fn(&Parts) -> Priority + Send + Sync + 'static,
@@ -224,9 +232,7 @@ impl FleetShedLayerBuilder {
         let shares = FleetShares {
             capacity,
             limits,
-            classify: self
-                .classify
-                .unwrap_or_else(|| Arc::new(|_: &Parts| Priority::Normal)),
+            classify: self.classify.unwrap_or_else(|| Arc::new(Priority::Normal)),
         };
         let config = self
             .base

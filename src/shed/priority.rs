@@ -1,6 +1,8 @@
 //! How important a request is to the business, and the classifier that decides it.
 //!
-//! Load shedders refuse the least important traffic first and never refuse [`Priority::Critical`].
+//! Load shedders refuse the least important traffic first and [`Priority::Critical`] last: the
+//! utilisation shedder never refuses it, the fleet shedder only once the whole fleet capacity is
+//! in use (a hard bound: admitting more would overload the fleet it protects).
 //! The priority is decided once per request from its head, by a [`Classify`] implementation (any
 //! `Fn(&Parts) -> Priority` closure is one), and put into the request extensions so that later
 //! layers and the handler see the same answer.
@@ -28,8 +30,9 @@ pub enum Priority {
     Normal,
     /// Important traffic, shed only after `Low` and `Normal`.
     High,
-    /// Traffic the business depends on: never refused by a load shedder. Keep it to a small share
-    /// of the capacity, or shedding cannot protect the service.
+    /// Traffic the business depends on: never refused by the utilisation shedder, and refused by
+    /// the fleet shedder only when the whole fleet capacity is in use. Keep it to a small share of
+    /// the capacity, or shedding cannot protect the service.
     Critical,
 }
 
@@ -42,7 +45,7 @@ impl Priority {
         Priority::Critical,
     ];
 
-    /// The priorities a load shedder may refuse, lowest first.
+    /// The priorities the utilisation shedder's control law may refuse, lowest first.
     pub const SHEDDABLE: [Priority; 3] = [Priority::Low, Priority::Normal, Priority::High];
 
     /// The lowercase name: `low`, `normal`, `high` or `critical`.
@@ -55,7 +58,8 @@ impl Priority {
         }
     }
 
-    /// Whether load shedders may refuse requests of this priority (all but `Critical`).
+    /// Whether the utilisation shedder may refuse requests of this priority (all but `Critical`;
+    /// the fleet shedder refuses even `Critical` when the fleet is full).
     pub const fn is_sheddable(self) -> bool {
         !matches!(self, Priority::Critical)
     }

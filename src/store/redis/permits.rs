@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
-use futures_util::future::try_join_all;
+use futures_util::future::join_all;
 use redis::{Script, ScriptInvocation};
 
 use super::Inner;
@@ -90,7 +90,8 @@ impl Renews for Inner {
     }
 
     /// One script call per slot and lease, all sent at once over the multiplexed connection (so
-    /// they travel as one pipeline), each handling NOSCRIPT on its own.
+    /// they travel as one pipeline), each handling NOSCRIPT on its own. When some calls fail, the
+    /// others still count: their gone permits are forgotten, then the first error is answered.
     fn renew(self: &Arc<Self>, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
         let mut groups: HashMap<(String, u64), Vec<PermitId>> = HashMap::new();
         for renewal in renewals {
@@ -129,9 +130,24 @@ impl Renews for Inner {
             .collect();
         let inner = self.clone();
         StoreFuture::new(async move {
-            let gone: Vec<PermitId> = try_join_all(calls).await?.into_iter().flatten().collect();
+            // Each slot on its own: one failing call (a key clobbered by another program, a
+            // reply of the wrong shape) must not keep every other slot from being renewed or
+            // from having its gone permits forgotten.
+            let mut gone = Vec::new();
+            let mut failed = None;
+            for result in join_all(calls).await {
+                match result {
+                    Ok(slot_gone) => gone.extend(slot_gone),
+                    Err(err) => {
+                        failed.get_or_insert(err);
+                    }
+                }
+            }
             inner.heartbeat.forget_gone(&gone);
-            Ok(gone)
+            match failed {
+                Some(err) => Err(err),
+                None => Ok(gone),
+            }
         })
     }
 }
