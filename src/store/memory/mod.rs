@@ -5,7 +5,7 @@ mod shard;
 
 use std::fmt;
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -54,7 +54,11 @@ struct Inner {
     hasher: foldhash::fast::RandomState,
     clock: Arc<dyn Clock>,
     sweep_every: Duration,
-    janitor_started: AtomicBool,
+    /// Whether the background sweep's task lives. The task clears it when it ends (its runtime
+    /// shut down), so the next runtime that uses the store starts a new one.
+    janitor_running: AtomicBool,
+    /// Outside any Tokio runtime: checks left before looking for one again.
+    janitor_wait: AtomicU32,
     /// Concurrency leases, sharded like `shards` (see permits.rs).
     permits: Box<[Padded<Mutex<PermitTable>>]>,
     heartbeat: Heartbeat,
@@ -109,19 +113,32 @@ impl MemoryStore {
     }
 
     /// Starts the background sweep the first time the store is used inside a Tokio runtime.
+    #[inline]
     fn ensure_janitor(&self) {
-        if self.inner.janitor_started.load(Ordering::Relaxed)
-            || self.inner.janitor_started.swap(true, Ordering::AcqRel)
-        {
+        if !self.inner.janitor_running.load(Ordering::Relaxed) {
+            self.start_janitor();
+        }
+    }
+
+    #[cold]
+    fn start_janitor(&self) {
+        // Looking for a runtime clones its handle (an atomic increment and decrement), so a store
+        // used outside any runtime looks again only every `JANITOR_RETRY` checks. The countdown is
+        // a plain load and store: a lost update between threads only shifts the next look.
+        let wait = self.inner.janitor_wait.load(Ordering::Relaxed);
+        if wait > 0 {
+            self.inner.janitor_wait.store(wait - 1, Ordering::Relaxed);
             return;
         }
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                let store = Arc::downgrade(&self.inner);
-                drop(runtime.spawn(janitor(store, self.inner.sweep_every)));
-            }
-            // No runtime here: try again next time.
-            Err(_) => self.inner.janitor_started.store(false, Ordering::Release),
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.inner
+                .janitor_wait
+                .store(JANITOR_RETRY, Ordering::Relaxed);
+            return;
+        };
+        if !self.inner.janitor_running.swap(true, Ordering::AcqRel) {
+            let running = JanitorRunning(Arc::downgrade(&self.inner));
+            drop(runtime.spawn(janitor(running, self.inner.sweep_every)));
         }
     }
 
@@ -277,7 +294,8 @@ impl MemoryStoreBuilder {
                 hasher: foldhash::fast::RandomState::default(),
                 clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock::new())),
                 sweep_every: self.sweep_every,
-                janitor_started: AtomicBool::new(false),
+                janitor_running: AtomicBool::new(false),
+                janitor_wait: AtomicU32::new(0),
                 permits: (0..shards)
                     .map(|index| Padded(Mutex::new(PermitTable::new(cap(index)))))
                     .collect(),
@@ -295,13 +313,31 @@ fn lock(shard: &Mutex<Shard>) -> std::sync::MutexGuard<'_, Shard> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Sweeps the store until it is dropped.
-async fn janitor(store: Weak<Inner>, every: Duration) {
+/// Checks made outside a Tokio runtime between two looks for one (see `start_janitor`).
+const JANITOR_RETRY: u32 = 1024;
+
+/// The janitor's claim on `Inner::janitor_running`, released when its task is dropped however it
+/// ends: also unpolled, when a runtime shuts down before ever running it (so it is made before the
+/// task's future and moved into it, not made inside the future's body).
+struct JanitorRunning(Weak<Inner>);
+
+impl Drop for JanitorRunning {
+    fn drop(&mut self) {
+        if let Some(store) = self.0.upgrade() {
+            store.janitor_running.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// Sweeps the store until it is dropped, or until the runtime it runs on shuts down.
+async fn janitor(running: JanitorRunning, every: Duration) {
     let mut interval = tokio::time::interval(every);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         interval.tick().await;
-        let Some(store) = store.upgrade() else { return };
+        let Some(store) = running.0.upgrade() else {
+            return;
+        };
         let now = store.clock.now_micros();
         for shard in store.shards.iter() {
             lock(&shard.0).evict_expired(now);
