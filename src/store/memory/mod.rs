@@ -18,7 +18,7 @@ use crate::algorithm;
 use crate::clock::{Clock, SystemClock};
 use crate::concurrency::heartbeat::Heartbeat;
 use crate::concurrency::{Acquired, Lease, PermitId, Renewal, Slot};
-use crate::decision::{Decision, Outcome, RuleVerdict};
+use crate::decision::{Combined, Decision};
 use crate::key::Key;
 use crate::policy::Policy;
 
@@ -147,40 +147,37 @@ impl MemoryStore {
         let key = bounded(key);
         let hash = self.inner.hasher.hash_one(&*key);
         let cost = f64::from(cost);
-        let params = policy.params();
-        let ids = policy.rule_ids();
 
         let mut shard = lock(self.shard(hash));
-        let mut verdicts = SmallVec::<[RuleVerdict; 4]>::new();
-        let mut writes = SmallVec::<[_; 4]>::new();
+        let mut combined = Combined::new();
+        let mut writes = SmallVec::<[_; 2]>::new();
         // One lookup: the entry found is read, then updated in place when the request passes.
         let found = shard.find_mut(hash, &key);
-        for (params, &id) in params.iter().zip(ids) {
+        for (params, &id) in policy.params().iter().zip(policy.rule_ids()) {
             let state = found.as_deref().and_then(|entry| entry.state(id, now));
             // Time is an integer count of µs; below 2^53 (the year 2255) it is exact in an f64.
             let step = algorithm::step(params, state, now as f64, cost);
-            verdicts.push(step.verdict);
+            combined.add(step.verdict);
             if let Some((write, ttl)) = step.write {
                 writes.push((id, write, now.saturating_add(ttl)));
             }
         }
-        let admitted = verdicts
-            .iter()
-            .all(|verdict| verdict.outcome() == Outcome::Allowed);
-        if admitted && !writes.is_empty() {
+        // All or nothing: a rule's write lands only if every rule admitted the request.
+        if combined.all_allowed() && !writes.is_empty() {
             let entry = match found {
                 Some(entry) => entry,
                 None => shard.entry(hash, &key, now),
             };
             let mut earliest = u64::MAX;
-            for (id, write, expires_at) in writes {
+            // Drained in place: moving the buffer into an iterator would copy it whole.
+            for (id, write, expires_at) in writes.drain(..) {
                 entry.update(id, write, now, expires_at);
                 earliest = earliest.min(expires_at);
             }
             shard.expires(earliest);
         }
         drop(shard);
-        Decision::from_verdicts(policy, &verdicts)
+        combined.decision(policy)
     }
 }
 
