@@ -18,20 +18,26 @@ pub trait Clock: Send + Sync + 'static {
 ///
 /// The monotonic clock is [`quanta`]'s: the CPU's invariant time-stamp counter where it has one
 /// (a few nanoseconds a read, against tens for the OS clock), the OS monotonic clock otherwise.
-#[derive(Debug, Clone, Copy)]
+/// The clock is held and read directly: `quanta::Instant::now` would look up quanta's global clock
+/// and its mocking hook on every read, which cost as much as the read itself.
+#[derive(Debug, Clone)]
 pub struct SystemClock {
-    anchor: quanta::Instant,
+    clock: quanta::Clock,
+    anchor_raw: u64,
     anchor_micros: u64,
 }
 
 impl SystemClock {
     /// A clock anchored at the current wall time.
     pub fn new() -> Self {
+        let clock = quanta::Clock::new();
+        let anchor_raw = clock.raw();
         let since_epoch = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or(Duration::ZERO);
         Self {
-            anchor: quanta::Instant::now(),
+            clock,
+            anchor_raw,
             anchor_micros: micros(since_epoch),
         }
     }
@@ -45,8 +51,12 @@ impl Default for SystemClock {
 
 impl Clock for SystemClock {
     fn now_micros(&self) -> u64 {
-        self.anchor_micros
-            .saturating_add(micros(self.anchor.elapsed()))
+        // Zero, not a wrapped huge delta, if the counter reads below the anchor (cores whose
+        // counters disagree): time then stands still for a moment rather than jumping.
+        let elapsed_ns = self
+            .clock
+            .delta_as_nanos(self.anchor_raw, self.clock.raw());
+        self.anchor_micros.saturating_add(elapsed_ns / 1_000)
     }
 }
 
@@ -97,4 +107,31 @@ impl Clock for ManualClock {
 
 pub(crate) fn micros(duration: Duration) -> u64 {
     u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_system_clock_follows_wall_time_and_never_goes_back() {
+        let clock = SystemClock::new();
+        let first = clock.now_micros();
+        let wall = micros(SystemTime::now().duration_since(UNIX_EPOCH).unwrap());
+        assert!(first.abs_diff(wall) < 50_000, "{first} vs wall {wall}");
+        let started = std::time::Instant::now();
+        let mut last = first;
+        while started.elapsed() < Duration::from_millis(20) {
+            let now = clock.now_micros();
+            assert!(now >= last, "went back from {last} to {now}");
+            last = now;
+        }
+        // Measured against the OS clock: a unit mistake (ns for µs) would be 1000 times off.
+        let advanced = last - first;
+        let expected = micros(started.elapsed());
+        assert!(
+            advanced <= expected + 1_000 && advanced + 5_000 >= expected,
+            "advanced {advanced} µs in {expected} µs"
+        );
+    }
 }

@@ -4,6 +4,7 @@
 //! care. Every duration is rounded *up* to the microsecond by the algorithms, and to the second by
 //! the header writer, so a client that waits as long as it is told always gets in.
 
+use std::fmt;
 use std::time::Duration;
 
 use crate::Policy;
@@ -86,15 +87,19 @@ impl RuleVerdict {
 ///
 /// let app: Router = Router::new().route("/", get(handler));
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// Kept small (40 bytes): it is returned by every check, so durations are held as microseconds.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Decision {
     outcome: Outcome,
-    rule: usize,
-    limit: u64,
+    /// Index of the reported rule in its policy (policies hold at most `MAX_RULES`).
+    rule: u8,
+    limit: u32,
     remaining: u64,
     used: u64,
-    reset_after: Duration,
-    retry_after: Option<Duration>,
+    reset_after_us: u64,
+    /// 0 unless the outcome is `Denied`.
+    retry_after_us: u64,
 }
 
 impl Decision {
@@ -108,30 +113,11 @@ impl Decision {
             !verdicts.is_empty() && verdicts.len() <= policy.rules().len(),
             "one verdict per rule"
         );
-        let (index, verdict) = verdicts
-            .iter()
-            .enumerate()
-            .max_by(|(a_index, a), (b_index, b)| {
-                restrictiveness(a)
-                    .cmp(&restrictiveness(b))
-                    .then(b_index.cmp(a_index))
-            })
-            .expect("at least one verdict");
-        let outcome = if verdicts.iter().all(|v| v.outcome == Outcome::Allowed) {
-            Outcome::Allowed
-        } else {
-            verdict.outcome
-        };
-        Self {
-            outcome,
-            rule: index,
-            limit: u64::from(policy.rules()[index].capacity()),
-            remaining: verdict.remaining,
-            used: verdict.used,
-            reset_after: Duration::from_micros(verdict.reset_after_us),
-            retry_after: (outcome == Outcome::Denied)
-                .then(|| Duration::from_micros(verdict.retry_after_us)),
+        let mut combined = Combined::new();
+        for verdict in verdicts {
+            combined.add(*verdict);
         }
+        combined.decision(policy)
     }
 
     /// Whether the request may pass.
@@ -149,12 +135,12 @@ impl Decision {
     /// not have: the layer then names no rule (no `RateLimit` header, no rule in a 429's body)
     /// rather than fail.
     pub fn rule_index(&self) -> usize {
-        self.rule
+        usize::from(self.rule)
     }
 
     /// The reported rule's capacity: its limit, or its burst for bucket algorithms.
     pub fn limit(&self) -> u64 {
-        self.limit
+        u64::from(self.limit)
     }
 
     /// How many more requests of cost 1 the reported rule admits right now.
@@ -170,13 +156,95 @@ impl Decision {
 
     /// How long until the reported rule's full capacity is available again.
     pub fn reset_after(&self) -> Duration {
-        self.reset_after
+        Duration::from_micros(self.reset_after_us)
     }
 
     /// How long to wait before this request could pass; `None` when it passed, or when it never
     /// can ([`Outcome::Never`]).
     pub fn retry_after(&self) -> Option<Duration> {
-        self.retry_after
+        (self.outcome == Outcome::Denied).then(|| Duration::from_micros(self.retry_after_us))
+    }
+}
+
+impl fmt::Debug for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Decision")
+            .field("outcome", &self.outcome)
+            .field("rule", &self.rule)
+            .field("limit", &self.limit)
+            .field("remaining", &self.remaining)
+            .field("used", &self.used)
+            .field("reset_after", &self.reset_after())
+            .field("retry_after", &self.retry_after())
+            .finish()
+    }
+}
+
+/// Rule verdicts combined one at a time, in policy order, into the decision to report: the
+/// most restrictive verdict (the earliest of equals), and whether every rule admitted the request.
+/// Stores that evaluate rules one by one feed it directly instead of collecting the verdicts.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Combined {
+    count: u8,
+    all_allowed: bool,
+    /// The most restrictive verdict so far and its rule index; meaningless while `count` is 0.
+    rule: u8,
+    verdict: RuleVerdict,
+}
+
+impl Combined {
+    pub(crate) fn new() -> Self {
+        Self {
+            count: 0,
+            all_allowed: true,
+            rule: 0,
+            verdict: RuleVerdict {
+                outcome: Outcome::Allowed,
+                remaining: 0,
+                used: 0,
+                reset_after_us: 0,
+                retry_after_us: 0,
+            },
+        }
+    }
+
+    /// The verdict of the next rule.
+    #[inline]
+    pub(crate) fn add(&mut self, verdict: RuleVerdict) {
+        self.all_allowed &= verdict.outcome == Outcome::Allowed;
+        if self.count == 0 || restrictiveness(&verdict) > restrictiveness(&self.verdict) {
+            self.rule = self.count;
+            self.verdict = verdict;
+        }
+        self.count += 1;
+    }
+
+    /// Whether every rule so far admitted the request.
+    pub(crate) fn all_allowed(&self) -> bool {
+        self.all_allowed
+    }
+
+    /// The decision, once every rule of `policy` was added.
+    pub(crate) fn decision(&self, policy: &Policy) -> Decision {
+        let verdict = &self.verdict;
+        let outcome = if self.all_allowed {
+            Outcome::Allowed
+        } else {
+            verdict.outcome
+        };
+        Decision {
+            outcome,
+            rule: self.rule,
+            limit: policy.rules()[usize::from(self.rule)].capacity(),
+            remaining: verdict.remaining,
+            used: verdict.used,
+            reset_after_us: verdict.reset_after_us,
+            retry_after_us: if outcome == Outcome::Denied {
+                verdict.retry_after_us
+            } else {
+                0
+            },
+        }
     }
 }
 
@@ -245,6 +313,21 @@ mod tests {
         assert_eq!(decision.outcome(), Outcome::Denied);
         assert_eq!(decision.rule_index(), 2);
         assert_eq!(decision.retry_after(), Some(Duration::from_secs(30)));
+    }
+
+    #[test]
+    fn a_decision_stays_small() {
+        // Returned by every check: moved through the store's future and the layer.
+        assert!(std::mem::size_of::<Decision>() <= 40);
+    }
+
+    #[test]
+    fn ties_go_to_the_earlier_rule() {
+        let decision = Decision::from_verdicts(&policy(), &[denied(30), denied(30), denied(30)]);
+        assert_eq!(decision.rule_index(), 0);
+        let decision =
+            Decision::from_verdicts(&policy(), &[allowed(3, 20), allowed(3, 20), allowed(9, 1)]);
+        assert_eq!(decision.rule_index(), 0);
     }
 
     #[test]

@@ -152,6 +152,41 @@ fn the_background_sweep_drops_expired_state_by_itself() {
     });
 }
 
+
+#[test]
+fn a_store_that_outlives_its_runtime_is_swept_by_the_next_one() {
+    let _serial = serial();
+    let paused_runtime = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap()
+    };
+    let clock = ManualClock::new(T0);
+    let store = MemoryStore::builder()
+        .clock(clock.clone())
+        .sweep_every(Duration::from_millis(50))
+        .build();
+    let policy = per_minute();
+    let key = |i: usize| Key::from(format!("client-{i}"));
+    // The first runtime starts the sweep, then shuts down, ending it.
+    let first = paused_runtime();
+    first.block_on(async {
+        for i in 0..100 {
+            assert!(store.check(&key(i), &policy, 1).await.unwrap().is_allowed());
+        }
+    });
+    drop(first);
+    // A second runtime uses the same store: its first check must start a sweep of its own.
+    paused_runtime().block_on(async {
+        assert!(store.check(&key(100), &policy, 1).await.unwrap().is_allowed());
+        assert_eq!(store.len(), 101);
+        clock.advance(Duration::from_secs(60));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(store.is_empty(), "{} keys left: no sweep ran", store.len());
+    });
+}
 #[test]
 fn max_keys_bounds_the_number_of_keys() {
     let _serial = serial();

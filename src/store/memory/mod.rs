@@ -5,7 +5,7 @@ mod shard;
 
 use std::fmt;
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ use crate::algorithm;
 use crate::clock::{Clock, SystemClock};
 use crate::concurrency::heartbeat::Heartbeat;
 use crate::concurrency::{Acquired, Lease, PermitId, Renewal, Slot};
-use crate::decision::{Decision, Outcome, RuleVerdict};
+use crate::decision::{Combined, Decision};
 use crate::key::Key;
 use crate::policy::Policy;
 
@@ -54,7 +54,11 @@ struct Inner {
     hasher: foldhash::fast::RandomState,
     clock: Arc<dyn Clock>,
     sweep_every: Duration,
-    janitor_started: AtomicBool,
+    /// Whether the background sweep's task lives. The task clears it when it ends (its runtime
+    /// shut down), so the next runtime that uses the store starts a new one.
+    janitor_running: AtomicBool,
+    /// Outside any Tokio runtime: checks left before looking for one again.
+    janitor_wait: AtomicU32,
     /// Concurrency leases, sharded like `shards` (see permits.rs).
     permits: Box<[Padded<Mutex<PermitTable>>]>,
     heartbeat: Heartbeat,
@@ -109,19 +113,32 @@ impl MemoryStore {
     }
 
     /// Starts the background sweep the first time the store is used inside a Tokio runtime.
+    #[inline]
     fn ensure_janitor(&self) {
-        if self.inner.janitor_started.load(Ordering::Relaxed)
-            || self.inner.janitor_started.swap(true, Ordering::AcqRel)
-        {
+        if !self.inner.janitor_running.load(Ordering::Relaxed) {
+            self.start_janitor();
+        }
+    }
+
+    #[cold]
+    fn start_janitor(&self) {
+        // Looking for a runtime clones its handle (an atomic increment and decrement), so a store
+        // used outside any runtime looks again only every `JANITOR_RETRY` checks. The countdown is
+        // a plain load and store: a lost update between threads only shifts the next look.
+        let wait = self.inner.janitor_wait.load(Ordering::Relaxed);
+        if wait > 0 {
+            self.inner.janitor_wait.store(wait - 1, Ordering::Relaxed);
             return;
         }
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                let store = Arc::downgrade(&self.inner);
-                drop(runtime.spawn(janitor(store, self.inner.sweep_every)));
-            }
-            // No runtime here: try again next time.
-            Err(_) => self.inner.janitor_started.store(false, Ordering::Release),
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.inner
+                .janitor_wait
+                .store(JANITOR_RETRY, Ordering::Relaxed);
+            return;
+        };
+        if !self.inner.janitor_running.swap(true, Ordering::AcqRel) {
+            let running = JanitorRunning(Arc::downgrade(&self.inner));
+            drop(runtime.spawn(janitor(running, self.inner.sweep_every)));
         }
     }
 
@@ -130,40 +147,37 @@ impl MemoryStore {
         let key = bounded(key);
         let hash = self.inner.hasher.hash_one(&*key);
         let cost = f64::from(cost);
-        let params = policy.params();
-        let ids = policy.rule_ids();
 
         let mut shard = lock(self.shard(hash));
-        let mut verdicts = SmallVec::<[RuleVerdict; 4]>::new();
-        let mut writes = SmallVec::<[_; 4]>::new();
+        let mut combined = Combined::new();
+        let mut writes = SmallVec::<[_; 2]>::new();
         // One lookup: the entry found is read, then updated in place when the request passes.
         let found = shard.find_mut(hash, &key);
-        for (params, &id) in params.iter().zip(ids) {
+        for (params, &id) in policy.params().iter().zip(policy.rule_ids()) {
             let state = found.as_deref().and_then(|entry| entry.state(id, now));
             // Time is an integer count of µs; below 2^53 (the year 2255) it is exact in an f64.
             let step = algorithm::step(params, state, now as f64, cost);
-            verdicts.push(step.verdict);
+            combined.add(step.verdict);
             if let Some((write, ttl)) = step.write {
                 writes.push((id, write, now.saturating_add(ttl)));
             }
         }
-        let admitted = verdicts
-            .iter()
-            .all(|verdict| verdict.outcome() == Outcome::Allowed);
-        if admitted && !writes.is_empty() {
+        // All or nothing: a rule's write lands only if every rule admitted the request.
+        if combined.all_allowed() && !writes.is_empty() {
             let entry = match found {
                 Some(entry) => entry,
                 None => shard.entry(hash, &key, now),
             };
             let mut earliest = u64::MAX;
-            for (id, write, expires_at) in writes {
+            // Drained in place: moving the buffer into an iterator would copy it whole.
+            for (id, write, expires_at) in writes.drain(..) {
                 entry.update(id, write, now, expires_at);
                 earliest = earliest.min(expires_at);
             }
             shard.expires(earliest);
         }
         drop(shard);
-        Decision::from_verdicts(policy, &verdicts)
+        combined.decision(policy)
     }
 }
 
@@ -277,7 +291,8 @@ impl MemoryStoreBuilder {
                 hasher: foldhash::fast::RandomState::default(),
                 clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock::new())),
                 sweep_every: self.sweep_every,
-                janitor_started: AtomicBool::new(false),
+                janitor_running: AtomicBool::new(false),
+                janitor_wait: AtomicU32::new(0),
                 permits: (0..shards)
                     .map(|index| Padded(Mutex::new(PermitTable::new(cap(index)))))
                     .collect(),
@@ -295,13 +310,31 @@ fn lock(shard: &Mutex<Shard>) -> std::sync::MutexGuard<'_, Shard> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Sweeps the store until it is dropped.
-async fn janitor(store: Weak<Inner>, every: Duration) {
+/// Checks made outside a Tokio runtime between two looks for one (see `start_janitor`).
+const JANITOR_RETRY: u32 = 1024;
+
+/// The janitor's claim on `Inner::janitor_running`, released when its task is dropped however it
+/// ends: also unpolled, when a runtime shuts down before ever running it (so it is made before the
+/// task's future and moved into it, not made inside the future's body).
+struct JanitorRunning(Weak<Inner>);
+
+impl Drop for JanitorRunning {
+    fn drop(&mut self) {
+        if let Some(store) = self.0.upgrade() {
+            store.janitor_running.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// Sweeps the store until it is dropped, or until the runtime it runs on shuts down.
+async fn janitor(running: JanitorRunning, every: Duration) {
     let mut interval = tokio::time::interval(every);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         interval.tick().await;
-        let Some(store) = store.upgrade() else { return };
+        let Some(store) = running.0.upgrade() else {
+            return;
+        };
         let now = store.clock.now_micros();
         for shard in store.shards.iter() {
             lock(&shard.0).evict_expired(now);

@@ -9,7 +9,7 @@ use crate::algorithm::{State, Write};
 /// The state of every rule for one client key.
 pub(super) struct Entry {
     hash: u64,
-    key: Box<[u8]>,
+    key: StoredKey,
     /// When the last of the rules' states stops mattering (µs since the epoch).
     expires_at: u64,
     rules: SmallVec<[RuleState; 2]>,
@@ -61,6 +61,40 @@ impl Entry {
     }
 }
 
+/// A client key as its entry holds it: inline when short (addresses, UUIDs, most API keys), so
+/// a lookup compares it without following a pointer to another cache line (with many keys, that
+/// miss was half the cost of a decision); on the heap when longer (at most 64 bytes: longer keys
+/// arrive as digests).
+enum StoredKey {
+    Inline { len: u8, bytes: [u8; INLINE_KEY] },
+    Heap(Box<[u8]>),
+}
+
+/// Inline key bytes: with the length and the tag, as large as the heap form's pointer plus length
+/// plus its allocation would be.
+const INLINE_KEY: usize = 38;
+
+impl StoredKey {
+    fn new(key: &[u8]) -> Self {
+        match u8::try_from(key.len()) {
+            Ok(len) if key.len() <= INLINE_KEY => {
+                let mut bytes = [0; INLINE_KEY];
+                bytes[..key.len()].copy_from_slice(key);
+                StoredKey::Inline { len, bytes }
+            }
+            _ => StoredKey::Heap(key.into()),
+        }
+    }
+
+    #[inline]
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            StoredKey::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            StoredKey::Heap(bytes) => bytes,
+        }
+    }
+}
+
 /// A shard's table, bounded to `capacity` entries.
 pub(super) struct Shard {
     table: HashTable<Entry>,
@@ -96,11 +130,12 @@ impl Shard {
     }
 
     pub(super) fn find(&self, hash: u64, key: &[u8]) -> Option<&Entry> {
-        self.table.find(hash, |entry| *entry.key == *key)
+        self.table.find(hash, |entry| entry.key.as_bytes() == key)
     }
 
     pub(super) fn find_mut(&mut self, hash: u64, key: &[u8]) -> Option<&mut Entry> {
-        self.table.find_mut(hash, |entry| *entry.key == *key)
+        self.table
+            .find_mut(hash, |entry| entry.key.as_bytes() == key)
     }
 
     /// The entry for `key`, created if needed. A full shard first drops expired entries, then the
@@ -120,10 +155,10 @@ impl Shard {
             }
         }
         self.table
-            .entry(hash, |entry| *entry.key == *key, |entry| entry.hash)
+            .entry(hash, |entry| entry.key.as_bytes() == key, |entry| entry.hash)
             .or_insert_with(|| Entry {
                 hash,
-                key: key.into(),
+                key: StoredKey::new(key),
                 expires_at: 0,
                 rules: SmallVec::new(),
             })
@@ -224,6 +259,23 @@ mod tests {
         insert(&mut shard, 20_000, 1_000_000, 2_000_000);
         assert_eq!(shard.scans, 2);
         assert_eq!(shard.len(), 1);
+    }
+
+    #[test]
+    fn short_keys_are_held_inline_and_long_ones_on_the_heap() {
+        assert_eq!(std::mem::size_of::<StoredKey>(), 40);
+        let mut shard = Shard::new(10);
+        for key in [&b""[..], b"203.0.113.5", &[7; INLINE_KEY], &[8; INLINE_KEY + 1], &[9; 64]] {
+            shard.entry(key.len() as u64, key, 0);
+            let entry = shard.find(key.len() as u64, key).expect("inserted");
+            assert_eq!(entry.key.as_bytes(), key);
+            let inline = matches!(entry.key, StoredKey::Inline { .. });
+            assert_eq!(inline, key.len() <= INLINE_KEY, "{} bytes", key.len());
+        }
+        // A key is never mistaken for a longer or shorter one sharing its hash.
+        shard.entry(1, b"ab", 0);
+        assert!(shard.find(1, b"a").is_none());
+        assert!(shard.find(1, b"abc").is_none());
     }
 
     #[test]
