@@ -9,6 +9,9 @@
 //! can never pass, a cost-0 peek) writes nothing, every key written carries a TTL, and the keys
 //! written are exactly `RedisStore::state_keys`.
 //!
+//! A second table changes a rule's quota under the same name between phases of requests, for every
+//! algorithm, and holds both stores to the same decisions across the change.
+//!
 //! Arrival times are µs after `T0`, midnight UTC, so epoch-aligned sub-intervals of every size
 //! used here start at `T0`. A time may be earlier than the one before: the clock went back.
 
@@ -74,6 +77,14 @@ const fn bucket(algo: Algo, limit: u32, period_us: u64, burst: u32) -> RuleSpec 
 }
 
 impl RuleSpec {
+    /// What the rule can hold at once: the burst of a bucket, else the limit.
+    fn capacity(&self) -> u32 {
+        match self.algo {
+            Algo::TokenBucket | Algo::Gcra => self.burst.unwrap_or(self.limit),
+            _ => self.limit,
+        }
+    }
+
     fn rule(&self) -> Rule {
         let mut quota = Quota::new(self.limit, Duration::from_micros(self.period_us));
         if let Some(burst) = self.burst {
@@ -609,6 +620,196 @@ const SCENARIOS: &[Scenario] = &[
     },
 ];
 
+// ---- A rule's quota changing under the same name ------------------------------------------
+//
+// Each phase runs under its own policy, on the same stores, clock and client key, so it sees what
+// the earlier phases left. A change of what the state is counted in (a period, a bucket's rate,
+// sub-intervals) names another key: the new quota starts fresh and the old state waits, untouched,
+// for its TTL. A new limit (windows) or burst (buckets) keeps the key and reads the state as it is.
+
+/// One quota of a rule, and the requests made under it.
+struct Phase {
+    rules: &'static [RuleSpec],
+    requests: &'static [Req],
+}
+
+struct QuotaChange {
+    name: &'static str,
+    phases: &'static [Phase],
+}
+
+const fn phase(rules: &'static [RuleSpec], requests: &'static [Req]) -> Phase {
+    Phase { rules, requests }
+}
+
+const FW_CHANGES: &[Phase] = &[
+    phase(
+        &[rule("fw", Algo::FixedWindow, 5, 10 * S)],
+        &[allow(0, 3, 2, 3, 10 * S)],
+    ),
+    // A lowered limit: the 3 units used are more than it holds, so nothing fits until the window
+    // ends (not even a peek, which reports the overdraft as a denial).
+    phase(
+        &[rule("fw", Algo::FixedWindow, 2, 10 * S)],
+        &[
+            deny(S, 0, 0, 3, 9 * S, 9 * S),
+            deny(S, 1, 0, 3, 9 * S, 9 * S),
+        ],
+    ),
+    // A raised one: the same window, with more room.
+    phase(
+        &[rule("fw", Algo::FixedWindow, 10, 10 * S)],
+        &[allow(2 * S, 1, 6, 4, 8 * S)],
+    ),
+    // Another period: a window of its own.
+    phase(
+        &[rule("fw", Algo::FixedWindow, 10, MIN)],
+        &[allow(3 * S, 1, 9, 1, MIN)],
+    ),
+    // And back: the 10 s window is still the one that started at 0.
+    phase(
+        &[rule("fw", Algo::FixedWindow, 10, 10 * S)],
+        &[allow(4 * S, 0, 6, 4, 6 * S)],
+    ),
+];
+
+const LOG_CHANGES: &[Phase] = &[
+    phase(
+        &[LOG],
+        &[allow(0, 2, 1, 2, 10 * S), allow(S, 1, 0, 3, 10 * S)],
+    ),
+    // A lowered limit: 3 entries for a limit of 1. A peek fits once two have left (at 10 s), a
+    // request once all three have (at 11 s).
+    phase(
+        &[rule("log", Algo::SlidingLog, 1, 10 * S)],
+        &[
+            deny(2 * S, 0, 0, 3, 9 * S, 8 * S),
+            deny(2 * S, 1, 0, 3, 9 * S, 9 * S),
+            deny(10 * S, 1, 0, 1, S, S),
+            allow(11 * S, 1, 0, 1, 10 * S),
+        ],
+    ),
+    // A raised limit counts the same entries.
+    phase(
+        &[rule("log", Algo::SlidingLog, 5, 10 * S)],
+        &[allow(12 * S, 2, 2, 3, 10 * S)],
+    ),
+    // Another period: a log of its own.
+    phase(
+        &[rule("log", Algo::SlidingLog, 5, MIN)],
+        &[allow(13 * S, 0, 5, 0, 0)],
+    ),
+];
+
+const SW_CHANGES: &[Phase] = &[
+    // 3 per minute in sub-intervals of 1 s.
+    phase(
+        &[rule("sw", Algo::SlidingWindow(60), 3, MIN)],
+        &[allow(0, 3, 0, 3, 61 * S)],
+    ),
+    // A lowered limit: the 3 counted at 0 exceed it. A peek fits when 3 × the trailing weight is
+    // at most 2, 1/3 into the second after the minute; a request when it is at most 1, at 2/3.
+    phase(
+        &[rule("sw", Algo::SlidingWindow(60), 2, MIN)],
+        &[
+            deny(2 * S, 0, 0, 3, 59 * S, 58_333_334),
+            deny(2 * S, 1, 0, 3, 59 * S, 58_666_667),
+        ],
+    ),
+    // A raised limit: the same counts, more room.
+    phase(
+        &[rule("sw", Algo::SlidingWindow(60), 10, MIN)],
+        &[allow(2 * S, 1, 6, 4, 61 * S)],
+    ),
+    // 5 per hour, still 60 sub-intervals, now of a minute. Read as minutes, the seconds counted
+    // above would lie ~28 million years ahead; this quota has counts of its own instead, and the
+    // 61 minutes to reset that it needs.
+    phase(
+        &[rule("sw", Algo::SlidingWindow(60), 5, 60 * MIN)],
+        &[allow(3 * S, 2, 3, 2, 61 * MIN - 3 * S)],
+    ),
+    // Other sub-intervals of the same period: counts of their own.
+    phase(
+        &[rule("sw", Algo::SlidingWindow(30), 10, MIN)],
+        &[allow(3 * S, 0, 10, 0, 0)],
+    ),
+];
+
+// The buckets first change rate and period (a level is counted in units of the rate, so each
+// rate has a bucket of its own), then burst: GCRA keeps its level (a raised burst is room at
+// once), while a token bucket's tokens refill for longer under a larger burst, so each burst has
+// a bucket of its own.
+
+/// 3 per second, burst 3: all taken.
+const BUCKET_RATE_A: &[Req] = &[allow(0, 3, 0, 3, S)];
+/// 10 per second: read in this rate's units, the 3 taken would be 30 of 10; it has a bucket of
+/// its own, full.
+const BUCKET_RATE_B: &[Req] = &[allow(0, 0, 10, 0, 0), allow(0, 10, 0, 10, S)];
+/// Back to 3 per second: its bucket, drained 100 ms since, holds 2.7 requests.
+const BUCKET_RATE_A_AGAIN: &[Req] = &[deny(100 * MS, 1, 0, 3, 900 * MS, 233_334)];
+/// The same rate as 180 per minute: another period, another bucket.
+const BUCKET_PERIOD: &[Req] = &[allow(100 * MS, 0, 3, 0, 0)];
+
+const TB_CHANGES: &[Phase] = &[
+    phase(&[bucket(Algo::TokenBucket, 3, S, 3)], BUCKET_RATE_A),
+    phase(&[bucket(Algo::TokenBucket, 10, S, 10)], BUCKET_RATE_B),
+    phase(&[bucket(Algo::TokenBucket, 3, S, 3)], BUCKET_RATE_A_AGAIN),
+    phase(&[bucket(Algo::TokenBucket, 180, MIN, 3)], BUCKET_PERIOD),
+    // Burst 6: a bucket of its own, full.
+    phase(
+        &[bucket(Algo::TokenBucket, 3, S, 6)],
+        &[allow(100 * MS, 6, 0, 6, 2 * S)],
+    ),
+    // Burst 3 again: 0.6 tokens at 200 ms; one more fits at 1/3 s.
+    phase(
+        &[bucket(Algo::TokenBucket, 3, S, 3)],
+        &[deny(200 * MS, 1, 0, 3, 800 * MS, 133_334)],
+    ),
+];
+
+const GCRA_CHANGES: &[Phase] = &[
+    phase(&[bucket(Algo::Gcra, 3, S, 3)], BUCKET_RATE_A),
+    phase(&[bucket(Algo::Gcra, 10, S, 10)], BUCKET_RATE_B),
+    phase(&[bucket(Algo::Gcra, 3, S, 3)], BUCKET_RATE_A_AGAIN),
+    phase(&[bucket(Algo::Gcra, 180, MIN, 3)], BUCKET_PERIOD),
+    // Burst 6: the level of 2.7 leaves room for 3.3.
+    phase(
+        &[bucket(Algo::Gcra, 3, S, 6)],
+        &[allow(100 * MS, 3, 0, 6, 1_900 * MS)],
+    ),
+    // Burst 2: a level of 5.4, so nothing fits until it has drained to 2 (a peek) or 1.
+    phase(
+        &[bucket(Algo::Gcra, 3, S, 2)],
+        &[
+            deny(200 * MS, 0, 0, 6, 1_800 * MS, 1_133_334),
+            deny(200 * MS, 1, 0, 6, 1_800 * MS, 1_466_667),
+        ],
+    ),
+];
+
+const QUOTA_CHANGES: &[QuotaChange] = &[
+    QuotaChange {
+        name: "fw-quota-changes",
+        phases: FW_CHANGES,
+    },
+    QuotaChange {
+        name: "log-quota-changes",
+        phases: LOG_CHANGES,
+    },
+    QuotaChange {
+        name: "sw-quota-changes",
+        phases: SW_CHANGES,
+    },
+    QuotaChange {
+        name: "tb-quota-changes",
+        phases: TB_CHANGES,
+    },
+    QuotaChange {
+        name: "gcra-quota-changes",
+        phases: GCRA_CHANGES,
+    },
+];
+
 /// A scenario's stores, on one clock, and a plain connection to inspect Redis.
 struct Stores {
     clock: ManualClock,
@@ -676,12 +877,34 @@ impl Stores {
 
     /// Runs every request of `scenario`; the first problem ends it.
     async fn run(&mut self, scenario: &Scenario) -> Result<(), String> {
-        let policy = Policy::new(scenario.rules.iter().map(RuleSpec::rule))
+        self.run_phase(scenario.rules, scenario.requests, &mut BTreeSet::new())
+            .await
+    }
+
+    /// Runs every phase of `change` in turn; the first problem ends it.
+    async fn run_change(&mut self, change: &QuotaChange) -> Result<(), String> {
+        let mut state_keys = BTreeSet::new();
+        for (index, phase) in change.phases.iter().enumerate() {
+            self.run_phase(phase.rules, phase.requests, &mut state_keys)
+                .await
+                .map_err(|problem| format!("phase {index}: {problem}"))?;
+        }
+        Ok(())
+    }
+
+    /// Runs `requests` under a policy of `rules`. `state_keys` gathers the keys of every policy run
+    /// so far on this client: a key written under an earlier quota may still be there.
+    async fn run_phase(
+        &mut self,
+        rules: &[RuleSpec],
+        requests: &[Req],
+        state_keys: &mut BTreeSet<String>,
+    ) -> Result<(), String> {
+        let policy = Policy::new(rules.iter().map(RuleSpec::rule))
             .map_err(|err| format!("the policy does not build: {err}"))?;
         let key = Key::from("client");
-        let state_keys: BTreeSet<String> =
-            self.redis.state_keys(&key, &policy).into_iter().collect();
-        for (index, req) in scenario.requests.iter().enumerate() {
+        state_keys.extend(self.redis.state_keys(&key, &policy));
+        for (index, req) in requests.iter().enumerate() {
             let at = format!("request {index} (at +{} µs, cost {})", req.at, req.cost);
             self.clock.set(T0 + req.at);
             let memory = self.memory.check(&key, &policy, req.cost).await.unwrap();
@@ -711,7 +934,7 @@ impl Stores {
             if !immortal.is_empty() {
                 return Err(format!("{at}: keys without a TTL: {immortal:?}"));
             }
-            if !keys.is_subset(&state_keys) {
+            if !keys.is_subset(state_keys) {
                 return Err(format!(
                     "{at}: wrote {keys:?}, but state_keys says {state_keys:?}"
                 ));
@@ -769,6 +992,25 @@ async fn every_scenario_decides_identically_on_both_stores_and_as_the_table_says
     );
 }
 
+#[tokio::test]
+async fn quota_changes_under_the_same_name_decide_identically_on_both_stores() {
+    let server = RedisServer::start();
+    let mut failures = Vec::new();
+    for change in QUOTA_CHANGES {
+        let mut stores = Stores::new(&server, change.name).await;
+        if let Err(problem) = stores.run_change(change).await {
+            failures.push(format!("{}: {problem}", change.name));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} quota changes failed:\n{}",
+        failures.len(),
+        QUOTA_CHANGES.len(),
+        failures.join("\n")
+    );
+}
+
 /// The table keeps covering every edge case for every algorithm, whatever is added to it.
 #[test]
 fn the_table_covers_every_algorithm_and_edge_case() {
@@ -787,6 +1029,14 @@ fn the_table_covers_every_algorithm_and_edge_case() {
             .collect();
         let requests = || scenarios.iter().flat_map(|scenario| scenario.requests);
         let rules = || scenarios.iter().map(|scenario| scenario.rules[0]);
+        // Each change of quota in a quota-change scenario of this algorithm: (before, after).
+        let changes = || {
+            QUOTA_CHANGES
+                .iter()
+                .flat_map(|change| change.phases.windows(2))
+                .map(|pair| (pair[0].rules[0], pair[1].rules[0]))
+                .filter(|(before, after)| is(before.algo) && is(after.algo))
+        };
         let cases = [
             ("a peek", requests().any(|req| req.cost == 0)),
             ("a cost above 1", requests().any(|req| req.cost > 1)),
@@ -817,6 +1067,22 @@ fn the_table_covers_every_algorithm_and_edge_case() {
                         .requests
                         .windows(2)
                         .any(|pair| pair[1].at < pair[0].at)
+                }),
+            ),
+            (
+                "a quota change to another period",
+                changes().any(|(before, after)| before.period_us != after.period_us),
+            ),
+            (
+                "a quota change to a lower limit or burst",
+                changes().any(|(before, after)| {
+                    before.period_us == after.period_us && after.capacity() < before.capacity()
+                }),
+            ),
+            (
+                "a quota change to a higher limit or burst",
+                changes().any(|(before, after)| {
+                    before.period_us == after.period_us && after.capacity() > before.capacity()
                 }),
             ),
         ];

@@ -41,8 +41,8 @@ fn layer(store: &RedisStore, rules: Vec<Rule>) -> RateLimitLayer {
 }
 
 /// Three routes on one store:
-/// - `/fw`: a fixed window of 3 per hour (key `ratelimit:fw:fw:{client}`);
-/// - `/gcra`: GCRA, 2 per minute (key `ratelimit:g:gcra:{client}`);
+/// - `/fw`: a fixed window of 3 per hour (key `ratelimit:fw:fw-1h:{client}`);
+/// - `/gcra`: GCRA, 2 per minute (key `ratelimit:g:gcra-2/1m:{client}`);
 /// - `/multi`: 5 per hour (fixed window) and 2 per hour (GCRA), checked together.
 fn app(redis: &RedisServer) -> Router {
     let store = RedisStore::open(&redis.url()).unwrap();
@@ -152,7 +152,7 @@ async fn decisions_continue_after_script_flush() {
     let response = send(&app, "/", PEER, &[("x-client", "alice")]).await;
     assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(header(&response, "rate-limiting-state"), "Deny");
-    assert_eq!(redis.cli(&["HGET", "ratelimit:fw:fw:{alice}", "n"]), "5");
+    assert_eq!(redis.cli(&["HGET", "ratelimit:fw:fw-1h:{alice}", "n"]), "5");
 
     // Twenty concurrent callers all meet NOSCRIPT; the quota of 5 still holds exactly.
     flush();
@@ -178,7 +178,7 @@ async fn decisions_continue_after_script_flush() {
         .filter(|a| *a == &(StatusCode::TOO_MANY_REQUESTS, "Deny".to_owned()))
         .count();
     assert_eq!((allowed, denied), (5, 15), "{answers:?}");
-    assert_eq!(redis.cli(&["HGET", "ratelimit:fw:fw:{bob}", "n"]), "5");
+    assert_eq!(redis.cli(&["HGET", "ratelimit:fw:fw-1h:{bob}", "n"]), "5");
 }
 
 /// After a mix of allowed, denied, never-admissible and cost-0 requests from several clients on
@@ -223,7 +223,7 @@ async fn every_written_key_has_a_ttl() {
     let expected: BTreeSet<String> = clients
         .iter()
         .flat_map(|client| {
-            ["fw:fw", "g:gcra", "m-fw:fw", "m-g:gcra"]
+            ["fw:fw-1h", "g:gcra-2/1m", "m-fw:fw-1h", "m-g:gcra-2/1h"]
                 .map(|rule| format!("ratelimit:{rule}:{{{client}}}"))
         })
         .collect();
@@ -253,10 +253,10 @@ async fn a_denied_request_writes_nothing() {
         assert_eq!(request(&app, "/gcra", "dave", 1).await.1, "Allow");
         assert_eq!(request(&app, "/multi", "dave", 1).await.1, "Allow");
     }
-    let fw = "ratelimit:fw:fw:{dave}";
-    let gcra = "ratelimit:g:gcra:{dave}";
-    let multi_fw = "ratelimit:m-fw:fw:{dave}";
-    let multi_gcra = "ratelimit:m-g:gcra:{dave}";
+    let fw = "ratelimit:fw:fw-1h:{dave}";
+    let gcra = "ratelimit:g:gcra-2/1m:{dave}";
+    let multi_fw = "ratelimit:m-fw:fw-1h:{dave}";
+    let multi_gcra = "ratelimit:m-g:gcra-2/1h:{dave}";
     let snapshot = |redis: &RedisServer| {
         (
             redis.cli(&["HGETALL", fw]),
@@ -383,7 +383,8 @@ async fn every_algorithm_sets_a_ttl_no_longer_than_its_state_matters() {
     let expected: BTreeSet<String> = clients
         .iter()
         .flat_map(|client| {
-            ["log:log", "sw:sw4", "tb:tb"].map(|rule| format!("ratelimit:{rule}:{{{client}}}"))
+            ["log:log-1h", "sw:sw4-1h", "tb:tb2-2/1m"]
+                .map(|rule| format!("ratelimit:{rule}:{{{client}}}"))
         })
         .collect();
     assert_eq!(keys, expected);
@@ -401,5 +402,5 @@ async fn every_algorithm_sets_a_ttl_no_longer_than_its_state_matters() {
         );
     }
     // The log holds one entry per admitted unit, never more than its limit.
-    assert_eq!(redis.cli(&["ZCARD", "ratelimit:log:log:{alice}"]), "3");
+    assert_eq!(redis.cli(&["ZCARD", "ratelimit:log:log-1h:{alice}"]), "3");
 }
