@@ -422,10 +422,28 @@ const BUCKET_ONE_PER_TEN_YEARS: &[Req] = &[
 ];
 
 const BUCKET_CLOCK_BACK: &[Req] = &[
-    // Burst 4, 2 per second. Time going back drains nothing.
+    // Burst 4, 2 per second. Time going back neither drains nor refills: the bucket stays at its
+    // time (5 s), a request behind it adds to it there, and waits count from now.
     allow(5 * S, 2, 2, 2, S),
-    allow(4 * S, 1, 1, 3, 1_500_000),
-    allow(5 * S, 0, 3, 1, 500_000),
+    allow(4 * S, 1, 1, 3, 2_500_000),
+    // Back at 5 s all three are still in the bucket (moving its time back to 4 s would drain
+    // the second in between twice).
+    allow(5 * S, 0, 1, 3, 1_500_000),
+    deny(4 * S, 2, 1, 3, 2_500_000, 1_500_000),
+];
+
+const BUCKET_ALTERNATING_TIMES: &[Req] = &[
+    // Burst 4, 2 per second, callers' times alternating between 10 s and 9 s: the burst passes,
+    // then nothing until the bucket drains from 10 s on.
+    allow(10 * S, 1, 3, 1, 500_000),
+    allow(9 * S, 1, 2, 2, 2 * S),
+    allow(10 * S, 1, 1, 3, 1_500_000),
+    allow(9 * S, 1, 0, 4, 3 * S),
+    deny(10 * S, 1, 0, 4, 2 * S, 500_000),
+    deny(9 * S, 1, 0, 4, 3 * S, 1_500_000),
+    deny(10 * S, 1, 0, 4, 2 * S, 500_000),
+    deny(9 * S, 1, 0, 4, 3 * S, 1_500_000),
+    allow(10_500_000, 1, 0, 4, 2 * S),
 ];
 
 // ---- Several rules at once ----------------------------------------------------------------
@@ -612,6 +630,16 @@ const SCENARIOS: &[Scenario] = &[
         name: "gcra-clock-back",
         rules: &[bucket(Algo::Gcra, 2, S, 4)],
         requests: BUCKET_CLOCK_BACK,
+    },
+    Scenario {
+        name: "tb-alternating-times",
+        rules: &[bucket(Algo::TokenBucket, 2, S, 4)],
+        requests: BUCKET_ALTERNATING_TIMES,
+    },
+    Scenario {
+        name: "gcra-alternating-times",
+        rules: &[bucket(Algo::Gcra, 2, S, 4)],
+        requests: BUCKET_ALTERNATING_TIMES,
     },
     Scenario {
         name: "multi-all-or-nothing",
