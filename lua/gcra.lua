@@ -19,7 +19,7 @@ ALGORITHMS[2] = function(key, now, cost, limit, period, burst)
     local since = sep and tonumber(string.sub(stored, 1, sep - 1))
     local previous = sep and tonumber(string.sub(stored, sep + 1))
     if since and previous then
-      level, at = bucket_at(previous, since, now, limit)
+      level, at = bucket_at(previous, since, now, limit, burst * period)
     end
   end
   local verdict, remaining, used, reset_after, retry_after, new_level =

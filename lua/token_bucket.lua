@@ -23,7 +23,7 @@ ALGORITHMS[5] = function(key, now, cost, limit, period, burst)
   if since and tokens then
     -- More tokens than the capacity (the burst was lowered while the state was live) is a full
     -- bucket.
-    level, at = bucket_at(math.max(0, capacity - tokens), since, now, limit)
+    level, at = bucket_at(math.max(0, capacity - tokens), since, now, limit, capacity)
   end
   local verdict, remaining, used, reset_after, retry_after, new_level =
     bucket(level, at - now, cost, limit, period, burst)

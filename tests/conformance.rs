@@ -77,6 +77,19 @@ const fn bucket(algo: Algo, limit: u32, period_us: u64, burst: u32) -> RuleSpec 
 }
 
 impl RuleSpec {
+    /// The longest a request's state can matter (µs): a full bucket's drain time, else the
+    /// period. State further ahead of the clock than this is not the rule's own.
+    fn span(&self) -> u64 {
+        match self.algo {
+            Algo::TokenBucket | Algo::Gcra => {
+                let units = u128::from(self.capacity()) * u128::from(self.period_us);
+                u64::try_from(units.div_ceil(u128::from(self.limit)))
+                    .expect("a drain time in µs fits in a u64")
+            }
+            _ => self.period_us,
+        }
+    }
+
     /// What the rule can hold at once: the burst of a bucket, else the limit.
     fn capacity(&self) -> u32 {
         match self.algo {
@@ -223,6 +236,16 @@ const FW_CLOCK_BACK: &[Req] = &[
     deny(S, 1, 0, 5, 14 * S, 14 * S),
 ];
 
+const FW_CLOCK_FAR_BACK: &[Req] = &[
+    allow(20 * S, 2, 3, 2, 10 * S),
+    // A period before the window's start: still that window, which ends two periods later.
+    allow(10 * S, 1, 2, 3, 20 * S),
+    // A µs further back no window of this rule can start that late: the state is foreign, a
+    // window starts now, and the one from 20 s is forgotten.
+    allow(10 * S - 1, 1, 4, 1, 10 * S),
+    allow(20 * S, 0, 5, 0, 10 * S),
+];
+
 // ---- Sliding log --------------------------------------------------------------------------
 
 const LOG: RuleSpec = rule("log", Algo::SlidingLog, 3, 10 * S);
@@ -284,6 +307,15 @@ const LOG_CLOCK_BACK: &[Req] = &[
     allow(0, 1, 1, 2, 15 * S),
     allow(0, 1, 0, 3, 15 * S),
     deny(0, 1, 0, 3, 15 * S, 10 * S),
+];
+
+const LOG_CLOCK_FAR_BACK: &[Req] = &[
+    allow(20 * S, 2, 1, 2, 10 * S),
+    // The newest entry a period ahead still counts.
+    allow(10 * S, 0, 1, 2, 20 * S),
+    // A µs further back it cannot be this rule's: the log counts as empty and is replaced.
+    allow(10 * S - 1, 1, 2, 1, 10 * S),
+    allow(20 * S, 0, 3, 0, 0),
 ];
 
 // ---- Sliding window counter ---------------------------------------------------------------
@@ -373,6 +405,16 @@ const SW_CLOCK_BACK: &[Req] = &[
     deny(S, 1, 0, 2, 1_500_000, 1_250_000),
 ];
 
+const SW_CLOCK_FAR_BACK: &[Req] = &[
+    // 2 per second, two sub-intervals of 500 ms: counted in the one starting at 10 s.
+    allow(10 * S, 2, 0, 2, 1_500_000),
+    // Two sub-intervals (a period) behind it: evaluated at its start.
+    allow(9 * S, 0, 0, 2, 2_500_000),
+    // Three behind: the counts cannot be this rule's; they count as nothing and are replaced.
+    allow(9 * S - 1, 1, 1, 1, 1_000_001),
+    allow(10 * S, 0, 2, 0, 0),
+];
+
 // ---- Token bucket and GCRA: the same meter, so the same table --------------------------------
 
 const BUCKET_FOUR_AT_TWO_PER_SECOND: &[Req] = &[
@@ -446,6 +488,17 @@ const BUCKET_ALTERNATING_TIMES: &[Req] = &[
     allow(10_500_000, 1, 0, 4, 2 * S),
 ];
 
+const BUCKET_CLOCK_FAR_BACK: &[Req] = &[
+    // Burst 4, 2 per second: a full bucket drains in 2 s.
+    allow(10 * S, 2, 2, 2, S),
+    // 2 s behind the bucket's time: honoured, the waits count from now.
+    allow(8 * S, 0, 2, 2, 3 * S),
+    // A µs further back no bucket of this rule could still hold anything at 10 s: the state is
+    // foreign and the bucket empty, from now.
+    allow(8 * S - 1, 1, 3, 1, 500_000),
+    allow(10 * S, 0, 4, 0, 0),
+];
+
 // ---- Several rules at once ----------------------------------------------------------------
 
 const MULTI_RULES: &[RuleSpec] = &[
@@ -512,6 +565,11 @@ const SCENARIOS: &[Scenario] = &[
         requests: FW_CLOCK_BACK,
     },
     Scenario {
+        name: "fw-clock-far-back",
+        rules: &[FW],
+        requests: FW_CLOCK_FAR_BACK,
+    },
+    Scenario {
         name: "log-slides-entry-by-entry",
         rules: &[LOG],
         requests: LOG_SLIDES_ENTRY_BY_ENTRY,
@@ -542,6 +600,11 @@ const SCENARIOS: &[Scenario] = &[
         requests: LOG_CLOCK_BACK,
     },
     Scenario {
+        name: "log-clock-far-back",
+        rules: &[LOG],
+        requests: LOG_CLOCK_FAR_BACK,
+    },
+    Scenario {
         name: "sw-one-sub-interval",
         rules: &[rule("sw", Algo::SlidingWindow(1), 10, MIN)],
         requests: SW_ONE_SUB_INTERVAL,
@@ -570,6 +633,11 @@ const SCENARIOS: &[Scenario] = &[
         name: "sw-clock-back",
         rules: &[rule("sw", Algo::SlidingWindow(2), 2, S)],
         requests: SW_CLOCK_BACK,
+    },
+    Scenario {
+        name: "sw-clock-far-back",
+        rules: &[rule("sw", Algo::SlidingWindow(2), 2, S)],
+        requests: SW_CLOCK_FAR_BACK,
     },
     Scenario {
         name: "tb-four-at-two-per-second",
@@ -630,6 +698,16 @@ const SCENARIOS: &[Scenario] = &[
         name: "gcra-clock-back",
         rules: &[bucket(Algo::Gcra, 2, S, 4)],
         requests: BUCKET_CLOCK_BACK,
+    },
+    Scenario {
+        name: "tb-clock-far-back",
+        rules: &[bucket(Algo::TokenBucket, 2, S, 4)],
+        requests: BUCKET_CLOCK_FAR_BACK,
+    },
+    Scenario {
+        name: "gcra-clock-far-back",
+        rules: &[bucket(Algo::Gcra, 2, S, 4)],
+        requests: BUCKET_CLOCK_FAR_BACK,
     },
     Scenario {
         name: "tb-alternating-times",
@@ -1095,6 +1173,17 @@ fn the_table_covers_every_algorithm_and_edge_case() {
                         .requests
                         .windows(2)
                         .any(|pair| pair[1].at < pair[0].at)
+                }),
+            ),
+            (
+                "a clock going back further than the rule's state can matter",
+                scenarios.iter().any(|scenario| {
+                    let span = scenario.rules[0].span();
+                    let mut latest = 0;
+                    scenario.requests.iter().any(|req| {
+                        latest = latest.max(req.at);
+                        latest - req.at > span
+                    })
                 }),
             ),
             (

@@ -1,19 +1,20 @@
 //! What the decision script does to Redis: it survives `SCRIPT FLUSH` (NOSCRIPT is answered by
-//! loading the script again), every key it writes carries a TTL, and a request that is not
-//! admitted (denied, never admissible, or a cost-0 peek) writes nothing at all.
+//! loading the script again), every key it writes carries a TTL, a request that is not admitted
+//! (denied, never admissible, or a cost-0 peek) writes nothing at all, and state found far ahead
+//! of the server's clock is replaced rather than honoured.
 
 mod support;
 
 use std::collections::BTreeSet;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use axum::Router;
 use axum::routing::get;
 use http::StatusCode;
 use http::request::Parts;
 use support::{RedisServer, get as send, header};
-use tower_redis_ratelimit::key::HeaderKey;
-use tower_redis_ratelimit::{Quota, RateLimitLayer, RedisStore, Rule};
+use tower_redis_ratelimit::key::{HeaderKey, Key};
+use tower_redis_ratelimit::{Outcome, Policy, Quota, RateLimitLayer, RedisStore, Rule, Store};
 
 const PEER: &str = "192.0.2.9:6000";
 /// Long, so that these tests check what Redis holds, never a timeout on a busy machine.
@@ -403,4 +404,96 @@ async fn every_algorithm_sets_a_ttl_no_longer_than_its_state_matters() {
     }
     // The log holds one entry per admitted unit, never more than its limit.
     assert_eq!(redis.cli(&["ZCARD", "ratelimit:log:log-1h:{alice}"]), "3");
+}
+
+/// State that no rule of this quota could have written, planted ahead of the server's clock by
+/// far more than the rule's span (as another quota's state, a key from before a clock step back,
+/// or a hand-made key would be), is never honoured: it counts as no state, the next admission
+/// replaces it, and neither the reported waits nor the key's TTL go beyond what the rule itself
+/// can need. Without this, the sliding window's case (second-indexes read as minute-indexes)
+/// answered a reset ~1e17 µs away and set a TTL of ~3,000 years.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_state_far_ahead_of_the_clock_is_replaced_not_honoured() {
+    let redis = RedisServer::start();
+    let store = RedisStore::open(&redis.url()).unwrap();
+    let client = Key::from("mallory");
+    // The year 2255 in µs: 2^53 - 1, the largest time a script holds exactly.
+    let far = "9007199254740991";
+    // This second's index, which a window of minute-long sub-intervals reads as ~1.7e9 minutes
+    // ahead (the same machine runs Redis, so its clock is this one).
+    let seconds = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        .to_string();
+    let gcra_level = format!("{far}:2000000");
+    let log_member = format!("{far}:1");
+    // Each rule, what is planted in its key, and the longest reset (and TTL) it can need: the
+    // window's period, the sliding window's period and a sub-interval, the bucket's drain time.
+    let minute = 60_000_000;
+    let cases: [(Rule, Vec<&str>, u64); 5] = [
+        (
+            Rule::fixed_window("fw", Quota::per_minute(3)),
+            vec!["HSET", "s", far, "n", "3"],
+            minute,
+        ),
+        (
+            Rule::sliding_log("log", Quota::per_minute(3)),
+            vec!["ZADD", far, &log_member],
+            minute,
+        ),
+        (
+            Rule::sliding_window("sw", Quota::per_hour(5), 60),
+            vec!["HSET", &seconds, "3"],
+            61 * minute,
+        ),
+        (
+            Rule::token_bucket("tb", Quota::per_second(2).with_burst(4)),
+            vec!["HSET", "t", far, "k", "0"],
+            2_000_000,
+        ),
+        (
+            Rule::gcra("g", Quota::per_second(2).with_burst(4)),
+            vec!["SET", &gcra_level],
+            2_000_000,
+        ),
+    ];
+    for (rule, plant, longest) in cases {
+        let name = rule.name().to_owned();
+        let policy = Policy::try_from(rule).unwrap();
+        let key = store.state_keys(&client, &policy).remove(0);
+        let mut command = plant.clone();
+        command.insert(1, &key);
+        redis.cli(&command);
+
+        let decision = store.check(&client, &policy, 2).await.unwrap();
+        assert_eq!(
+            (decision.outcome(), decision.used()),
+            (Outcome::Allowed, 2),
+            "{name}: the planted state counts as none"
+        );
+        let reset = u64::try_from(decision.reset_after().as_micros()).unwrap();
+        // The window algorithms start now: a whole period; 2 of a burst of 4 at 2 per second
+        // drain in 1 s; the sliding window's sub-interval started up to a minute ago.
+        let expected = match name.as_str() {
+            "fw" | "log" => minute..=minute,
+            "sw" => 60 * minute + 1..=61 * minute,
+            _ => 1_000_000..=1_000_000,
+        };
+        assert!(expected.contains(&reset), "{name}: reset after {reset} µs");
+        let ttl_ms = redis.pttl(&key);
+        assert!(
+            0 < ttl_ms && u64::try_from(ttl_ms).unwrap() * 1_000 <= longest,
+            "{name}: PTTL {ttl_ms} ms"
+        );
+        // Nothing of the planted state is left.
+        let left = match name.as_str() {
+            "fw" => redis.cli(&["HGET", &key, "s"]) == far,
+            "log" => !redis.cli(&["ZSCORE", &key, &log_member]).is_empty(),
+            "sw" => redis.cli(&["HEXISTS", &key, &seconds]) == "1",
+            "tb" => redis.cli(&["HGET", &key, "t"]) == far,
+            _ => redis.cli(&["GET", &key]).starts_with(far),
+        };
+        assert!(!left, "{name}: the planted state is still in {key}");
+    }
 }

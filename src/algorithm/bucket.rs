@@ -88,9 +88,20 @@ fn drain(level: f64, since: f64, now: f64, limit: f64) -> f64 {
 /// refilled, and the bucket stays at `since`: moving `since` back to now would let the next later
 /// request drain the interval from now to `since` a second time, a refund (alternating two times
 /// a second apart once admitted every request).
-pub(super) fn at(level: f64, since: f64, now: f64, limit: f64) -> (f64, f64) {
-    if since > now {
-        return (level, since);
+///
+/// But no bucket of this rule is worth honouring further ahead than a full one takes to drain
+/// (`capacity` units): such a `since` is foreign (another rule's state, a clock stepped back by
+/// more than that) and would hold the client back for as long as it lies ahead. The bucket then
+/// counts as empty, from now, so no reported wait or TTL exceeds twice the drain time.
+pub(super) fn at(level: f64, since: f64, now: f64, limit: f64, capacity: f64) -> (f64, f64) {
+    let lead = since - now;
+    if lead <= 0.0 {
+        return (drain(level, since, now, limit), now);
     }
-    (drain(level, since, now, limit), now)
+    // lead > capacity / limit, exactly: both operands are integers below 2^53, so a product at
+    // or below the capacity is exact, and one above it rounds to no less than the capacity + 1.
+    if lead * limit > capacity {
+        return (0.0, now);
+    }
+    (level, since)
 }

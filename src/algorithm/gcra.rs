@@ -13,7 +13,8 @@ pub(crate) struct State {
 
 pub(super) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) -> Step {
     let (level, at) = state.map_or((0.0, now), |state| {
-        bucket::at(state.level, state.since, now, params.limit)
+        let capacity = params.burst * params.period;
+        bucket::at(state.level, state.since, now, params.limit, capacity)
     });
     let (verdict, new_level) = bucket::evaluate(params, level, at - now, cost);
     let write = new_level.map(|level| Write::Set(super::State::Gcra(State { since: at, level })));
@@ -137,6 +138,38 @@ mod tests {
                 level: 3.0 * p.period
             }
         );
+    }
+
+    #[test]
+    fn a_bucket_time_further_ahead_than_a_full_bucket_drains_is_foreign() {
+        // Burst 4 at 2 per second: a full bucket drains in 2 s.
+        let p = params(Quota::per_second(2).with_burst(4));
+        let t = 1_700_000_000.0 * SECOND;
+        let full = State {
+            since: t + 2.0 * SECOND,
+            level: 4.0 * p.period,
+        };
+        let behind = step(&p, Some(&full), t, 1.0).verdict;
+        assert_eq!(
+            (behind.outcome, behind.reset_after_us, behind.retry_after_us),
+            (Outcome::Denied, 4_000_000, 2_500_000)
+        );
+        // A µs further ahead, or the year 2255 (the audit's ~1e17 µs): an empty bucket, now.
+        for since in [t + 2.0 * SECOND + 1.0, 9_007_199_254_740_991.0] {
+            let foreign = step(&p, Some(&State { since, ..full }), t, 1.0);
+            assert_eq!(
+                (foreign.verdict.outcome, foreign.verdict.used),
+                (Outcome::Allowed, 1)
+            );
+            assert_eq!(foreign.verdict.reset_after_us, 500_000);
+            assert_eq!(
+                written(foreign),
+                State {
+                    since: t,
+                    level: p.period
+                }
+            );
+        }
     }
 
     #[test]

@@ -22,7 +22,7 @@ pub(super) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) 
     // bucket.
     let (level, at) = state.map_or((0.0, now), |state| {
         let level = (capacity - state.tokens).max(0.0);
-        bucket::at(level, state.since, now, params.limit)
+        bucket::at(level, state.since, now, params.limit, capacity)
     });
     let (verdict, new_level) = bucket::evaluate(params, level, at - now, cost);
     let write = new_level.map(|level| {
@@ -101,6 +101,22 @@ mod tests {
         // Back at the bucket's time, nothing has refilled in between.
         let peek = step(&params, Some(&written(&behind)), T0 + 1_000_000.0, 0.0);
         assert_eq!((peek.verdict.remaining, peek.verdict.used), (1, 3));
+    }
+
+    #[test]
+    fn a_bucket_time_further_ahead_than_a_full_bucket_refills_is_foreign() {
+        // Capacity 4 at 2 per second: an empty bucket refills in 2 s.
+        let params =
+            Params::new(&Rule::token_bucket("t", Quota::per_second(2).with_burst(4))).unwrap();
+        let empty = |since| State { since, tokens: 0.0 };
+        let behind = step(&params, Some(&empty(T0 + 2_000_000.0)), T0, 0.0).verdict;
+        assert_eq!((behind.used, behind.reset_after_us), (4, 4_000_000));
+        let foreign = step(&params, Some(&empty(T0 + 2_000_001.0)), T0, 1.0);
+        assert_eq!(
+            (foreign.verdict.remaining, foreign.verdict.reset_after_us),
+            (3, 500_000)
+        );
+        assert_eq!(written(&foreign).since, T0);
     }
 
     #[test]
