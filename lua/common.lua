@@ -51,26 +51,36 @@ local function ttl_ms(us)
   return math.max(1, ceil_div(us, 1000), MIN_TTL_MS)
 end
 
+-- A wait of `us` µs from a time `lead` µs ahead of now, counted from now (no wait stays none).
+local function from_now(us, lead)
+  if us > 0 then
+    return us + lead
+  end
+  return 0
+end
+
 -- The bucket shared by GCRA and the token bucket (they are the same meter, kept differently).
 -- A level is measured in units of 1/period of a request: one request adds `period` units and the
 -- bucket drains `limit` units per microsecond, so everything stays an exact integer. `limit` and
 -- `period` arrive divided by their gcd, which keeps `burst * period` below 2^53.
---   level: units in the bucket now (already drained to `now`)
+--   level: units in the bucket at the time it is evaluated (see `bucket_at`)
+--   lead: µs from now to that time (0 unless the clock went back); reported waits include it
 -- Returns verdict, remaining, used, reset_after_us, retry_after_us, new level (nil if unchanged).
-local function bucket(level, cost, limit, period, burst)
+local function bucket(level, lead, cost, limit, period, burst)
   local capacity = burst * period
   local need = cost * period
   -- The level can exceed the capacity when a rule's burst was lowered while state was live.
   local room = math.max(0, capacity - level)
   if need > capacity then
-    return NEVER, floor_div(room, period), ceil_div(level, period), ceil_div(level, limit), 0, nil
+    return NEVER, floor_div(room, period), ceil_div(level, period),
+      from_now(ceil_div(level, limit), lead), 0, nil
   end
   -- `capacity - need` first: `level + need` could pass 2^53 when the level is near a capacity
   -- close to it; this order keeps every intermediate value within [-capacity, capacity].
   local excess = level - (capacity - need)
   if excess > 0 then
-    return DENIED, floor_div(room, period), ceil_div(level, period), ceil_div(level, limit),
-      ceil_div(excess, limit), nil
+    return DENIED, floor_div(room, period), ceil_div(level, period),
+      from_now(ceil_div(level, limit), lead), from_now(ceil_div(excess, limit), lead), nil
   end
   local new_level = level + need
   local changed = nil
@@ -78,20 +88,40 @@ local function bucket(level, cost, limit, period, burst)
     changed = new_level
   end
   return ALLOWED, floor_div(capacity - new_level, period), ceil_div(new_level, period),
-    ceil_div(new_level, limit), 0, changed
+    from_now(ceil_div(new_level, limit), lead), 0, changed
 end
 
--- The level of a bucket that held `level` units at time `since`, drained to `now`.
+-- The level of a bucket that held `level` units at time `since`, drained to `now` (>= since).
 local function drain(level, since, now, limit)
-  local elapsed = now - since
-  if elapsed <= 0 then
-    return level
-  end
   -- The product can pass 2^53 after a long idle time, but rounding is monotonic: whenever the
   -- exact product is below the (exact) level, so is the rounded one, and it is exact.
-  local drained = elapsed * limit
+  local drained = (now - since) * limit
   if drained >= level then
     return 0
   end
   return level - drained
+end
+
+-- A bucket that held `level` units at time `since`, as it stands for a request at `now`: its
+-- level and the time it is evaluated at, which is written back as its new `since`.
+-- Time never runs backwards for a bucket. A clock behind `since` (the server's clock stepped
+-- back, or callers' times disagree) finds the bucket as it was at `since`, neither drained nor
+-- refilled, and the bucket stays at `since`: moving `since` back to now would let the next later
+-- request drain the interval from now to `since` a second time, a refund (alternating two times
+-- a second apart once admitted every request).
+-- But no bucket of this rule is worth honouring further ahead than a full one takes to drain
+-- (`capacity` units): such a `since` is foreign (another rule's state, a clock stepped back by
+-- more than that) and would hold the client back for as long as it lies ahead. The bucket then
+-- counts as empty, from now, so no reported wait or TTL exceeds twice the drain time.
+local function bucket_at(level, since, now, limit, capacity)
+  local lead = since - now
+  if lead <= 0 then
+    return drain(level, since, now, limit), now
+  end
+  -- lead > capacity / limit, exactly: both operands are integers below 2^53, so a product at
+  -- or below the capacity is exact, and one above it rounds to no less than the capacity + 1.
+  if lead * limit > capacity then
+    return 0, now
+  end
+  return level, since
 end

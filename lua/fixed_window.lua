@@ -4,14 +4,19 @@
 --
 -- KEYS: one, the rule's state key.
 -- State: a hash { s = window start (µs since the epoch), n = units used in the window },
---        written only when a request is admitted, with a TTL at the end of the window.
+--        written only when a request is admitted, with a TTL at the end of the window. A start
+--        ahead of now (the clock went back) is still that window, unless it lies more than a
+--        period ahead: no window of this rule starts that late, so the state is foreign (another
+--        rule's, or from before a clock step back by more than a period) and honouring it would
+--        deny for as long as it lies ahead; a window starts now instead. So no reported wait or
+--        TTL exceeds two periods.
 -- Rule arguments (see check.lua): limit, period (µs); burst and the fourth are unused.
 -- Returns verdict, remaining, used, reset_after_us, retry_after_us and a write function to run
 -- if every rule of the policy admits the request (nil when nothing is to be written).
 ALGORITHMS[1] = function(key, now, cost, limit, period)
   local state = redis.call('HMGET', key, 's', 'n')
   local start, used = tonumber(state[1]), tonumber(state[2])
-  if start == nil or used == nil or now >= start + period then
+  if start == nil or used == nil or now >= start + period or start - now > period then
     start, used = now, 0
   end
   local reset_after = start + period - now

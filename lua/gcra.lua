@@ -6,26 +6,28 @@
 -- KEYS: one, the rule's state key.
 -- State: a string "<t>:<level>" (t in µs since the epoch, level in units of 1/period request),
 --        written only when a request is admitted, with a TTL at the moment the bucket is empty.
+--        t never moves back (see `bucket_at` in common.lua).
 -- Rule arguments (see check.lua): limit and period (µs) divided by their gcd, burst; the fourth
 -- is unused.
 -- Returns verdict, remaining, used, reset_after_us, retry_after_us and a write function to run
 -- if every rule of the policy admits the request (nil when nothing is to be written).
 ALGORITHMS[2] = function(key, now, cost, limit, period, burst)
-  local level = 0
+  local level, at = 0, now
   local stored = redis.call('GET', key)
   if stored then
     local sep = string.find(stored, ':', 1, true)
     local since = sep and tonumber(string.sub(stored, 1, sep - 1))
     local previous = sep and tonumber(string.sub(stored, sep + 1))
     if since and previous then
-      level = drain(previous, since, now, limit)
+      level, at = bucket_at(previous, since, now, limit, burst * period)
     end
   end
-  local verdict, remaining, used, reset_after, retry_after, new_level = bucket(level, cost, limit, period, burst)
+  local verdict, remaining, used, reset_after, retry_after, new_level =
+    bucket(level, at - now, cost, limit, period, burst)
   local write = nil
   if new_level then
     write = function()
-      redis.call('SET', key, num(now) .. ':' .. num(new_level), 'PX', ttl_ms(reset_after))
+      redis.call('SET', key, num(at) .. ':' .. num(new_level), 'PX', ttl_ms(reset_after))
     end
   end
   return verdict, remaining, used, reset_after, retry_after, write

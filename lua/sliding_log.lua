@@ -8,6 +8,11 @@
 --        in one µs, are distinct entries). Read first; written only when a request is admitted:
 --        entries at or before the window's start are dropped, the new ones added, and the TTL set
 --        to when the newest leaves. A key so never holds more than `limit` entries.
+--        Entries ahead of now (the clock went back) count, unless the newest lies more than a
+--        period ahead: no entry of this rule can matter that long, so the log is foreign
+--        (another rule's, or from before a clock step back by more than a period) and honouring
+--        it would deny for as long as it lies ahead. It then counts as empty and the next
+--        admission replaces it, so no reported wait or TTL exceeds two periods.
 -- Rule arguments (see check.lua): limit (at most 10,000, checked when the policy is built),
 --        period (µs); burst and the fourth are unused.
 -- Returns verdict, remaining, used, reset_after_us, retry_after_us and a write function to run
@@ -20,12 +25,16 @@ local ZADD_BATCH = 500
 ALGORITHMS[3] = function(key, now, cost, limit, period)
   local cutoff = now - period
   local in_window = '(' .. num(cutoff)
-  local count = redis.call('ZCOUNT', key, in_window, '+inf')
+  local newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+  local foreign = newest ~= nil and newest - now > period
+  local count = 0
+  if newest ~= nil and newest > cutoff and not foreign then
+    count = redis.call('ZCOUNT', key, in_window, '+inf')
+  end
   -- When the newest entry leaves the window, the full limit is back.
   local reset_after = 0
   if count > 0 then
-    local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    reset_after = tonumber(newest[2]) + period - now
+    reset_after = newest + period - now
   end
   -- `count` exceeds `limit` only when the limit was lowered while the log was live.
   local room = math.max(0, limit - count)
@@ -43,7 +52,11 @@ ALGORITHMS[3] = function(key, now, cost, limit, period)
   if cost > 0 then
     reset_after = math.max(reset_after, period)
     write = function()
-      redis.call('ZREMRANGEBYSCORE', key, '-inf', num(cutoff))
+      if foreign then
+        redis.call('DEL', key)
+      else
+        redis.call('ZREMRANGEBYSCORE', key, '-inf', num(cutoff))
+      end
       -- Entries of one microsecond are added and dropped together, so they are numbered 1..n.
       local at = num(now)
       local taken = redis.call('ZCOUNT', key, at, at)

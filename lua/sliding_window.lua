@@ -10,11 +10,17 @@
 -- down) never admits more than the exact weight would.
 -- A clock behind the newest counted sub-interval (it went back) is taken to be at that
 -- sub-interval's start: the estimate is then at its highest, and no count ever lies ahead.
+-- Unless the newest lies more than n sub-intervals (a period) ahead: no count of this rule
+-- matters that long, so the counts are foreign (another rule's, or from before a clock step back
+-- by more than a period) and honouring them would deny for as long as they lie ahead. They then
+-- count as nothing and the next admission replaces them, so no reported wait or TTL exceeds two
+-- periods and a sub-interval.
 --
 -- KEYS: one, the rule's state key.
 -- State: a hash { <sub-interval index> = units admitted in it }, one hash per key (so one cluster
---        slot). Read first; written only when a request is admitted: HINCRBY of the current
---        sub-interval, HDEL of those that slid out, TTL set to when the newest has slid out.
+--        slot). Read first; written only when a request is admitted: HDEL of the sub-intervals
+--        that slid out (DEL of foreign counts), HINCRBY of the current one, TTL set to when the
+--        newest has slid out.
 -- Rule arguments (see check.lua): limit, period (µs), burst (unused), sub-intervals (1 to 100,
 --        dividing the period into whole µs, checked when the policy is built).
 -- Returns verdict, remaining, used, reset_after_us, retry_after_us and a write function to run
@@ -72,7 +78,10 @@ ALGORITHMS[4] = function(key, now, cost, limit, period, _, n)
 
   local current = floor_div(now, size)
   local offset = now - current * size
-  if newest and newest > current then
+  local foreign = newest ~= nil and newest > current + n
+  if foreign then
+    counts, newest = {}, nil
+  elseif newest and newest > current then
     current, offset = newest, 0
   end
   local full = 0
@@ -104,17 +113,22 @@ ALGORITHMS[4] = function(key, now, cost, limit, period, _, n)
   if cost > 0 then
     reset_after = (current + n + 1) * size - now
     write = function()
-      redis.call('HINCRBY', key, num(current), num(cost))
-      local stale = {}
-      for index, name in pairs(names) do
-        if index < current - n then
-          stale[#stale + 1] = name
+      if foreign then
+        -- However many fields it has, none is kept.
+        redis.call('DEL', key)
+      else
+        local stale = {}
+        for index, name in pairs(names) do
+          if index < current - n then
+            stale[#stale + 1] = name
+          end
+        end
+        -- At most n + 1 fields are live, so this stays small.
+        if #stale > 0 then
+          redis.call('HDEL', key, unpack(stale))
         end
       end
-      -- At most n + 1 fields are live, so this stays small.
-      if #stale > 0 then
-        redis.call('HDEL', key, unpack(stale))
-      end
+      redis.call('HINCRBY', key, num(current), num(cost))
       redis.call('PEXPIRE', key, ttl_ms(reset_after))
     end
   end

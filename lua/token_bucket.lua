@@ -5,30 +5,32 @@
 -- that rate. So both decide alike; only the stored form differs. Fractional tokens stay exact.
 --
 -- KEYS: one, the rule's state key.
--- State: a hash { t = time in µs since the epoch, k = tokens left then, in units of 1/period of
---        a token }. Read first; written only when a request is admitted, in one atomic script
---        (no INCR-then-EXPIRE race), with the TTL at the moment the bucket is full again: in ms,
---        rounded up, at least 1 ms (never the seed's floor(2 * capacity / rate), which is 0 for a
---        small bucket at a high rate).
+-- State: a hash { t = time in µs since the epoch (never moved back, see `bucket_at` in
+--        common.lua), k = tokens left then, in units of 1/period of a token }. Read first;
+--        written only when a request is admitted, in one atomic script (no INCR-then-EXPIRE
+--        race), with the TTL at the moment the bucket is full again: in ms, rounded up, at least
+--        1 ms (never the seed's floor(2 * capacity / rate), which is 0 for a small bucket at a
+--        high rate).
 -- Rule arguments (see check.lua): limit and period (µs) divided by their gcd, burst; the fourth
 -- is unused.
 -- Returns verdict, remaining, used, reset_after_us, retry_after_us and a write function to run
 -- if every rule of the policy admits the request (nil when nothing is to be written).
 ALGORITHMS[5] = function(key, now, cost, limit, period, burst)
   local capacity = burst * period
-  local level = 0
+  local level, at = 0, now
   local state = redis.call('HMGET', key, 't', 'k')
   local since, tokens = tonumber(state[1]), tonumber(state[2])
   if since and tokens then
     -- More tokens than the capacity (the burst was lowered while the state was live) is a full
     -- bucket.
-    level = drain(math.max(0, capacity - tokens), since, now, limit)
+    level, at = bucket_at(math.max(0, capacity - tokens), since, now, limit, capacity)
   end
-  local verdict, remaining, used, reset_after, retry_after, new_level = bucket(level, cost, limit, period, burst)
+  local verdict, remaining, used, reset_after, retry_after, new_level =
+    bucket(level, at - now, cost, limit, period, burst)
   local write = nil
   if new_level then
     write = function()
-      redis.call('HSET', key, 't', num(now), 'k', num(capacity - new_level))
+      redis.call('HSET', key, 't', num(at), 'k', num(capacity - new_level))
       redis.call('PEXPIRE', key, ttl_ms(reset_after))
     end
   end

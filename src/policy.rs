@@ -2,7 +2,11 @@
 //!
 //! - A [`Quota`] is a number of requests per period, with an optional burst.
 //! - A [`Rule`] names a quota and picks the [`Algorithm`] that enforces it. The name identifies the
-//!   counter: two layers with rules of the same name and algorithm share their state for a key.
+//!   counter: two layers with rules of the same name and algorithm share their state for a key, as
+//!   long as their quotas count it alike (the same period; for the bucket algorithms the same
+//!   rate; for the sliding window the same sub-intervals; for the token bucket the same burst).
+//!   Changing those under the same name starts fresh state; changing a window's limit or GCRA's
+//!   burst keeps it.
 //! - A [`Policy`] is one or more rules checked together, all or nothing.
 
 mod algorithm;
@@ -100,6 +104,13 @@ impl Rule {
         }
     }
 
+    /// What identifies the rule's state after its name, in Redis key names and the memory store's
+    /// rule ids alike: the algorithm and the time base of its state, e.g. `sw60-1h` or
+    /// `gcra-10/1s` (see `StateCode`).
+    pub(crate) fn state_code(&self) -> algorithm::StateCode {
+        self.algorithm.state_code(self.quota)
+    }
+
     /// The time in which the capacity is granted: the period for window algorithms, the time to
     /// refill the whole burst for bucket algorithms.
     pub(crate) fn window(&self) -> Duration {
@@ -151,7 +162,7 @@ pub struct Policy {
 
 struct PolicyInner {
     rules: Box<[Rule]>,
-    /// Stable per-rule identities for the memory store (name and algorithm hashed).
+    /// Stable per-rule identities for the memory store (name and state code hashed).
     rule_ids: Box<[u64]>,
     /// Each rule's parameters as the algorithms compute with them, validated once here.
     params: Box<[Params]>,
@@ -240,12 +251,14 @@ impl PartialEq for Policy {
     }
 }
 
-/// The identity of a rule's state: its name and algorithm. SipHash with fixed keys, so the id is
-/// stable across processes; 64 bits make an accidental collision between two rule names negligible.
+/// The identity of a rule's state in the memory store: what names its key in Redis, the rule's
+/// name and state code (see [`Rule::state_code`]), so both stores start fresh state for the same
+/// quota changes. SipHash with fixed keys, so the id is stable across processes; 64 bits make an
+/// accidental collision between two rules negligible.
 fn rule_id(rule: &Rule) -> u64 {
     let mut hasher = DefaultHasher::new();
     rule.name.hash(&mut hasher);
-    rule.algorithm.code().as_ref().hash(&mut hasher);
+    rule.state_code().to_string().hash(&mut hasher);
     hasher.finish()
 }
 
@@ -359,10 +372,37 @@ mod tests {
     }
 
     #[test]
-    fn rule_ids_depend_on_name_and_algorithm_only() {
+    fn rule_ids_change_with_what_gives_the_state_its_meaning() {
         let a = rule_id(&Rule::gcra("api", Quota::per_second(1)));
-        assert_eq!(a, rule_id(&Rule::gcra("api", Quota::per_hour(9))));
         assert_ne!(a, rule_id(&Rule::fixed_window("api", Quota::per_second(1))));
         assert_ne!(a, rule_id(&Rule::gcra("api2", Quota::per_second(1))));
+        // A bucket's level is counted in units of its rate: a new rate is fresh state, a new
+        // burst is not for GCRA; a token bucket's tokens take longer to refill under a larger
+        // burst, so there it is.
+        assert_ne!(a, rule_id(&Rule::gcra("api", Quota::per_second(2))));
+        assert_ne!(a, rule_id(&Rule::gcra("api", Quota::per_minute(1))));
+        assert_eq!(
+            a,
+            rule_id(&Rule::gcra("api", Quota::per_second(1).with_burst(5)))
+        );
+        let tb = |quota| rule_id(&Rule::token_bucket("api", quota));
+        assert_ne!(tb(Quota::per_second(1)), tb(Quota::per_second(2)));
+        assert_ne!(
+            tb(Quota::per_second(1)),
+            tb(Quota::per_second(1).with_burst(5))
+        );
+        // A window's state keeps its meaning under a new limit, not under a new period or new
+        // sub-intervals.
+        let window = |quota, n| rule_id(&Rule::sliding_window("api", quota, n));
+        let w = window(Quota::per_minute(3), 60);
+        assert_eq!(w, window(Quota::per_minute(5), 60));
+        assert_ne!(w, window(Quota::per_hour(3), 60));
+        assert_ne!(w, window(Quota::per_minute(3), 30));
+        let fixed = |quota| rule_id(&Rule::fixed_window("api", quota));
+        assert_eq!(fixed(Quota::per_hour(5)), fixed(Quota::per_hour(2)));
+        assert_ne!(fixed(Quota::per_hour(5)), fixed(Quota::per_day(5)));
+        let log = |quota| rule_id(&Rule::sliding_log("api", quota));
+        assert_eq!(log(Quota::per_hour(5)), log(Quota::per_hour(2)));
+        assert_ne!(log(Quota::per_hour(5)), log(Quota::per_day(5)));
     }
 }

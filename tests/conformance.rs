@@ -9,6 +9,9 @@
 //! can never pass, a cost-0 peek) writes nothing, every key written carries a TTL, and the keys
 //! written are exactly `RedisStore::state_keys`.
 //!
+//! A second table changes a rule's quota under the same name between phases of requests, for every
+//! algorithm, and holds both stores to the same decisions across the change.
+//!
 //! Arrival times are µs after `T0`, midnight UTC, so epoch-aligned sub-intervals of every size
 //! used here start at `T0`. A time may be earlier than the one before: the clock went back.
 
@@ -74,6 +77,27 @@ const fn bucket(algo: Algo, limit: u32, period_us: u64, burst: u32) -> RuleSpec 
 }
 
 impl RuleSpec {
+    /// The longest a request's state can matter (µs): a full bucket's drain time, else the
+    /// period. State further ahead of the clock than this is not the rule's own.
+    fn span(&self) -> u64 {
+        match self.algo {
+            Algo::TokenBucket | Algo::Gcra => {
+                let units = u128::from(self.capacity()) * u128::from(self.period_us);
+                u64::try_from(units.div_ceil(u128::from(self.limit)))
+                    .expect("a drain time in µs fits in a u64")
+            }
+            _ => self.period_us,
+        }
+    }
+
+    /// What the rule can hold at once: the burst of a bucket, else the limit.
+    fn capacity(&self) -> u32 {
+        match self.algo {
+            Algo::TokenBucket | Algo::Gcra => self.burst.unwrap_or(self.limit),
+            _ => self.limit,
+        }
+    }
+
     fn rule(&self) -> Rule {
         let mut quota = Quota::new(self.limit, Duration::from_micros(self.period_us));
         if let Some(burst) = self.burst {
@@ -212,6 +236,16 @@ const FW_CLOCK_BACK: &[Req] = &[
     deny(S, 1, 0, 5, 14 * S, 14 * S),
 ];
 
+const FW_CLOCK_FAR_BACK: &[Req] = &[
+    allow(20 * S, 2, 3, 2, 10 * S),
+    // A period before the window's start: still that window, which ends two periods later.
+    allow(10 * S, 1, 2, 3, 20 * S),
+    // A µs further back no window of this rule can start that late: the state is foreign, a
+    // window starts now, and the one from 20 s is forgotten.
+    allow(10 * S - 1, 1, 4, 1, 10 * S),
+    allow(20 * S, 0, 5, 0, 10 * S),
+];
+
 // ---- Sliding log --------------------------------------------------------------------------
 
 const LOG: RuleSpec = rule("log", Algo::SlidingLog, 3, 10 * S);
@@ -273,6 +307,15 @@ const LOG_CLOCK_BACK: &[Req] = &[
     allow(0, 1, 1, 2, 15 * S),
     allow(0, 1, 0, 3, 15 * S),
     deny(0, 1, 0, 3, 15 * S, 10 * S),
+];
+
+const LOG_CLOCK_FAR_BACK: &[Req] = &[
+    allow(20 * S, 2, 1, 2, 10 * S),
+    // The newest entry a period ahead still counts.
+    allow(10 * S, 0, 1, 2, 20 * S),
+    // A µs further back it cannot be this rule's: the log counts as empty and is replaced.
+    allow(10 * S - 1, 1, 2, 1, 10 * S),
+    allow(20 * S, 0, 3, 0, 0),
 ];
 
 // ---- Sliding window counter ---------------------------------------------------------------
@@ -362,6 +405,16 @@ const SW_CLOCK_BACK: &[Req] = &[
     deny(S, 1, 0, 2, 1_500_000, 1_250_000),
 ];
 
+const SW_CLOCK_FAR_BACK: &[Req] = &[
+    // 2 per second, two sub-intervals of 500 ms: counted in the one starting at 10 s.
+    allow(10 * S, 2, 0, 2, 1_500_000),
+    // Two sub-intervals (a period) behind it: evaluated at its start.
+    allow(9 * S, 0, 0, 2, 2_500_000),
+    // Three behind: the counts cannot be this rule's; they count as nothing and are replaced.
+    allow(9 * S - 1, 1, 1, 1, 1_000_001),
+    allow(10 * S, 0, 2, 0, 0),
+];
+
 // ---- Token bucket and GCRA: the same meter, so the same table --------------------------------
 
 const BUCKET_FOUR_AT_TWO_PER_SECOND: &[Req] = &[
@@ -411,10 +464,39 @@ const BUCKET_ONE_PER_TEN_YEARS: &[Req] = &[
 ];
 
 const BUCKET_CLOCK_BACK: &[Req] = &[
-    // Burst 4, 2 per second. Time going back drains nothing.
+    // Burst 4, 2 per second. Time going back neither drains nor refills: the bucket stays at its
+    // time (5 s), a request behind it adds to it there, and waits count from now.
     allow(5 * S, 2, 2, 2, S),
-    allow(4 * S, 1, 1, 3, 1_500_000),
-    allow(5 * S, 0, 3, 1, 500_000),
+    allow(4 * S, 1, 1, 3, 2_500_000),
+    // Back at 5 s all three are still in the bucket (moving its time back to 4 s would drain
+    // the second in between twice).
+    allow(5 * S, 0, 1, 3, 1_500_000),
+    deny(4 * S, 2, 1, 3, 2_500_000, 1_500_000),
+];
+
+const BUCKET_ALTERNATING_TIMES: &[Req] = &[
+    // Burst 4, 2 per second, callers' times alternating between 10 s and 9 s: the burst passes,
+    // then nothing until the bucket drains from 10 s on.
+    allow(10 * S, 1, 3, 1, 500_000),
+    allow(9 * S, 1, 2, 2, 2 * S),
+    allow(10 * S, 1, 1, 3, 1_500_000),
+    allow(9 * S, 1, 0, 4, 3 * S),
+    deny(10 * S, 1, 0, 4, 2 * S, 500_000),
+    deny(9 * S, 1, 0, 4, 3 * S, 1_500_000),
+    deny(10 * S, 1, 0, 4, 2 * S, 500_000),
+    deny(9 * S, 1, 0, 4, 3 * S, 1_500_000),
+    allow(10_500_000, 1, 0, 4, 2 * S),
+];
+
+const BUCKET_CLOCK_FAR_BACK: &[Req] = &[
+    // Burst 4, 2 per second: a full bucket drains in 2 s.
+    allow(10 * S, 2, 2, 2, S),
+    // 2 s behind the bucket's time: honoured, the waits count from now.
+    allow(8 * S, 0, 2, 2, 3 * S),
+    // A µs further back no bucket of this rule could still hold anything at 10 s: the state is
+    // foreign and the bucket empty, from now.
+    allow(8 * S - 1, 1, 3, 1, 500_000),
+    allow(10 * S, 0, 4, 0, 0),
 ];
 
 // ---- Several rules at once ----------------------------------------------------------------
@@ -483,6 +565,11 @@ const SCENARIOS: &[Scenario] = &[
         requests: FW_CLOCK_BACK,
     },
     Scenario {
+        name: "fw-clock-far-back",
+        rules: &[FW],
+        requests: FW_CLOCK_FAR_BACK,
+    },
+    Scenario {
         name: "log-slides-entry-by-entry",
         rules: &[LOG],
         requests: LOG_SLIDES_ENTRY_BY_ENTRY,
@@ -513,6 +600,11 @@ const SCENARIOS: &[Scenario] = &[
         requests: LOG_CLOCK_BACK,
     },
     Scenario {
+        name: "log-clock-far-back",
+        rules: &[LOG],
+        requests: LOG_CLOCK_FAR_BACK,
+    },
+    Scenario {
         name: "sw-one-sub-interval",
         rules: &[rule("sw", Algo::SlidingWindow(1), 10, MIN)],
         requests: SW_ONE_SUB_INTERVAL,
@@ -541,6 +633,11 @@ const SCENARIOS: &[Scenario] = &[
         name: "sw-clock-back",
         rules: &[rule("sw", Algo::SlidingWindow(2), 2, S)],
         requests: SW_CLOCK_BACK,
+    },
+    Scenario {
+        name: "sw-clock-far-back",
+        rules: &[rule("sw", Algo::SlidingWindow(2), 2, S)],
+        requests: SW_CLOCK_FAR_BACK,
     },
     Scenario {
         name: "tb-four-at-two-per-second",
@@ -603,9 +700,219 @@ const SCENARIOS: &[Scenario] = &[
         requests: BUCKET_CLOCK_BACK,
     },
     Scenario {
+        name: "tb-clock-far-back",
+        rules: &[bucket(Algo::TokenBucket, 2, S, 4)],
+        requests: BUCKET_CLOCK_FAR_BACK,
+    },
+    Scenario {
+        name: "gcra-clock-far-back",
+        rules: &[bucket(Algo::Gcra, 2, S, 4)],
+        requests: BUCKET_CLOCK_FAR_BACK,
+    },
+    Scenario {
+        name: "tb-alternating-times",
+        rules: &[bucket(Algo::TokenBucket, 2, S, 4)],
+        requests: BUCKET_ALTERNATING_TIMES,
+    },
+    Scenario {
+        name: "gcra-alternating-times",
+        rules: &[bucket(Algo::Gcra, 2, S, 4)],
+        requests: BUCKET_ALTERNATING_TIMES,
+    },
+    Scenario {
         name: "multi-all-or-nothing",
         rules: MULTI_RULES,
         requests: MULTI_ALL_OR_NOTHING,
+    },
+];
+
+// ---- A rule's quota changing under the same name ------------------------------------------
+//
+// Each phase runs under its own policy, on the same stores, clock and client key, so it sees what
+// the earlier phases left. A change of what the state is counted in (a period, a bucket's rate,
+// sub-intervals) names another key: the new quota starts fresh and the old state waits, untouched,
+// for its TTL. A new limit (windows) or burst (buckets) keeps the key and reads the state as it is.
+
+/// One quota of a rule, and the requests made under it.
+struct Phase {
+    rules: &'static [RuleSpec],
+    requests: &'static [Req],
+}
+
+struct QuotaChange {
+    name: &'static str,
+    phases: &'static [Phase],
+}
+
+const fn phase(rules: &'static [RuleSpec], requests: &'static [Req]) -> Phase {
+    Phase { rules, requests }
+}
+
+const FW_CHANGES: &[Phase] = &[
+    phase(
+        &[rule("fw", Algo::FixedWindow, 5, 10 * S)],
+        &[allow(0, 3, 2, 3, 10 * S)],
+    ),
+    // A lowered limit: the 3 units used are more than it holds, so nothing fits until the window
+    // ends (not even a peek, which reports the overdraft as a denial).
+    phase(
+        &[rule("fw", Algo::FixedWindow, 2, 10 * S)],
+        &[
+            deny(S, 0, 0, 3, 9 * S, 9 * S),
+            deny(S, 1, 0, 3, 9 * S, 9 * S),
+        ],
+    ),
+    // A raised one: the same window, with more room.
+    phase(
+        &[rule("fw", Algo::FixedWindow, 10, 10 * S)],
+        &[allow(2 * S, 1, 6, 4, 8 * S)],
+    ),
+    // Another period: a window of its own.
+    phase(
+        &[rule("fw", Algo::FixedWindow, 10, MIN)],
+        &[allow(3 * S, 1, 9, 1, MIN)],
+    ),
+    // And back: the 10 s window is still the one that started at 0.
+    phase(
+        &[rule("fw", Algo::FixedWindow, 10, 10 * S)],
+        &[allow(4 * S, 0, 6, 4, 6 * S)],
+    ),
+];
+
+const LOG_CHANGES: &[Phase] = &[
+    phase(
+        &[LOG],
+        &[allow(0, 2, 1, 2, 10 * S), allow(S, 1, 0, 3, 10 * S)],
+    ),
+    // A lowered limit: 3 entries for a limit of 1. A peek fits once two have left (at 10 s), a
+    // request once all three have (at 11 s).
+    phase(
+        &[rule("log", Algo::SlidingLog, 1, 10 * S)],
+        &[
+            deny(2 * S, 0, 0, 3, 9 * S, 8 * S),
+            deny(2 * S, 1, 0, 3, 9 * S, 9 * S),
+            deny(10 * S, 1, 0, 1, S, S),
+            allow(11 * S, 1, 0, 1, 10 * S),
+        ],
+    ),
+    // A raised limit counts the same entries.
+    phase(
+        &[rule("log", Algo::SlidingLog, 5, 10 * S)],
+        &[allow(12 * S, 2, 2, 3, 10 * S)],
+    ),
+    // Another period: a log of its own.
+    phase(
+        &[rule("log", Algo::SlidingLog, 5, MIN)],
+        &[allow(13 * S, 0, 5, 0, 0)],
+    ),
+];
+
+const SW_CHANGES: &[Phase] = &[
+    // 3 per minute in sub-intervals of 1 s.
+    phase(
+        &[rule("sw", Algo::SlidingWindow(60), 3, MIN)],
+        &[allow(0, 3, 0, 3, 61 * S)],
+    ),
+    // A lowered limit: the 3 counted at 0 exceed it. A peek fits when 3 × the trailing weight is
+    // at most 2, 1/3 into the second after the minute; a request when it is at most 1, at 2/3.
+    phase(
+        &[rule("sw", Algo::SlidingWindow(60), 2, MIN)],
+        &[
+            deny(2 * S, 0, 0, 3, 59 * S, 58_333_334),
+            deny(2 * S, 1, 0, 3, 59 * S, 58_666_667),
+        ],
+    ),
+    // A raised limit: the same counts, more room.
+    phase(
+        &[rule("sw", Algo::SlidingWindow(60), 10, MIN)],
+        &[allow(2 * S, 1, 6, 4, 61 * S)],
+    ),
+    // 5 per hour, still 60 sub-intervals, now of a minute. Read as minutes, the seconds counted
+    // above would lie ~28 million years ahead; this quota has counts of its own instead, and the
+    // 61 minutes to reset that it needs.
+    phase(
+        &[rule("sw", Algo::SlidingWindow(60), 5, 60 * MIN)],
+        &[allow(3 * S, 2, 3, 2, 61 * MIN - 3 * S)],
+    ),
+    // Other sub-intervals of the same period: counts of their own.
+    phase(
+        &[rule("sw", Algo::SlidingWindow(30), 10, MIN)],
+        &[allow(3 * S, 0, 10, 0, 0)],
+    ),
+];
+
+// The buckets first change rate and period (a level is counted in units of the rate, so each
+// rate has a bucket of its own), then burst: GCRA keeps its level (a raised burst is room at
+// once), while a token bucket's tokens refill for longer under a larger burst, so each burst has
+// a bucket of its own.
+
+/// 3 per second, burst 3: all taken.
+const BUCKET_RATE_A: &[Req] = &[allow(0, 3, 0, 3, S)];
+/// 10 per second: read in this rate's units, the 3 taken would be 30 of 10; it has a bucket of
+/// its own, full.
+const BUCKET_RATE_B: &[Req] = &[allow(0, 0, 10, 0, 0), allow(0, 10, 0, 10, S)];
+/// Back to 3 per second: its bucket, drained 100 ms since, holds 2.7 requests.
+const BUCKET_RATE_A_AGAIN: &[Req] = &[deny(100 * MS, 1, 0, 3, 900 * MS, 233_334)];
+/// The same rate as 180 per minute: another period, another bucket.
+const BUCKET_PERIOD: &[Req] = &[allow(100 * MS, 0, 3, 0, 0)];
+
+const TB_CHANGES: &[Phase] = &[
+    phase(&[bucket(Algo::TokenBucket, 3, S, 3)], BUCKET_RATE_A),
+    phase(&[bucket(Algo::TokenBucket, 10, S, 10)], BUCKET_RATE_B),
+    phase(&[bucket(Algo::TokenBucket, 3, S, 3)], BUCKET_RATE_A_AGAIN),
+    phase(&[bucket(Algo::TokenBucket, 180, MIN, 3)], BUCKET_PERIOD),
+    // Burst 6: a bucket of its own, full.
+    phase(
+        &[bucket(Algo::TokenBucket, 3, S, 6)],
+        &[allow(100 * MS, 6, 0, 6, 2 * S)],
+    ),
+    // Burst 3 again: 0.6 tokens at 200 ms; one more fits at 1/3 s.
+    phase(
+        &[bucket(Algo::TokenBucket, 3, S, 3)],
+        &[deny(200 * MS, 1, 0, 3, 800 * MS, 133_334)],
+    ),
+];
+
+const GCRA_CHANGES: &[Phase] = &[
+    phase(&[bucket(Algo::Gcra, 3, S, 3)], BUCKET_RATE_A),
+    phase(&[bucket(Algo::Gcra, 10, S, 10)], BUCKET_RATE_B),
+    phase(&[bucket(Algo::Gcra, 3, S, 3)], BUCKET_RATE_A_AGAIN),
+    phase(&[bucket(Algo::Gcra, 180, MIN, 3)], BUCKET_PERIOD),
+    // Burst 6: the level of 2.7 leaves room for 3.3.
+    phase(
+        &[bucket(Algo::Gcra, 3, S, 6)],
+        &[allow(100 * MS, 3, 0, 6, 1_900 * MS)],
+    ),
+    // Burst 2: a level of 5.4, so nothing fits until it has drained to 2 (a peek) or 1.
+    phase(
+        &[bucket(Algo::Gcra, 3, S, 2)],
+        &[
+            deny(200 * MS, 0, 0, 6, 1_800 * MS, 1_133_334),
+            deny(200 * MS, 1, 0, 6, 1_800 * MS, 1_466_667),
+        ],
+    ),
+];
+
+const QUOTA_CHANGES: &[QuotaChange] = &[
+    QuotaChange {
+        name: "fw-quota-changes",
+        phases: FW_CHANGES,
+    },
+    QuotaChange {
+        name: "log-quota-changes",
+        phases: LOG_CHANGES,
+    },
+    QuotaChange {
+        name: "sw-quota-changes",
+        phases: SW_CHANGES,
+    },
+    QuotaChange {
+        name: "tb-quota-changes",
+        phases: TB_CHANGES,
+    },
+    QuotaChange {
+        name: "gcra-quota-changes",
+        phases: GCRA_CHANGES,
     },
 ];
 
@@ -676,12 +983,34 @@ impl Stores {
 
     /// Runs every request of `scenario`; the first problem ends it.
     async fn run(&mut self, scenario: &Scenario) -> Result<(), String> {
-        let policy = Policy::new(scenario.rules.iter().map(RuleSpec::rule))
+        self.run_phase(scenario.rules, scenario.requests, &mut BTreeSet::new())
+            .await
+    }
+
+    /// Runs every phase of `change` in turn; the first problem ends it.
+    async fn run_change(&mut self, change: &QuotaChange) -> Result<(), String> {
+        let mut state_keys = BTreeSet::new();
+        for (index, phase) in change.phases.iter().enumerate() {
+            self.run_phase(phase.rules, phase.requests, &mut state_keys)
+                .await
+                .map_err(|problem| format!("phase {index}: {problem}"))?;
+        }
+        Ok(())
+    }
+
+    /// Runs `requests` under a policy of `rules`. `state_keys` gathers the keys of every policy run
+    /// so far on this client: a key written under an earlier quota may still be there.
+    async fn run_phase(
+        &mut self,
+        rules: &[RuleSpec],
+        requests: &[Req],
+        state_keys: &mut BTreeSet<String>,
+    ) -> Result<(), String> {
+        let policy = Policy::new(rules.iter().map(RuleSpec::rule))
             .map_err(|err| format!("the policy does not build: {err}"))?;
         let key = Key::from("client");
-        let state_keys: BTreeSet<String> =
-            self.redis.state_keys(&key, &policy).into_iter().collect();
-        for (index, req) in scenario.requests.iter().enumerate() {
+        state_keys.extend(self.redis.state_keys(&key, &policy));
+        for (index, req) in requests.iter().enumerate() {
             let at = format!("request {index} (at +{} µs, cost {})", req.at, req.cost);
             self.clock.set(T0 + req.at);
             let memory = self.memory.check(&key, &policy, req.cost).await.unwrap();
@@ -711,7 +1040,7 @@ impl Stores {
             if !immortal.is_empty() {
                 return Err(format!("{at}: keys without a TTL: {immortal:?}"));
             }
-            if !keys.is_subset(&state_keys) {
+            if !keys.is_subset(state_keys) {
                 return Err(format!(
                     "{at}: wrote {keys:?}, but state_keys says {state_keys:?}"
                 ));
@@ -769,6 +1098,25 @@ async fn every_scenario_decides_identically_on_both_stores_and_as_the_table_says
     );
 }
 
+#[tokio::test]
+async fn quota_changes_under_the_same_name_decide_identically_on_both_stores() {
+    let server = RedisServer::start();
+    let mut failures = Vec::new();
+    for change in QUOTA_CHANGES {
+        let mut stores = Stores::new(&server, change.name).await;
+        if let Err(problem) = stores.run_change(change).await {
+            failures.push(format!("{}: {problem}", change.name));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} quota changes failed:\n{}",
+        failures.len(),
+        QUOTA_CHANGES.len(),
+        failures.join("\n")
+    );
+}
+
 /// The table keeps covering every edge case for every algorithm, whatever is added to it.
 #[test]
 fn the_table_covers_every_algorithm_and_edge_case() {
@@ -787,6 +1135,14 @@ fn the_table_covers_every_algorithm_and_edge_case() {
             .collect();
         let requests = || scenarios.iter().flat_map(|scenario| scenario.requests);
         let rules = || scenarios.iter().map(|scenario| scenario.rules[0]);
+        // Each change of quota in a quota-change scenario of this algorithm: (before, after).
+        let changes = || {
+            QUOTA_CHANGES
+                .iter()
+                .flat_map(|change| change.phases.windows(2))
+                .map(|pair| (pair[0].rules[0], pair[1].rules[0]))
+                .filter(|(before, after)| is(before.algo) && is(after.algo))
+        };
         let cases = [
             ("a peek", requests().any(|req| req.cost == 0)),
             ("a cost above 1", requests().any(|req| req.cost > 1)),
@@ -817,6 +1173,33 @@ fn the_table_covers_every_algorithm_and_edge_case() {
                         .requests
                         .windows(2)
                         .any(|pair| pair[1].at < pair[0].at)
+                }),
+            ),
+            (
+                "a clock going back further than the rule's state can matter",
+                scenarios.iter().any(|scenario| {
+                    let span = scenario.rules[0].span();
+                    let mut latest = 0;
+                    scenario.requests.iter().any(|req| {
+                        latest = latest.max(req.at);
+                        latest - req.at > span
+                    })
+                }),
+            ),
+            (
+                "a quota change to another period",
+                changes().any(|(before, after)| before.period_us != after.period_us),
+            ),
+            (
+                "a quota change to a lower limit or burst",
+                changes().any(|(before, after)| {
+                    before.period_us == after.period_us && after.capacity() < before.capacity()
+                }),
+            ),
+            (
+                "a quota change to a higher limit or burst",
+                changes().any(|(before, after)| {
+                    before.period_us == after.period_us && after.capacity() > before.capacity()
                 }),
             ),
         ];

@@ -168,9 +168,9 @@ async fn every_quota_is_enforced_at_once_in_redis() {
     assert_eq!(
         keys,
         [
-            "ratelimit:hour:sw6:{alice}",
-            "ratelimit:minute:log:{alice}",
-            "ratelimit:second:gcra:{alice}",
+            "ratelimit:hour:sw6-1h:{alice}",
+            "ratelimit:minute:log-1m:{alice}",
+            "ratelimit:second:gcra-10/1s:{alice}",
         ]
     );
 }

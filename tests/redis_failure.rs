@@ -323,7 +323,7 @@ async fn limiting_resumes_after_redis_restarts() {
         assert_enforced(&app, "before", 3).await;
         assert_enforced(&app, "after", 3).await;
         assert_eq!(
-            redis.cli(&["HGET", "ratelimit:api:fw:{after}", "n"]),
+            redis.cli(&["HGET", "ratelimit:api:fw-1h:{after}", "n"]),
             "3",
             "{failure:?}"
         );

@@ -1,7 +1,8 @@
-//! The names of the keys in Redis: `<prefix>:<rule>:<algorithm>:{<client>}`, where the hash tag is
-//! the client key itself (so all rules of one client share a cluster slot, and clients spread over
-//! the cluster), and a client key that is long, binary, or could break the tag is stored as
-//! `#` and 32 hex digits of its SHA-256.
+//! The names of the keys in Redis: `<prefix>:<rule>:<code>:{<client>}`, where the code names the
+//! algorithm and the time base of its state (`fw-1h`, `gcra-1/1d`, ...), the hash tag is the client
+//! key itself (so all rules of one client share a cluster slot, and clients spread over the
+//! cluster), and a client key that is long, binary, or could break the tag is stored as `#` and 32
+//! hex digits of its SHA-256.
 
 mod support;
 
@@ -72,8 +73,8 @@ fn digest(key: &[u8]) -> String {
 /// The Redis keys of one client under `prefix`.
 fn keys_of(prefix: &str, stored_client: &str) -> BTreeSet<String> {
     BTreeSet::from([
-        format!("{prefix}:per-hour:fw:{{{stored_client}}}"),
-        format!("{prefix}:per-day:gcra:{{{stored_client}}}"),
+        format!("{prefix}:per-hour:fw-1h:{{{stored_client}}}"),
+        format!("{prefix}:per-day:gcra-1/1d:{{{stored_client}}}"),
     ])
 }
 
@@ -146,9 +147,9 @@ async fn long_keys_are_stored_as_digests() {
     // Just over the verbatim bound.
     let over = vec![b'k'; 65];
     assert_stored_as(&redis, &app, &over, &digest(&over)).await;
-    // No key name in Redis is longer than the bound allows.
+    // No client key in Redis is longer than the bound allows.
     assert!(
-        redis.keys().iter().all(|key| key.len() <= 64),
+        redis.keys().iter().all(|key| hash_tag(key).len() <= 64),
         "{:?}",
         redis.keys()
     );
@@ -189,4 +190,82 @@ async fn the_prefix_starts_every_key() {
         .chain(keys_of("shop.v2", &digest(&long)))
         .collect();
     assert_eq!(keys, expected);
+}
+
+/// After the rule name, a key names the algorithm and the time base its state is counted in, so
+/// a quota changed under the same name finds the old state only where it still reads the same:
+/// a window's new limit, GCRA's new burst. A new period, rate, sub-interval count or token bucket
+/// burst names another key, and the old one expires by its TTL.
+#[test]
+fn keys_name_the_time_base_of_their_state() {
+    // Building the store connects to nothing.
+    let store = RedisStore::open("redis://127.0.0.1:1").unwrap();
+    let key_of = |rule: Rule| {
+        let policy = tower_redis_ratelimit::Policy::try_from(rule).unwrap();
+        let mut keys = store.state_keys(&Key::from("alice"), &policy);
+        assert_eq!(keys.len(), 1);
+        keys.remove(0)
+    };
+    let minutes = Quota::new(3, Duration::from_secs(90));
+    for (rule, key) in [
+        (
+            Rule::fixed_window("a", minutes),
+            "ratelimit:a:fw-90s:{alice}",
+        ),
+        (
+            Rule::fixed_window("a", Quota::new(9, Duration::from_secs(90))),
+            "ratelimit:a:fw-90s:{alice}",
+        ),
+        (
+            Rule::fixed_window("a", Quota::new(3, Duration::from_millis(1_500))),
+            "ratelimit:a:fw-1500ms:{alice}",
+        ),
+        (
+            Rule::sliding_log("a", minutes),
+            "ratelimit:a:log-90s:{alice}",
+        ),
+        (
+            Rule::sliding_log("a", Quota::per_day(3)),
+            "ratelimit:a:log-1d:{alice}",
+        ),
+        // The audit's case: 3 per minute and 5 per hour, both in 60 sub-intervals.
+        (
+            Rule::sliding_window("a", Quota::per_minute(3), 60),
+            "ratelimit:a:sw60-1m:{alice}",
+        ),
+        (
+            Rule::sliding_window("a", Quota::per_hour(5), 60),
+            "ratelimit:a:sw60-1h:{alice}",
+        ),
+        (
+            Rule::sliding_window("a", Quota::per_minute(5), 60),
+            "ratelimit:a:sw60-1m:{alice}",
+        ),
+        (
+            Rule::gcra("a", Quota::per_second(3)),
+            "ratelimit:a:gcra-3/1s:{alice}",
+        ),
+        (
+            Rule::gcra("a", Quota::per_second(3).with_burst(10)),
+            "ratelimit:a:gcra-3/1s:{alice}",
+        ),
+        (
+            Rule::gcra("a", Quota::per_second(10)),
+            "ratelimit:a:gcra-10/1s:{alice}",
+        ),
+        (
+            Rule::token_bucket("a", Quota::per_second(3)),
+            "ratelimit:a:tb3-3/1s:{alice}",
+        ),
+        (
+            Rule::token_bucket("a", Quota::per_second(3).with_burst(10)),
+            "ratelimit:a:tb10-3/1s:{alice}",
+        ),
+        (
+            Rule::token_bucket("a", Quota::per_minute(180).with_burst(3)),
+            "ratelimit:a:tb3-180/1m:{alice}",
+        ),
+    ] {
+        assert_eq!(key_of(rule.clone()), key, "{rule:?}");
+    }
 }

@@ -1,19 +1,20 @@
 //! What the decision script does to Redis: it survives `SCRIPT FLUSH` (NOSCRIPT is answered by
-//! loading the script again), every key it writes carries a TTL, and a request that is not
-//! admitted (denied, never admissible, or a cost-0 peek) writes nothing at all.
+//! loading the script again), every key it writes carries a TTL, a request that is not admitted
+//! (denied, never admissible, or a cost-0 peek) writes nothing at all, and state found far ahead
+//! of the server's clock is replaced rather than honoured.
 
 mod support;
 
 use std::collections::BTreeSet;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use axum::Router;
 use axum::routing::get;
 use http::StatusCode;
 use http::request::Parts;
 use support::{RedisServer, get as send, header};
-use tower_redis_ratelimit::key::HeaderKey;
-use tower_redis_ratelimit::{Quota, RateLimitLayer, RedisStore, Rule};
+use tower_redis_ratelimit::key::{HeaderKey, Key};
+use tower_redis_ratelimit::{Outcome, Policy, Quota, RateLimitLayer, RedisStore, Rule, Store};
 
 const PEER: &str = "192.0.2.9:6000";
 /// Long, so that these tests check what Redis holds, never a timeout on a busy machine.
@@ -41,8 +42,8 @@ fn layer(store: &RedisStore, rules: Vec<Rule>) -> RateLimitLayer {
 }
 
 /// Three routes on one store:
-/// - `/fw`: a fixed window of 3 per hour (key `ratelimit:fw:fw:{client}`);
-/// - `/gcra`: GCRA, 2 per minute (key `ratelimit:g:gcra:{client}`);
+/// - `/fw`: a fixed window of 3 per hour (key `ratelimit:fw:fw-1h:{client}`);
+/// - `/gcra`: GCRA, 2 per minute (key `ratelimit:g:gcra-2/1m:{client}`);
 /// - `/multi`: 5 per hour (fixed window) and 2 per hour (GCRA), checked together.
 fn app(redis: &RedisServer) -> Router {
     let store = RedisStore::open(&redis.url()).unwrap();
@@ -152,7 +153,7 @@ async fn decisions_continue_after_script_flush() {
     let response = send(&app, "/", PEER, &[("x-client", "alice")]).await;
     assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(header(&response, "rate-limiting-state"), "Deny");
-    assert_eq!(redis.cli(&["HGET", "ratelimit:fw:fw:{alice}", "n"]), "5");
+    assert_eq!(redis.cli(&["HGET", "ratelimit:fw:fw-1h:{alice}", "n"]), "5");
 
     // Twenty concurrent callers all meet NOSCRIPT; the quota of 5 still holds exactly.
     flush();
@@ -178,7 +179,7 @@ async fn decisions_continue_after_script_flush() {
         .filter(|a| *a == &(StatusCode::TOO_MANY_REQUESTS, "Deny".to_owned()))
         .count();
     assert_eq!((allowed, denied), (5, 15), "{answers:?}");
-    assert_eq!(redis.cli(&["HGET", "ratelimit:fw:fw:{bob}", "n"]), "5");
+    assert_eq!(redis.cli(&["HGET", "ratelimit:fw:fw-1h:{bob}", "n"]), "5");
 }
 
 /// After a mix of allowed, denied, never-admissible and cost-0 requests from several clients on
@@ -223,7 +224,7 @@ async fn every_written_key_has_a_ttl() {
     let expected: BTreeSet<String> = clients
         .iter()
         .flat_map(|client| {
-            ["fw:fw", "g:gcra", "m-fw:fw", "m-g:gcra"]
+            ["fw:fw-1h", "g:gcra-2/1m", "m-fw:fw-1h", "m-g:gcra-2/1h"]
                 .map(|rule| format!("ratelimit:{rule}:{{{client}}}"))
         })
         .collect();
@@ -253,10 +254,10 @@ async fn a_denied_request_writes_nothing() {
         assert_eq!(request(&app, "/gcra", "dave", 1).await.1, "Allow");
         assert_eq!(request(&app, "/multi", "dave", 1).await.1, "Allow");
     }
-    let fw = "ratelimit:fw:fw:{dave}";
-    let gcra = "ratelimit:g:gcra:{dave}";
-    let multi_fw = "ratelimit:m-fw:fw:{dave}";
-    let multi_gcra = "ratelimit:m-g:gcra:{dave}";
+    let fw = "ratelimit:fw:fw-1h:{dave}";
+    let gcra = "ratelimit:g:gcra-2/1m:{dave}";
+    let multi_fw = "ratelimit:m-fw:fw-1h:{dave}";
+    let multi_gcra = "ratelimit:m-g:gcra-2/1h:{dave}";
     let snapshot = |redis: &RedisServer| {
         (
             redis.cli(&["HGETALL", fw]),
@@ -383,7 +384,8 @@ async fn every_algorithm_sets_a_ttl_no_longer_than_its_state_matters() {
     let expected: BTreeSet<String> = clients
         .iter()
         .flat_map(|client| {
-            ["log:log", "sw:sw4", "tb:tb"].map(|rule| format!("ratelimit:{rule}:{{{client}}}"))
+            ["log:log-1h", "sw:sw4-1h", "tb:tb2-2/1m"]
+                .map(|rule| format!("ratelimit:{rule}:{{{client}}}"))
         })
         .collect();
     assert_eq!(keys, expected);
@@ -401,5 +403,97 @@ async fn every_algorithm_sets_a_ttl_no_longer_than_its_state_matters() {
         );
     }
     // The log holds one entry per admitted unit, never more than its limit.
-    assert_eq!(redis.cli(&["ZCARD", "ratelimit:log:log:{alice}"]), "3");
+    assert_eq!(redis.cli(&["ZCARD", "ratelimit:log:log-1h:{alice}"]), "3");
+}
+
+/// State that no rule of this quota could have written, planted ahead of the server's clock by
+/// far more than the rule's span (as another quota's state, a key from before a clock step back,
+/// or a hand-made key would be), is never honoured: it counts as no state, the next admission
+/// replaces it, and neither the reported waits nor the key's TTL go beyond what the rule itself
+/// can need. Without this, the sliding window's case (second-indexes read as minute-indexes)
+/// answered a reset ~1e17 µs away and set a TTL of ~3,000 years.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_state_far_ahead_of_the_clock_is_replaced_not_honoured() {
+    let redis = RedisServer::start();
+    let store = RedisStore::open(&redis.url()).unwrap();
+    let client = Key::from("mallory");
+    // The year 2255 in µs: 2^53 - 1, the largest time a script holds exactly.
+    let far = "9007199254740991";
+    // This second's index, which a window of minute-long sub-intervals reads as ~1.7e9 minutes
+    // ahead (the same machine runs Redis, so its clock is this one).
+    let seconds = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        .to_string();
+    let gcra_level = format!("{far}:2000000");
+    let log_member = format!("{far}:1");
+    // Each rule, what is planted in its key, and the longest reset (and TTL) it can need: the
+    // window's period, the sliding window's period and a sub-interval, the bucket's drain time.
+    let minute = 60_000_000;
+    let cases: [(Rule, Vec<&str>, u64); 5] = [
+        (
+            Rule::fixed_window("fw", Quota::per_minute(3)),
+            vec!["HSET", "s", far, "n", "3"],
+            minute,
+        ),
+        (
+            Rule::sliding_log("log", Quota::per_minute(3)),
+            vec!["ZADD", far, &log_member],
+            minute,
+        ),
+        (
+            Rule::sliding_window("sw", Quota::per_hour(5), 60),
+            vec!["HSET", &seconds, "3"],
+            61 * minute,
+        ),
+        (
+            Rule::token_bucket("tb", Quota::per_second(2).with_burst(4)),
+            vec!["HSET", "t", far, "k", "0"],
+            2_000_000,
+        ),
+        (
+            Rule::gcra("g", Quota::per_second(2).with_burst(4)),
+            vec!["SET", &gcra_level],
+            2_000_000,
+        ),
+    ];
+    for (rule, plant, longest) in cases {
+        let name = rule.name().to_owned();
+        let policy = Policy::try_from(rule).unwrap();
+        let key = store.state_keys(&client, &policy).remove(0);
+        let mut command = plant.clone();
+        command.insert(1, &key);
+        redis.cli(&command);
+
+        let decision = store.check(&client, &policy, 2).await.unwrap();
+        assert_eq!(
+            (decision.outcome(), decision.used()),
+            (Outcome::Allowed, 2),
+            "{name}: the planted state counts as none"
+        );
+        let reset = u64::try_from(decision.reset_after().as_micros()).unwrap();
+        // The window algorithms start now: a whole period; 2 of a burst of 4 at 2 per second
+        // drain in 1 s; the sliding window's sub-interval started up to a minute ago.
+        let expected = match name.as_str() {
+            "fw" | "log" => minute..=minute,
+            "sw" => 60 * minute + 1..=61 * minute,
+            _ => 1_000_000..=1_000_000,
+        };
+        assert!(expected.contains(&reset), "{name}: reset after {reset} µs");
+        let ttl_ms = redis.pttl(&key);
+        assert!(
+            0 < ttl_ms && u64::try_from(ttl_ms).unwrap() * 1_000 <= longest,
+            "{name}: PTTL {ttl_ms} ms"
+        );
+        // Nothing of the planted state is left.
+        let left = match name.as_str() {
+            "fw" => redis.cli(&["HGET", &key, "s"]) == far,
+            "log" => !redis.cli(&["ZSCORE", &key, &log_member]).is_empty(),
+            "sw" => redis.cli(&["HEXISTS", &key, &seconds]) == "1",
+            "tb" => redis.cli(&["HGET", &key, "t"]) == far,
+            _ => redis.cli(&["GET", &key]).starts_with(far),
+        };
+        assert!(!left, "{name}: the planted state is still in {key}");
+    }
 }

@@ -130,7 +130,7 @@ async fn fixed_window_resets_identically_at_the_end_of_the_window() {
     );
     // The state in Redis is one hash for the key, with a TTL.
     let keys = stores.server.keys();
-    assert_eq!(keys, ["ratelimit:fw:fw:{k}"]);
+    assert_eq!(keys, ["ratelimit:fw:fw-10s:{k}"]);
     let ttl: i64 = stores.server.cli(&["PTTL", &keys[0]]).parse().unwrap();
     assert!(ttl > 0, "every key has a TTL: {ttl}");
 }
@@ -205,7 +205,7 @@ async fn never_and_peeks_agree() {
         stores.check("k", &fw, 0).await,
         expect(&fw, Outcome::Allowed, 5, 0, 10_000_000, 0)
     );
-    assert_eq!(stores.server.keys(), ["ratelimit:gcra:gcra:{k}"]);
+    assert_eq!(stores.server.keys(), ["ratelimit:gcra:gcra-3/10s:{k}"]);
 }
 
 #[tokio::test]

@@ -1,5 +1,10 @@
 //! Fixed window, as `lua/fixed_window.lua`: at most `limit` units of cost per window; a window
 //! starts with the first request a key makes after its previous window ended.
+//!
+//! A start ahead of now (the clock went back) is still that window, unless it lies more than a
+//! period ahead: no window of this rule starts that late, so the state is foreign (another rule's,
+//! or from before a clock step back by more than a period) and honouring it would deny for as long
+//! as it lies ahead; a window starts now instead. So no reported wait or TTL exceeds two periods.
 
 use super::{Params, Step, Write, verdict};
 use crate::decision::Outcome;
@@ -14,7 +19,9 @@ pub(crate) struct State {
 pub(super) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) -> Step {
     let Params { limit, period, .. } = *params;
     let (start, used) = match state {
-        Some(state) if now < state.start + period => (state.start, state.used),
+        Some(state) if now < state.start + period && state.start - now <= period => {
+            (state.start, state.used)
+        }
         _ => (now, 0.0),
     };
     let reset_after = start + period - now;
@@ -32,4 +39,52 @@ pub(super) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) 
         (cost > 0.0).then_some(Write::Set(super::State::FixedWindow(State { start, used })));
     let allowed = verdict(Outcome::Allowed, limit - used, used, reset_after, 0.0);
     Step::new(allowed, write, reset_after)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{Quota, Rule};
+
+    const T0: f64 = 1_700_000_000_000_000.0;
+    const SECOND: f64 = 1_000_000.0;
+
+    #[test]
+    fn a_window_starting_more_than_a_period_ahead_is_foreign() {
+        // 5 per 10 s, all used in a window starting at T0 + 20 s.
+        let params = Params::new(&Rule::fixed_window(
+            "fw",
+            Quota::new(5, Duration::from_secs(10)),
+        ))
+        .unwrap();
+        let state = State {
+            start: T0 + 20.0 * SECOND,
+            used: 5.0,
+        };
+        // A period behind its start, it is still that window: two periods to its end.
+        let behind = step(&params, Some(&state), T0 + 10.0 * SECOND, 1.0).verdict;
+        assert_eq!(
+            (behind.outcome, behind.retry_after_us),
+            (Outcome::Denied, 20_000_000)
+        );
+        // Further behind no window of this rule starts that late: one starts now.
+        let foreign = step(&params, Some(&state), T0, 1.0);
+        assert_eq!(
+            (foreign.verdict.outcome, foreign.verdict.used),
+            (Outcome::Allowed, 1)
+        );
+        assert_eq!(foreign.verdict.reset_after_us, 10_000_000);
+        assert_eq!(
+            foreign.write,
+            Some((
+                Write::Set(super::super::State::FixedWindow(State {
+                    start: T0,
+                    used: 1.0
+                })),
+                10_000_000
+            ))
+        );
+    }
 }

@@ -4,7 +4,7 @@
 
 use super::{Params, Step, Write, bucket};
 
-/// The level (units of 1/period request) at time `since` (µs since the epoch).
+/// The level (units of 1/period request) at time `since` (µs since the epoch, never moved back).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct State {
     pub(crate) since: f64,
@@ -12,11 +12,12 @@ pub(crate) struct State {
 }
 
 pub(super) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) -> Step {
-    let level = state.map_or(0.0, |state| {
-        bucket::drain(state.level, state.since, now, params.limit)
+    let (level, at) = state.map_or((0.0, now), |state| {
+        let capacity = params.burst * params.period;
+        bucket::at(state.level, state.since, now, params.limit, capacity)
     });
-    let (verdict, new_level) = bucket::evaluate(params, level, cost);
-    let write = new_level.map(|level| Write::Set(super::State::Gcra(State { since: now, level })));
+    let (verdict, new_level) = bucket::evaluate(params, level, at - now, cost);
+    let write = new_level.map(|level| Write::Set(super::State::Gcra(State { since: at, level })));
     Step::new(verdict, write, verdict.reset_after_us as f64)
 }
 
@@ -96,6 +97,79 @@ mod tests {
             step(&p, Some(&state), t0 + wait, 1.0).verdict.outcome,
             Outcome::Allowed
         );
+    }
+
+    #[test]
+    fn a_clock_going_back_and_forth_refunds_nothing() {
+        // Burst 4 at 2 per second, requests at T+10 s and T+9 s in turn: time never runs back
+        // for the bucket, so the second behind is not drained again when the clock comes back.
+        let p = params(Quota::per_second(2).with_burst(4));
+        let t = 1_700_000_000.0 * SECOND;
+        let times: Vec<f64> = (0..40)
+            .map(|i| t + if i % 2 == 0 { 10.0 } else { 9.0 } * SECOND)
+            .collect();
+        let verdicts = run(&p, &times);
+        let admitted = verdicts
+            .iter()
+            .filter(|v| v.outcome == Outcome::Allowed)
+            .count();
+        assert_eq!(admitted, 4);
+        // Behind the bucket's time by a second: its wait counts from now.
+        assert_eq!(verdicts[3].reset_after_us, 3_000_000);
+        assert_eq!(
+            (verdicts[5].outcome, verdicts[5].retry_after_us),
+            (Outcome::Denied, 1_500_000)
+        );
+    }
+
+    #[test]
+    fn the_bucket_time_never_moves_back() {
+        let p = params(Quota::per_second(2).with_burst(4));
+        let t = 1_700_000_000.0 * SECOND;
+        let state = written(step(&p, None, t + SECOND, 2.0));
+        let behind = step(&p, Some(&state), t, 1.0);
+        assert_eq!((behind.verdict.remaining, behind.verdict.used), (1, 3));
+        // Three requests drain in 1.5 s from the bucket's time, a second ahead.
+        assert_eq!(behind.verdict.reset_after_us, 2_500_000);
+        assert_eq!(
+            written(behind),
+            State {
+                since: t + SECOND,
+                level: 3.0 * p.period
+            }
+        );
+    }
+
+    #[test]
+    fn a_bucket_time_further_ahead_than_a_full_bucket_drains_is_foreign() {
+        // Burst 4 at 2 per second: a full bucket drains in 2 s.
+        let p = params(Quota::per_second(2).with_burst(4));
+        let t = 1_700_000_000.0 * SECOND;
+        let full = State {
+            since: t + 2.0 * SECOND,
+            level: 4.0 * p.period,
+        };
+        let behind = step(&p, Some(&full), t, 1.0).verdict;
+        assert_eq!(
+            (behind.outcome, behind.reset_after_us, behind.retry_after_us),
+            (Outcome::Denied, 4_000_000, 2_500_000)
+        );
+        // A µs further ahead, or the year 2255 (the audit's ~1e17 µs): an empty bucket, now.
+        for since in [t + 2.0 * SECOND + 1.0, 9_007_199_254_740_991.0] {
+            let foreign = step(&p, Some(&State { since, ..full }), t, 1.0);
+            assert_eq!(
+                (foreign.verdict.outcome, foreign.verdict.used),
+                (Outcome::Allowed, 1)
+            );
+            assert_eq!(foreign.verdict.reset_after_us, 500_000);
+            assert_eq!(
+                written(foreign),
+                State {
+                    since: t,
+                    level: p.period
+                }
+            );
+        }
     }
 
     #[test]

@@ -4,6 +4,12 @@
 //! An entry at time `t` counts while `now - period < t`, and leaves the window at `t + period`.
 //! The deque mirrors the Redis sorted set: ascending times, entries at or before the window's
 //! start dropped when the key is next written, so it never holds more than `limit` entries.
+//!
+//! Entries ahead of now (the clock went back) count, unless the newest lies more than a period
+//! ahead: no entry of this rule can matter that long, so the log is foreign (another rule's, or
+//! from before a clock step back by more than a period) and honouring it would deny for as long as
+//! it lies ahead. It then counts as empty and the next admission replaces it, so no reported wait
+//! or TTL exceeds two periods.
 
 use std::collections::VecDeque;
 
@@ -24,24 +30,30 @@ impl State {
     }
 }
 
-/// An admitted request: `cost` entries at `now`, after dropping entries at or before `cutoff`.
+/// An admitted request: `cost` entries at `now`, after dropping entries at or before `cutoff`,
+/// or every entry when the log was foreign (`replace`).
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Append {
     cutoff: f64,
     now: f64,
-    cost: usize,
+    // At most `Algorithm::SLIDING_LOG_MAX_LIMIT`; a u32 next to the flag keeps a `Write` small.
+    cost: u32,
+    replace: bool,
 }
 
 impl Append {
     pub(super) fn apply(self, log: &mut State) {
         let times = &mut log.times;
+        if self.replace {
+            times.clear();
+        }
         let stale = times.partition_point(|&t| t <= self.cutoff);
         times.drain(..stale);
         // `now` is the newest time unless the clock went back: keep the deque sorted like the
         // sorted set.
         let at = times.partition_point(|&t| t <= self.now);
         if at == times.len() {
-            times.extend(std::iter::repeat_n(self.now, self.cost));
+            times.extend(std::iter::repeat_n(self.now, self.cost as usize));
         } else {
             for _ in 0..self.cost {
                 times.insert(at, self.now);
@@ -51,7 +63,7 @@ impl Append {
 
     pub(super) fn into_log(self) -> State {
         let mut log = State {
-            times: VecDeque::with_capacity(self.cost),
+            times: VecDeque::with_capacity(self.cost as usize),
         };
         self.apply(&mut log);
         log
@@ -63,6 +75,8 @@ pub(super) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) 
     let cutoff = now - period;
     let empty = VecDeque::new();
     let times = state.map_or(&empty, |state| &state.times);
+    let foreign = times.back().is_some_and(|&newest| newest - now > period);
+    let times = if foreign { &empty } else { times };
     let first = times.partition_point(|&t| t <= cutoff);
     let count = (times.len() - first) as f64;
     // When the newest entry leaves the window, the full limit is back.
@@ -90,7 +104,8 @@ pub(super) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) 
         write = Some(Write::Log(Append {
             cutoff,
             now,
-            cost: cost as usize,
+            cost: cost as u32,
+            replace: foreign,
         }));
     }
     let allowed = verdict(Outcome::Allowed, limit - used, used, reset_after, 0.0);
@@ -190,6 +205,26 @@ mod tests {
             (Outcome::Allowed, 3, 0)
         );
         assert!(log.state.is_none());
+    }
+
+    #[test]
+    fn a_log_whose_newest_entry_lies_more_than_a_period_ahead_is_foreign() {
+        let mut log = Log::new();
+        log.request(T0 + 20.0 * SECOND, 3.0);
+        // A period ahead: the entries count, and leave two periods from now.
+        let behind = log.request(T0 + 10.0 * SECOND, 1.0);
+        assert_eq!(
+            (behind.outcome, behind.reset_after_us, behind.retry_after_us),
+            (Outcome::Denied, 20_000_000, 20_000_000)
+        );
+        // Further ahead: not this rule's; the log counts as empty and is replaced.
+        let foreign = log.request(T0, 1.0);
+        assert_eq!(
+            (foreign.outcome, foreign.used, foreign.reset_after_us),
+            (Outcome::Allowed, 1, 10_000_000)
+        );
+        let times: Vec<f64> = log.state.as_ref().unwrap().times.iter().copied().collect();
+        assert_eq!(times, [T0]);
     }
 
     #[test]

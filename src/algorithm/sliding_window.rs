@@ -18,6 +18,11 @@
 //!
 //! A clock behind the newest counted sub-interval (it went back) is taken to be at that
 //! sub-interval's start: the estimate is then at its highest, and no count ever lies ahead.
+//! Unless the newest lies more than `n` sub-intervals (a period) ahead: no count of this rule
+//! matters that long, so the counts are foreign (another rule's, or from before a clock step back
+//! by more than a period) and honouring them would deny for as long as they lie ahead. They then
+//! count as nothing and the next admission replaces them, so no reported wait or TTL exceeds two
+//! periods and a sub-interval.
 
 use super::arith::{ceil_div, floor_div};
 use super::{Params, Step, Write, verdict};
@@ -51,17 +56,23 @@ fn slot(index: f64, slots: usize) -> usize {
     (index as u64 % slots as u64) as usize
 }
 
-/// An admitted request: `cost` more units in sub-interval `index`.
+/// An admitted request: `cost` more units in sub-interval `index`, in place of every count when
+/// the counts were foreign (`replace`).
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Add {
     index: f64,
     cost: u32,
+    replace: bool,
     slots: usize,
 }
 
 impl Add {
     pub(super) fn apply(self, window: &mut State) {
         let slots = window.counts.len();
+        if self.replace {
+            window.counts.fill(0);
+            window.newest = self.index;
+        }
         if slots != self.slots {
             // Another ring size (cannot happen: the sub-intervals are part of the storage key).
             *window = self.into_window();
@@ -79,7 +90,8 @@ impl Add {
             }
             window.newest = self.index;
         }
-        // A step evaluates at the newest sub-interval or later, so `index` lies in the ring.
+        // A step evaluates at the newest sub-interval or later (or replaces foreign counts), so
+        // `index` lies in the ring.
         let count = &mut window.counts[slot(self.index, slots)];
         *count = count.saturating_add(self.cost);
     }
@@ -104,10 +116,12 @@ pub(super) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) 
     let size = period / n;
     let quantum = ceil_div(size, floor_div(WEIGHT_RANGE, limit));
     let steps = ceil_div(size, quantum);
-    let count = |index: f64| state.map_or(0.0, |state| state.count(index));
 
     let mut current = floor_div(now, size);
     let mut offset = now - current * size;
+    let foreign = state.is_some_and(|state| state.newest > current + n);
+    let state = state.filter(|_| !foreign);
+    let count = |index: f64| state.map_or(0.0, |state| state.count(index));
     let newest = state.map(|state| state.newest);
     if let Some(newest) = newest
         && newest > current
@@ -153,6 +167,7 @@ pub(super) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) 
         write = Some(Write::Window(Add {
             index: current,
             cost: cost as u32,
+            replace: foreign,
             slots: n as usize + 1,
         }));
     }
@@ -346,6 +361,62 @@ mod tests {
         assert_eq!(behind.reset_after_us, 2_500_000);
         let state = counter.state.as_ref().unwrap();
         assert_eq!(state.count(state.newest), 2.0);
+    }
+
+    #[test]
+    fn counts_more_than_a_period_ahead_are_foreign_and_replaced() {
+        // 5 per hour in 60 sub-intervals of a minute, holding what 3 per minute in sub-intervals
+        // of a second left: 3 in the second-index of T0, which as a minute-index lies ~1.7e9
+        // minutes ahead.
+        let mut counter = Counter::new(Quota::per_hour(5), 60);
+        let seconds = T0 / SECOND;
+        counter.state = Some(
+            Add {
+                index: seconds,
+                cost: 3,
+                replace: false,
+                slots: 61,
+            }
+            .into_window(),
+        );
+        let allowed = counter.request(T0 + SECOND, 2.0);
+        assert_eq!(
+            (allowed.outcome, allowed.remaining, allowed.used),
+            (Outcome::Allowed, 3, 2)
+        );
+        // 61 minutes from the start of the current one, not ~1e17 µs.
+        assert_eq!(allowed.reset_after_us, 61 * 60 * 1_000_000 - 1_000_000);
+        let state = counter.state.as_ref().unwrap();
+        assert_eq!(state.newest, floor_div(T0 + SECOND, 60.0 * SECOND));
+        assert_eq!(
+            state.counts.iter().sum::<u32>(),
+            2,
+            "nothing foreign is kept"
+        );
+    }
+
+    #[test]
+    fn no_wait_exceeds_two_periods_and_a_sub_interval_whatever_lies_ahead() {
+        // 2 per second in 4 sub-intervals of 250 ms, full in a sub-interval `ahead` of now.
+        let size = 250_000.0;
+        for ahead in 0..=12 {
+            let mut counter = Counter::new(Quota::per_second(2), 4);
+            counter.request(T0 + f64::from(ahead) * size, 2.0);
+            for verdict in [counter.request(T0, 1.0), counter.request(T0, 0.0)] {
+                assert!(
+                    verdict.reset_after_us <= 9 * 250_000,
+                    "{ahead}: {verdict:?}"
+                );
+                assert!(
+                    verdict.retry_after_us <= 9 * 250_000,
+                    "{ahead}: {verdict:?}"
+                );
+            }
+            let step = step(&counter.params, counter.state.as_ref(), T0, 1.0);
+            if let Some((_, ttl)) = step.write {
+                assert!(ttl <= 9 * 250_000, "{ahead}: TTL {ttl}");
+            }
+        }
     }
 
     #[test]

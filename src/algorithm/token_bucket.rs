@@ -8,7 +8,8 @@
 
 use super::{Params, Step, Write, bucket};
 
-/// The tokens left (units of 1/period of a token) at time `since` (µs since the epoch).
+/// The tokens left (units of 1/period of a token) at time `since` (µs since the epoch, never moved
+/// back).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct State {
     pub(crate) since: f64,
@@ -19,14 +20,14 @@ pub(super) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) 
     let capacity = params.burst * params.period;
     // More tokens than the capacity (the burst was lowered while the state was live) is a full
     // bucket.
-    let level = state.map_or(0.0, |state| {
+    let (level, at) = state.map_or((0.0, now), |state| {
         let level = (capacity - state.tokens).max(0.0);
-        bucket::drain(level, state.since, now, params.limit)
+        bucket::at(level, state.since, now, params.limit, capacity)
     });
-    let (verdict, new_level) = bucket::evaluate(params, level, cost);
+    let (verdict, new_level) = bucket::evaluate(params, level, at - now, cost);
     let write = new_level.map(|level| {
         Write::Set(super::State::TokenBucket(State {
-            since: now,
+            since: at,
             tokens: capacity - level,
         }))
     });
@@ -80,6 +81,42 @@ mod tests {
         // A token refills in 1 ns: the state matters for (rounded up) 1 µs.
         assert_eq!(step.verdict.reset_after_us, 1);
         assert_eq!(step.write.as_ref().unwrap().1, 1);
+    }
+
+    #[test]
+    fn a_clock_behind_the_bucket_takes_tokens_without_refilling_or_moving_it_back() {
+        let rule = Rule::token_bucket("t", Quota::per_second(2).with_burst(4));
+        let params = Params::new(&rule).unwrap();
+        let ahead = written(&step(&params, None, T0 + 1_000_000.0, 2.0));
+        let behind = step(&params, Some(&ahead), T0, 1.0);
+        assert_eq!((behind.verdict.remaining, behind.verdict.used), (1, 3));
+        assert_eq!(behind.verdict.reset_after_us, 2_500_000);
+        assert_eq!(
+            written(&behind),
+            State {
+                since: T0 + 1_000_000.0,
+                tokens: params.period
+            }
+        );
+        // Back at the bucket's time, nothing has refilled in between.
+        let peek = step(&params, Some(&written(&behind)), T0 + 1_000_000.0, 0.0);
+        assert_eq!((peek.verdict.remaining, peek.verdict.used), (1, 3));
+    }
+
+    #[test]
+    fn a_bucket_time_further_ahead_than_a_full_bucket_refills_is_foreign() {
+        // Capacity 4 at 2 per second: an empty bucket refills in 2 s.
+        let params =
+            Params::new(&Rule::token_bucket("t", Quota::per_second(2).with_burst(4))).unwrap();
+        let empty = |since| State { since, tokens: 0.0 };
+        let behind = step(&params, Some(&empty(T0 + 2_000_000.0)), T0, 0.0).verdict;
+        assert_eq!((behind.used, behind.reset_after_us), (4, 4_000_000));
+        let foreign = step(&params, Some(&empty(T0 + 2_000_001.0)), T0, 1.0);
+        assert_eq!(
+            (foreign.verdict.remaining, foreign.verdict.reset_after_us),
+            (3, 500_000)
+        );
+        assert_eq!(written(&foreign).since, T0);
     }
 
     #[test]

@@ -33,7 +33,9 @@ use crate::policy::Policy;
 /// - One multiplexed connection carries every decision; a broken one is replaced through the
 ///   deadpool-redis pool, with backoff, so an outage costs no round trips.
 ///
-/// Keys look like `<prefix>:<rule>:<algorithm>:{<client key>}` (see `docs/algorithms.md`).
+/// Keys look like `<prefix>:<rule>:<code>:{<client key>}`, the code naming the algorithm and the
+/// time base of its state (`fw-1h`, `log-1m`, `sw60-1h`, `tb20-10/1s`, `gcra-10/1s`: a changed
+/// period or rate starts fresh state under a new key); see `docs/algorithms.md`.
 ///
 /// ```no_run
 /// use tower_redis_ratelimit::RedisStore;
@@ -89,7 +91,7 @@ impl RedisStore {
     /// ])?;
     /// assert_eq!(
     ///     store.state_keys(&Key::from("203.0.113.5"), &policy),
-    ///     ["app:second:gcra:{203.0.113.5}", "app:hour:sw60:{203.0.113.5}"]
+    ///     ["app:second:gcra-10/1s:{203.0.113.5}", "app:hour:sw60-1h:{203.0.113.5}"]
     /// );
     /// # Ok::<(), tower_redis_ratelimit::ConfigError>(())
     /// ```

@@ -62,12 +62,14 @@ pub(super) fn invocation(
 }
 
 /// The Redis key of one rule's state for one client. The client key is the hash tag: every rule's
-/// key for a client lands in one cluster slot, and different clients spread over the cluster.
+/// key for a client lands in one cluster slot, and different clients spread over the cluster. The
+/// state code names the time base the state is counted in, so a rule whose quota changed that
+/// base never reads the old state (which expires by its TTL).
 pub(super) fn state_key(prefix: &str, rule: &Rule, client: &str) -> String {
     format!(
         "{prefix}:{}:{}:{{{client}}}",
         rule.name(),
-        rule.algorithm().code()
+        rule.state_code()
     )
 }
 
@@ -119,23 +121,23 @@ mod tests {
         for (rule, key) in [
             (
                 Rule::gcra("a", Quota::per_second(1)),
-                "rl:a:gcra:{203.0.113.5}",
+                "rl:a:gcra-1/1s:{203.0.113.5}",
             ),
             (
                 Rule::fixed_window("b", Quota::per_hour(5)),
-                "rl:b:fw:{203.0.113.5}",
+                "rl:b:fw-1h:{203.0.113.5}",
             ),
             (
                 Rule::sliding_log("c", Quota::per_hour(5)),
-                "rl:c:log:{203.0.113.5}",
+                "rl:c:log-1h:{203.0.113.5}",
             ),
             (
                 Rule::sliding_window("d", Quota::per_hour(5), 60),
-                "rl:d:sw60:{203.0.113.5}",
+                "rl:d:sw60-1h:{203.0.113.5}",
             ),
             (
-                Rule::token_bucket("e", Quota::per_hour(5)),
-                "rl:e:tb:{203.0.113.5}",
+                Rule::token_bucket("e", Quota::per_hour(5).with_burst(2)),
+                "rl:e:tb2-5/1h:{203.0.113.5}",
             ),
         ] {
             assert_eq!(state_key("rl", &rule, client), key);
