@@ -406,7 +406,7 @@ fn with_redis_failing_open_by_default() {
     assert_contract(&quickstart, "redis");
     // The counts live in Redis (a denied request writes nothing).
     assert_eq!(
-        redis.cli(&["HGET", "ratelimit:hello:fw:{127.0.0.1}", "n"]),
+        redis.cli(&["HGET", "ratelimit:hello:fw-10s:{127.0.0.1}", "n"]),
         "5"
     );
 
