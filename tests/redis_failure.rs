@@ -18,8 +18,9 @@ use tower_redis_ratelimit::key::HeaderKey;
 use tower_redis_ratelimit::{Decision, FailureMode, Quota, RateLimitLayer, RedisStore, Rule};
 
 const PEER: &str = "203.0.113.7:4000";
-/// Slack on top of a deadline for scheduling on a busy machine. A hang exceeds it by far.
-const SLACK: Duration = Duration::from_millis(400);
+/// Slack on top of a deadline for timer and scheduling delays on a busy machine: small enough
+/// that a deadline missed by more than its own length fails, where a hang exceeds it by far.
+const SLACK: Duration = Duration::from_millis(150);
 /// How long a restarted server may take to be used again: the reconnect backoff is at most 1 s.
 const RECOVERY: Duration = Duration::from_secs(5);
 

@@ -23,8 +23,9 @@ use tower_redis_ratelimit::{FailureMode, Quota, RateLimitLayer, RedisStore, Rule
 
 const PEER: &str = "198.51.100.4:5000";
 const DEADLINE: Duration = Duration::from_millis(100);
-/// Slack on top of the deadline for scheduling on a busy machine. A hang exceeds it by far.
-const SLACK: Duration = Duration::from_millis(400);
+/// Slack on top of the deadline for timer and scheduling delays on a busy machine: small enough
+/// that a deadline missed by more than its own length fails, where a hang exceeds it by far.
+const SLACK: Duration = Duration::from_millis(150);
 /// How long Redis may take to be used again once it answers (reconnect backoff is at most 1 s,
 /// connect timeout 1 s).
 const RECOVERY: Duration = Duration::from_secs(8);

@@ -3,9 +3,8 @@
 use std::sync::LazyLock;
 
 use redis::{Script, ScriptInvocation};
-use smallvec::SmallVec;
 
-use crate::decision::{Decision, Outcome, RuleVerdict};
+use crate::decision::{Combined, Decision, Outcome, RuleVerdict};
 use crate::error::StoreError;
 use crate::policy::{Policy, Rule};
 
@@ -83,11 +82,11 @@ pub(super) fn decision(reply: &[i64], policy: &Policy) -> Result<Decision, Store
             reply.len()
         )));
     }
-    let verdicts = reply
-        .chunks_exact(REPLY_WIDTH)
-        .map(verdict)
-        .collect::<Result<SmallVec<[RuleVerdict; 4]>, StoreError>>()?;
-    Ok(Decision::from_verdicts(policy, &verdicts))
+    let mut combined = Combined::new();
+    for values in reply.chunks_exact(REPLY_WIDTH) {
+        combined.add(verdict(values)?);
+    }
+    Ok(combined.decision(policy))
 }
 
 fn verdict(values: &[i64]) -> Result<RuleVerdict, StoreError> {
