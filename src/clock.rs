@@ -53,9 +53,7 @@ impl Clock for SystemClock {
     fn now_micros(&self) -> u64 {
         // Zero, not a wrapped huge delta, if the counter reads below the anchor (cores whose
         // counters disagree): time then stands still for a moment rather than jumping.
-        let elapsed_ns = self
-            .clock
-            .delta_as_nanos(self.anchor_raw, self.clock.raw());
+        let elapsed_ns = self.clock.delta_as_nanos(self.anchor_raw, self.clock.raw());
         self.anchor_micros.saturating_add(elapsed_ns / 1_000)
     }
 }

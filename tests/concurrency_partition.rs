@@ -8,13 +8,11 @@
 mod support;
 
 use std::convert::Infallible;
-use std::io;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Body;
 use http::{Request, Response, StatusCode};
-use support::{RedisServer, eventually};
+use support::{Logs, RedisServer, eventually};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tower::{ServiceExt, service_fn};
@@ -68,38 +66,6 @@ impl Link {
     }
 }
 
-/// What the crate logs, as text (this binary's only test installs it).
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl io::Write for Logs {
-    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Logs {
-    fn install() -> Self {
-        let logs = Logs::default();
-        let writer = logs.clone();
-        tracing_subscriber::fmt()
-            .with_env_filter("tower_redis_ratelimit=debug")
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .init();
-        logs
-    }
-
-    fn contain(&self, text: &str) -> bool {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).contains(text)
-    }
-}
-
 /// A permit's lease end in Redis (µs), or `None` once it is gone.
 fn score(redis: &RedisServer, key: &str, permit: PermitId) -> Option<u64> {
     let score = redis.cli(&["ZSCORE", key, &permit.to_string()]);
@@ -108,7 +74,7 @@ fn score(redis: &RedisServer, key: &str, permit: PermitId) -> Option<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_that_never_arrives_is_left_to_the_lease() {
-    let logs = Logs::install();
+    let logs = Logs::capture_globally();
     let redis = RedisServer::start();
     let link = Link::to(redis.port()).await;
     let key = "ratelimit:ws:cc:{user}";
@@ -150,7 +116,7 @@ async fn a_release_that_never_arrives_is_left_to_the_lease() {
         id
     };
     eventually(Duration::from_secs(10), "the release gives up", || async {
-        logs.contain("its lease will end it")
+        logs.text().contains("its lease will end it")
     })
     .await;
     let ended = score(&redis, key, dropped).expect("the release never reached Redis");

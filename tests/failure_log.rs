@@ -9,19 +9,16 @@
 
 mod support;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use axum::Router;
 use axum::routing::get;
-use support::{get as send, header};
+use support::{Logs, get as send, header};
 use tower_redis_ratelimit::concurrency::{Acquired, Lease, PermitId, Renewal, Slot};
 use tower_redis_ratelimit::key::{GlobalKey, Key};
 use tower_redis_ratelimit::{
     Decision, FailureMode, Policy, Quota, RateLimitLayer, Rule, Store, StoreError, StoreFuture,
 };
-use tracing::subscriber::DefaultGuard;
 
 const PEER: &str = "203.0.113.8:4000";
 const FAILED_OPEN: &str = "rate limiting skipped: the store failed and the layer fails open";
@@ -52,43 +49,6 @@ impl Store for DownStore {
     }
 }
 
-/// The log lines written on this thread while the guard lives.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn start() -> (Self, DefaultGuard) {
-        let captured = Captured::default();
-        let writer = captured.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .with_max_level(tracing::Level::TRACE)
-            .finish();
-        (captured, tracing::subscriber::set_default(subscriber))
-    }
-
-    /// The captured lines that contain `message`.
-    fn lines_with(&self, message: &str) -> Vec<String> {
-        let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
-        text.lines()
-            .filter(|line| line.contains(message))
-            .map(str::to_owned)
-            .collect()
-    }
-}
-
 fn app(name: &str, failure: FailureMode) -> Router {
     let layer = RateLimitLayer::builder()
         .rule(Rule::fixed_window(name, Quota::per_minute(10)))
@@ -110,7 +70,7 @@ fn allowed_warnings(started: Instant) -> usize {
 
 #[tokio::test]
 async fn failing_open_warns_once_per_second_per_layer() {
-    let (log, _guard) = Captured::start();
+    let (log, _guard) = Logs::capture();
     let started = Instant::now();
     let first = app("first", FailureMode::Open);
     let second = app("second", FailureMode::Open);
@@ -151,7 +111,7 @@ async fn failing_open_warns_once_per_second_per_layer() {
 
 #[tokio::test]
 async fn failing_closed_warns_once_per_second_too() {
-    let (log, _guard) = Captured::start();
+    let (log, _guard) = Logs::capture();
     let started = Instant::now();
     let app = app("closed", FailureMode::Closed);
     for _ in 0..100 {
@@ -171,7 +131,7 @@ async fn failing_closed_warns_once_per_second_too() {
 /// A store that answers logs nothing: the warning means an outage.
 #[tokio::test]
 async fn a_working_store_logs_no_warning() {
-    let (log, _guard) = Captured::start();
+    let (log, _guard) = Logs::capture();
     let layer = RateLimitLayer::builder()
         .rule(Rule::fixed_window("fine", Quota::per_minute(10)))
         .key(GlobalKey::new("everyone"))

@@ -152,7 +152,6 @@ fn the_background_sweep_drops_expired_state_by_itself() {
     });
 }
 
-
 #[test]
 fn a_store_that_outlives_its_runtime_is_swept_by_the_next_one() {
     let _serial = serial();
@@ -180,7 +179,13 @@ fn a_store_that_outlives_its_runtime_is_swept_by_the_next_one() {
     drop(first);
     // A second runtime uses the same store: its first check must start a sweep of its own.
     paused_runtime().block_on(async {
-        assert!(store.check(&key(100), &policy, 1).await.unwrap().is_allowed());
+        assert!(
+            store
+                .check(&key(100), &policy, 1)
+                .await
+                .unwrap()
+                .is_allowed()
+        );
         assert_eq!(store.len(), 101);
         clock.advance(Duration::from_secs(60));
         tokio::time::sleep(Duration::from_millis(200)).await;

@@ -67,5 +67,8 @@ fn a_connect_cut_off_by_its_runtime_shutting_down_is_retried_from_the_next_runti
         let third = store.check(&key, &policy, 1).await.unwrap();
         assert_eq!(third.outcome(), Outcome::Denied);
     });
-    assert_eq!(redis.cli(&["HGET", "ratelimit:api:fw-1h:{client}", "n"]), "2");
+    assert_eq!(
+        redis.cli(&["HGET", "ratelimit:api:fw-1h:{client}", "n"]),
+        "2"
+    );
 }

@@ -4,6 +4,10 @@
 //! freeze and restart their server. A missing `redis-server` fails the test with instructions.
 #![allow(dead_code, unreachable_pub)]
 
+mod logs;
+
+pub use logs::Logs;
+
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

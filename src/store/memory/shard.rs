@@ -155,7 +155,11 @@ impl Shard {
             }
         }
         self.table
-            .entry(hash, |entry| entry.key.as_bytes() == key, |entry| entry.hash)
+            .entry(
+                hash,
+                |entry| entry.key.as_bytes() == key,
+                |entry| entry.hash,
+            )
             .or_insert_with(|| Entry {
                 hash,
                 key: StoredKey::new(key),
@@ -265,7 +269,13 @@ mod tests {
     fn short_keys_are_held_inline_and_long_ones_on_the_heap() {
         assert_eq!(std::mem::size_of::<StoredKey>(), 40);
         let mut shard = Shard::new(10);
-        for key in [&b""[..], b"203.0.113.5", &[7; INLINE_KEY], &[8; INLINE_KEY + 1], &[9; 64]] {
+        for key in [
+            &b""[..],
+            b"203.0.113.5",
+            &[7; INLINE_KEY],
+            &[8; INLINE_KEY + 1],
+            &[9; 64],
+        ] {
             shard.entry(key.len() as u64, key, 0);
             let entry = shard.find(key.len() as u64, key).expect("inserted");
             assert_eq!(entry.key.as_bytes(), key);
