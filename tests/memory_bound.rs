@@ -41,6 +41,16 @@ fn per_minute() -> Policy {
     Policy::try_from(Rule::fixed_window("fw", Quota::per_minute(10))).unwrap()
 }
 
+/// A runtime whose clock is paused: sleeping lets the background sweep run without waiting in real
+/// time.
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
 /// The memory store answers synchronously: no runtime is needed to poll it (and without one, no
 /// background sweep starts, so the test alone decides when state is dropped).
 fn check(store: &MemoryStore, key: &Key, policy: &Policy, cost: u32) -> Decision {
@@ -114,13 +124,7 @@ fn a_million_keys_are_dropped_and_their_memory_returned_when_their_windows_end()
 #[test]
 fn the_background_sweep_drops_expired_state_by_itself() {
     let _serial = serial();
-    // Tokio's clock is paused: sleeping lets the sweep run without waiting in real time.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    paused_runtime().block_on(async {
         let clock = ManualClock::new(T0);
         let store = MemoryStore::builder()
             .clock(clock.clone())
@@ -155,13 +159,6 @@ fn the_background_sweep_drops_expired_state_by_itself() {
 #[test]
 fn a_store_that_outlives_its_runtime_is_swept_by_the_next_one() {
     let _serial = serial();
-    let paused_runtime = || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap()
-    };
     let clock = ManualClock::new(T0);
     let store = MemoryStore::builder()
         .clock(clock.clone())
