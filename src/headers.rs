@@ -161,12 +161,18 @@ impl Stamp {
     /// Names `policy` in `RateLimit-Policy` on a response without a decision. The policy is
     /// static, so a client learns its quota even from a 400 or while the store is down. The stamp
     /// of a decision names its policy already and is returned unchanged.
-    pub(crate) fn with_policy(mut self, policy: &Policy) -> Self {
+    pub(crate) fn with_policy(self, policy: &Policy) -> Self {
+        self.with_policy_header(policy.header().clone())
+    }
+
+    /// [`with_policy`](Self::with_policy) with the header value already made (a concurrency
+    /// limit's).
+    pub(crate) fn with_policy_header(mut self, header: HeaderValue) -> Self {
         if let What::Undecided {
             policy: announced, ..
         } = &mut self.what
         {
-            *announced = Some(policy.header().clone());
+            *announced = Some(header);
         }
         self
     }

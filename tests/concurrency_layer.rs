@@ -297,6 +297,9 @@ async fn redis_every_ending_releases_the_slot() {
 }
 
 /// A request without the key header is refused with 400, or passes unlimited when asked to.
+/// `RateLimit-Policy` of the `ws` limit of one request in flight.
+const WS_POLICY: &str = r#""ws";q=1;qu="concurrent-requests""#;
+
 #[tokio::test]
 async fn a_missing_key_is_a_400_or_skipped() {
     let ok =
@@ -317,6 +320,9 @@ async fn a_missing_key_is_a_400_or_skipped() {
         .await
         .unwrap();
     assert_eq!(rejected.status(), StatusCode::BAD_REQUEST);
+    // No decision, but the limit is static: the 400 names it.
+    assert_eq!(header(&rejected, "ratelimit-policy"), WS_POLICY);
+    assert_eq!(header(&rejected, "ratelimit"), "");
     let skipped = layer(MissingKey::Skip)
         .layer(ok)
         .oneshot(anonymous())
@@ -361,9 +367,12 @@ async fn redis_down_fails_open_or_closed() {
         let response = open.clone().oneshot(request("u", "/")).await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);
         assert_eq!(header(&response, "rate-limiting-state"), "Skipped");
+        assert_eq!(header(&response, "ratelimit-policy"), WS_POLICY);
+        assert_eq!(header(&response, "ratelimit"), "", "no decision, no count");
         let response = closed.clone().oneshot(request("u", "/")).await.unwrap();
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(header(&response, "retry-after"), "1");
+        assert_eq!(header(&response, "ratelimit-policy"), WS_POLICY);
     }
     assert_eq!(*seen.lock().unwrap(), [true, false, false, false]);
 }

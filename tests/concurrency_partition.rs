@@ -8,11 +8,14 @@
 mod support;
 
 use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::body::Body;
 use http::{Request, Response, StatusCode};
-use support::{Logs, RedisServer, eventually};
+use support::logs::Logs;
+use support::{RedisServer, eventually};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tower::{ServiceExt, service_fn};
@@ -26,6 +29,17 @@ use tower_redis_ratelimit::{ConcurrencyLimitLayer, ConcurrencyPermit, RedisStore
 struct Link {
     port: u16,
     cut: watch::Sender<bool>,
+    /// Connections being forwarded right now.
+    open: Arc<AtomicUsize>,
+}
+
+/// Counts a forwarded connection while it lives.
+struct Open(Arc<AtomicUsize>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Link {
@@ -33,13 +47,18 @@ impl Link {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let (cut, watching) = watch::channel(false);
+        let open = Arc::new(AtomicUsize::new(0));
+        let counter = open.clone();
         tokio::spawn(async move {
             while let Ok((mut client, _)) = listener.accept().await {
                 let mut cut = watching.clone();
                 if *cut.borrow() {
                     continue;
                 }
+                counter.fetch_add(1, Ordering::SeqCst);
+                let open = Open(counter.clone());
                 tokio::spawn(async move {
+                    let _open = open;
                     let Ok(mut redis) = TcpStream::connect(("127.0.0.1", upstream)).await else {
                         return;
                     };
@@ -50,15 +69,21 @@ impl Link {
                 });
             }
         });
-        Self { port, cut }
+        Self { port, cut, open }
     }
 
     fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
-    fn cut(&self) {
+    /// Cuts the link, and returns once no connection forwards anything any more: until the
+    /// forwarding tasks have seen the cut, a command sent now could still get through.
+    async fn cut(&self) {
         self.cut.send_replace(true);
+        eventually(Duration::from_secs(5), "the link is cut", || async {
+            self.open.load(Ordering::SeqCst) == 0
+        })
+        .await;
     }
 
     fn heal(&self) {
@@ -108,7 +133,7 @@ async fn a_release_that_never_arrives_is_left_to_the_lease() {
     assert_eq!(redis.zcard(key), 2);
 
     // Cut off, the release fails every attempt and gives up, without reaching Redis.
-    link.cut();
+    link.cut().await;
     let dropped_at = tokio::time::Instant::now();
     let dropped = {
         let id = dropped.id();

@@ -13,7 +13,8 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::routing::get;
-use support::{Logs, get as send, header};
+use support::logs::Logs;
+use support::{get as send, header};
 use tower_redis_ratelimit::concurrency::{Acquired, Lease, PermitId, Renewal, Slot};
 use tower_redis_ratelimit::key::{GlobalKey, Key};
 use tower_redis_ratelimit::{

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderValue};
 use sfv::{KeyRef, ListSerializer, StringRef};
 
 use crate::headers::{
@@ -43,20 +43,8 @@ impl InFlight {
             }
         }
         if families.contains(Headers::IETF) {
-            // Rule names are validated to a subset of sf-string characters.
-            let name = StringRef::from_str(&self.name).unwrap_or(StringRef::constant("invalid"));
-            let mut policy = ListSerializer::new();
-            policy
-                .bare_item(name)
-                .parameter(KeyRef::constant("q"), sf_integer(u64::from(self.limit)))
-                .parameter(
-                    KeyRef::constant("qu"),
-                    StringRef::constant("concurrent-requests"),
-                );
-            headers.append(
-                RATELIMIT_POLICY,
-                header_value(policy.finish().unwrap_or_default()),
-            );
+            headers.append(RATELIMIT_POLICY, policy_header(&self.name, self.limit));
+            let name = sf_name(&self.name);
             let mut limit = ListSerializer::new();
             limit
                 .bare_item(name)
@@ -72,6 +60,26 @@ impl InFlight {
             retry_after(headers, self.retry_after);
         }
     }
+}
+
+/// `RateLimit-Policy` of a concurrency limit: `"name";q=<limit>;qu="concurrent-requests"`. Static
+/// for a given limit, so also sent on responses without a decision.
+pub(crate) fn policy_header(name: &str, limit: u32) -> HeaderValue {
+    let mut policy = ListSerializer::new();
+    policy
+        .bare_item(sf_name(name))
+        .parameter(KeyRef::constant("q"), sf_integer(u64::from(limit)))
+        .parameter(
+            KeyRef::constant("qu"),
+            StringRef::constant("concurrent-requests"),
+        );
+    header_value(policy.finish().unwrap_or_default())
+}
+
+/// The limit's name as a structured-field string.
+fn sf_name(name: &str) -> &StringRef {
+    // Limit names are validated to a subset of sf-string characters.
+    StringRef::from_str(name).unwrap_or(StringRef::constant("invalid"))
 }
 
 #[cfg(test)]

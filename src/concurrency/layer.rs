@@ -9,7 +9,7 @@ use http::request::Parts;
 use http::{Request, Response};
 use tower_layer::Layer;
 
-use super::headers::InFlight;
+use super::headers::{InFlight, policy_header};
 use super::{Acquired, Busy, ConcurrencyLimit, ConcurrencyPermit, Lease, PermitId, Slot, permit};
 use crate::error::{ConfigError, StoreError};
 use crate::headers::{Headers, Stamp};
@@ -347,7 +347,7 @@ impl Config {
                 if err.never_sent() {
                     ticket.pending = None;
                 }
-                return self.failed(&err, request);
+                return self.failed(&err, request, ticket.limit);
             }
         };
         let Some((slot, id)) = ticket.pending.take() else {
@@ -381,7 +381,9 @@ impl Config {
         Next::Reject(self.respond(&rejection, stamp))
     }
 
-    fn failed<B>(&self, err: &StoreError, request: Request<B>) -> Next<B> {
+    /// The answer when the store failed, for a request whose limit was `limit`.
+    fn failed<B>(&self, err: &StoreError, request: Request<B>, limit: u32) -> Next<B> {
+        let policy = policy_header(&self.name, limit);
         match self.failure {
             FailureMode::Open => {
                 self.failures.warn(|suppressed| {
@@ -392,7 +394,8 @@ impl Config {
                         "concurrency limiting skipped: the store failed and the layer fails open"
                     );
                 });
-                Next::Pass(request, None, Stamp::skipped(self.headers))
+                let stamp = Stamp::skipped(self.headers).with_policy_header(policy);
+                Next::Pass(request, None, stamp)
             }
             FailureMode::Closed => {
                 self.failures.warn(|suppressed| {
@@ -404,14 +407,18 @@ impl Config {
                     );
                 });
                 let rejection = Rejection::Unavailable(err);
-                Next::Reject(self.respond(&rejection, Stamp::unavailable(self.headers)))
+                let stamp = Stamp::unavailable(self.headers).with_policy_header(policy);
+                Next::Reject(self.respond(&rejection, stamp))
             }
         }
     }
 
     /// The response for a request without a key.
     pub(crate) fn reject_missing_key(&self, err: &KeyError) -> Response<Bytes> {
-        self.respond_unstamped(&Rejection::MissingKey(err))
+        // Without a key there is no priority to pick a fleet share by: name the whole capacity.
+        let policy = policy_header(&self.name, self.capacity());
+        let stamp = Stamp::missing_key(self.headers).with_policy_header(policy);
+        self.respond(&Rejection::MissingKey(err), stamp)
     }
 
     fn respond(&self, rejection: &Rejection<'_>, stamp: Stamp) -> Response<Bytes> {

@@ -4,9 +4,7 @@
 //! freeze and restart their server. A missing `redis-server` fails the test with instructions.
 #![allow(dead_code, unreachable_pub)]
 
-mod logs;
-
-pub use logs::Logs;
+pub mod logs;
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
