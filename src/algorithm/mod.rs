@@ -1,8 +1,13 @@
 //! The pure state transition of every algorithm, used by the memory store.
 //!
-//! Each file mirrors its script in `lua/` operation for operation: numbers are `f64` holding
-//! integer values below 2^53 (exact), combined in the same order as in Lua, so the memory store
-//! and the Redis store reach identical decisions. The conformance tests hold both to that.
+//! Each file mirrors its script in `lua/` operation for operation, combined in the same order as
+//! in Lua, so the memory store and the Redis store reach identical decisions. The scripts compute
+//! in doubles holding integers below 2^53, which are exact; here the same integers are `i64`,
+//! exact too, so both compute the same numbers. Where a script's number can pass 2^53, the
+//! algorithm says why the result is still the same (a product only compared, which rounds
+//! monotonically there and saturates here; a reported value, rounded here as the double rounds,
+//! see `arith`). Signed, so that intermediate negatives (a clock gone back, an excess below zero)
+//! behave as in Lua. The conformance tests hold both stores to that.
 //!
 //! A step reads the state and returns a verdict plus, when the request is admitted with a cost,
 //! a [`Write`]: the store applies it only if every rule of the policy admitted the request, the
@@ -17,6 +22,7 @@ pub(crate) mod sliding_log;
 pub(crate) mod sliding_window;
 pub(crate) mod token_bucket;
 
+pub(crate) use self::arith::MAX_EXACT;
 pub(crate) use self::params::Params;
 use crate::decision::{Outcome, RuleVerdict};
 use crate::policy::Algorithm;
@@ -73,7 +79,8 @@ pub(crate) struct Step {
 
 /// Evaluates one rule at `now` (µs since the epoch) for a request of `cost`. State of another
 /// algorithm (which the storage keys rule out) counts as none.
-pub(crate) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) -> Step {
+/// `now` is below 2^53 (the year 2255), as the scripts need it to be exact.
+pub(crate) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) -> Step {
     match params.algorithm {
         Algorithm::FixedWindow => {
             let state = match state {
@@ -113,26 +120,29 @@ pub(crate) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) 
     }
 }
 
-/// Builds a verdict from the script's integer-valued numbers, as Redis would reply them.
+/// Builds a verdict from the script's numbers, as Redis would reply them. None is negative; were
+/// one, it would read as 0 (as the former float-to-integer casts did), never wrap.
+#[inline]
 fn verdict(
     outcome: Outcome,
-    remaining: f64,
-    used: f64,
-    reset_after: f64,
-    retry_after: f64,
+    remaining: i64,
+    used: i64,
+    reset_after: i64,
+    retry_after: i64,
 ) -> RuleVerdict {
+    let reply = |x: i64| x.max(0) as u64;
     RuleVerdict {
         outcome,
-        remaining: remaining as u64,
-        used: used as u64,
-        reset_after_us: reset_after as u64,
-        retry_after_us: retry_after as u64,
+        remaining: reply(remaining),
+        used: reply(used),
+        reset_after_us: reply(reset_after),
+        retry_after_us: reply(retry_after),
     }
 }
 
 impl Step {
     /// A step that writes `write`, if any, for state that matters `ttl` more µs.
-    fn new(verdict: RuleVerdict, write: Option<Write>, ttl: f64) -> Self {
+    fn new(verdict: RuleVerdict, write: Option<Write>, ttl: u64) -> Self {
         Step {
             verdict,
             write: write.map(|write| (write, arith::ttl_micros(ttl))),

@@ -146,7 +146,10 @@ impl MemoryStore {
         let now = self.inner.clock.now_micros();
         let key = bounded(key);
         let hash = self.inner.hasher.hash_one(&*key);
-        let cost = f64::from(cost);
+        let cost = i64::from(cost);
+        // Time is an integer count of µs, which the algorithms need below 2^53 (the year 2255), as
+        // the scripts' doubles hold it exactly only there: past it, it stands still.
+        let at = now.min(algorithm::MAX_EXACT as u64) as i64;
 
         let mut shard = lock(self.shard(hash));
         let mut combined = Combined::new();
@@ -155,8 +158,7 @@ impl MemoryStore {
         let found = shard.find_mut(hash, &key);
         for (params, &id) in policy.params().iter().zip(policy.rule_ids()) {
             let state = found.as_deref().and_then(|entry| entry.state(id, now));
-            // Time is an integer count of µs; below 2^53 (the year 2255) it is exact in an f64.
-            let step = algorithm::step(params, state, now as f64, cost);
+            let step = algorithm::step(params, state, at, cost);
             combined.add(step.verdict);
             if let Some((write, ttl)) = step.write {
                 writes.push((id, write, now.saturating_add(ttl)));

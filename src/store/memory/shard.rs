@@ -213,8 +213,8 @@ mod tests {
 
     fn state() -> Write {
         Write::Set(State::FixedWindow(fixed_window::State {
-            start: 0.0,
-            used: 1.0,
+            start: 0,
+            used: 1,
         }))
     }
 
