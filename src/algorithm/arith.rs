@@ -14,13 +14,16 @@ pub(crate) const MAX_EXACT: i64 = (1 << 53) - 1;
 #[inline]
 pub(super) fn floor_div(a: i64, b: i64) -> i64 {
     debug_assert!(b >= 1, "floor_div by {b}");
-    a.div_euclid(b)
+    // `max(1)` changes nothing under the contract, and spares the checks for a zero divisor and
+    // for i64::MIN / -1 that a division would otherwise make.
+    a.div_euclid(b.max(1))
 }
 
 /// `ceil(a / b)`, same contract as [`floor_div`].
 #[inline]
 pub(super) fn ceil_div(a: i64, b: i64) -> i64 {
     debug_assert!(b >= 1, "ceil_div by {b}");
+    let b = b.max(1);
     // Truncation is the ceiling of a negative quotient already, the floor of a positive one.
     a / b + i64::from(a % b > 0)
 }

@@ -14,6 +14,7 @@ use crate::decision::{Outcome, RuleVerdict};
 /// evaluated, `lead` µs after now (0 unless the clock went back, see [`at`]): reported waits count
 /// from now, so they include it. Returns the verdict and the new level when the request is
 /// admitted with a cost.
+#[inline]
 pub(super) fn evaluate(
     params: &Params,
     level: i64,
@@ -35,10 +36,11 @@ pub(super) fn evaluate(
     // The level can exceed the capacity when a rule's burst was lowered while state was live.
     let room = (capacity - level).max(0);
     if need > capacity {
+        let (remaining, used) = requests(room, level, burst, period);
         let v = verdict(
             Outcome::Never,
-            floor_div(room, period),
-            ceil_div(level, period),
+            remaining,
+            used,
             from_now(ceil_div(level, limit), lead),
             0,
         );
@@ -48,24 +50,41 @@ pub(super) fn evaluate(
     // close to it; this order keeps every intermediate value within [-capacity, capacity].
     let excess = level - (capacity - need);
     if excess > 0 {
+        let (remaining, used) = requests(room, level, burst, period);
         let v = verdict(
             Outcome::Denied,
-            floor_div(room, period),
-            ceil_div(level, period),
+            remaining,
+            used,
             from_now(ceil_div(level, limit), lead),
             from_now(ceil_div(excess, limit), lead),
         );
         return (v, None);
     }
     let new_level = level + need;
+    let (remaining, used) = requests(capacity - new_level, new_level, burst, period);
     let v = verdict(
         Outcome::Allowed,
-        floor_div(capacity - new_level, period),
-        ceil_div(new_level, period),
+        remaining,
+        used,
         from_now(ceil_div(new_level, limit), lead),
         0,
     );
     (v, (cost > 0).then_some(new_level))
+}
+
+/// The script's `floor_div(room, period)` and `ceil_div(level, period)`, the requests left and
+/// used, for a bucket holding `level` units with `room = max(0, capacity - level)` left.
+///
+/// One division gives both: with `capacity = burst * period`, `floor((capacity - level) / period)`
+/// is exactly `burst - ceil(level / period)`, and where the level exceeds the capacity the room is
+/// 0 and so is `max(0, burst - ceil(level / period))`. Exact integers in the script as here, so the
+/// same numbers.
+#[inline]
+fn requests(room: i64, level: i64, burst: i64, period: i64) -> (i64, i64) {
+    let used = ceil_div(level, period);
+    let remaining = (burst - used).max(0);
+    debug_assert_eq!(remaining, floor_div(room, period));
+    (remaining, used)
 }
 
 /// A wait of `us` µs from a time `lead` µs ahead of now, counted from now (no wait stays none).
