@@ -50,16 +50,20 @@ pub(crate) enum Write {
 }
 
 impl Write {
-    /// Applies the write to the rule's live state.
-    pub(crate) fn update(self, state: &mut State) {
+    /// Applies the write to the rule's state: in place if it is `live`, else to a fresh state
+    /// (state that no longer matters is never updated).
+    #[inline]
+    pub(crate) fn apply(self, state: &mut State, live: bool) {
         match (self, state) {
-            (Write::Log(append), State::SlidingLog(log)) => append.apply(log),
-            (Write::Window(add), State::SlidingWindow(window)) => add.apply(window),
+            (Write::Set(new), state) => *state = new,
+            (Write::Log(append), State::SlidingLog(log)) if live => append.apply(log),
+            (Write::Window(add), State::SlidingWindow(window)) if live => add.apply(window),
             (write, state) => *state = write.into_state(),
         }
     }
 
     /// The state of a rule that had none (or none still live).
+    #[inline]
     pub(crate) fn into_state(self) -> State {
         match self {
             Write::Set(state) => state,
@@ -80,6 +84,7 @@ pub(crate) struct Step {
 /// Evaluates one rule at `now` (µs since the epoch) for a request of `cost`. State of another
 /// algorithm (which the storage keys rule out) counts as none.
 /// `now` is below 2^53 (the year 2255), as the scripts need it to be exact.
+#[inline]
 pub(crate) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) -> Step {
     match params.algorithm {
         Algorithm::FixedWindow => {
@@ -167,5 +172,29 @@ mod tests {
         // The memory store keeps one per rule per key, up to a million keys: the growing states
         // (log, window) are boxed so the others stay three words.
         assert!(std::mem::size_of::<State>() <= 24);
+    }
+
+    #[test]
+    fn a_write_updates_live_state_in_place_and_replaces_state_that_no_longer_matters() {
+        use crate::{Quota, Rule};
+        let params = Params::new(&Rule::sliding_log("log", Quota::per_second(10))).unwrap();
+        let t = 1_700_000_000_000_000;
+        let write = |now| step(&params, None, now, 2).write.unwrap().0;
+        let entries = |state: &State| match state {
+            State::SlidingLog(log) => log.len(),
+            other => panic!("expected a log, got {other:?}"),
+        };
+        let mut state = write(t).into_state();
+        write(t + 1).apply(&mut state, true);
+        assert_eq!(entries(&state), 4);
+        write(t + 2).apply(&mut state, false);
+        assert_eq!(entries(&state), 2);
+        // A state of another kind is replaced, live or not.
+        let gcra = Params::new(&Rule::gcra("gcra", Quota::per_second(10))).unwrap();
+        let set = step(&gcra, None, t, 1).write.unwrap().0;
+        set.apply(&mut state, true);
+        assert!(matches!(state, State::Gcra(_)));
+        write(t + 3).apply(&mut state, true);
+        assert_eq!(entries(&state), 2);
     }
 }

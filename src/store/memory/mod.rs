@@ -153,30 +153,51 @@ impl MemoryStore {
 
         let mut shard = lock(self.shard(hash));
         let mut combined = Combined::new();
-        let mut writes = SmallVec::<[_; 2]>::new();
         // One lookup: the entry found is read, then updated in place when the request passes.
         let found = shard.find_mut(hash, &key);
-        for (params, &id) in policy.params().iter().zip(policy.rule_ids()) {
+        if let ([params], &[id]) = (policy.params(), policy.rule_ids()) {
+            // One rule, the common case. A step writes only when its rule admits the request,
+            // which with one rule is every rule: its write lands at once, with nothing buffered.
             let state = found.as_deref().and_then(|entry| entry.state(id, now));
             let step = algorithm::step(params, state, at, cost);
             combined.add(step.verdict);
             if let Some((write, ttl)) = step.write {
-                writes.push((id, write, now.saturating_add(ttl)));
-            }
-        }
-        // All or nothing: a rule's write lands only if every rule admitted the request.
-        if combined.all_allowed() && !writes.is_empty() {
-            let entry = match found {
-                Some(entry) => entry,
-                None => shard.entry(hash, &key, now),
-            };
-            let mut earliest = u64::MAX;
-            // Drained in place: moving the buffer into an iterator would copy it whole.
-            for (id, write, expires_at) in writes.drain(..) {
+                debug_assert!(
+                    combined.all_allowed(),
+                    "a step wrote for a request it refused"
+                );
+                let expires_at = now.saturating_add(ttl);
+                let entry = match found {
+                    Some(entry) => entry,
+                    None => shard.entry(hash, &key, now),
+                };
                 entry.update(id, write, now, expires_at);
-                earliest = earliest.min(expires_at);
+                shard.expires(expires_at);
             }
-            shard.expires(earliest);
+        } else {
+            let mut writes = SmallVec::<[_; 2]>::new();
+            for (params, &id) in policy.params().iter().zip(policy.rule_ids()) {
+                let state = found.as_deref().and_then(|entry| entry.state(id, now));
+                let step = algorithm::step(params, state, at, cost);
+                combined.add(step.verdict);
+                if let Some((write, ttl)) = step.write {
+                    writes.push((id, write, now.saturating_add(ttl)));
+                }
+            }
+            // All or nothing: a rule's write lands only if every rule admitted the request.
+            if combined.all_allowed() && !writes.is_empty() {
+                let entry = match found {
+                    Some(entry) => entry,
+                    None => shard.entry(hash, &key, now),
+                };
+                let mut earliest = u64::MAX;
+                // Drained in place: moving the buffer into an iterator would copy it whole.
+                for (id, write, expires_at) in writes.drain(..) {
+                    entry.update(id, write, now, expires_at);
+                    earliest = earliest.min(expires_at);
+                }
+                shard.expires(earliest);
+            }
         }
         drop(shard);
         combined.decision(policy)
