@@ -14,7 +14,7 @@ use crate::decision::{Outcome, RuleVerdict};
 /// evaluated, `lead` µs after now (0 unless the clock went back, see [`at`]): reported waits count
 /// from now, so they include it. Returns the verdict and the new level when the request is
 /// admitted with a cost.
-#[inline]
+#[inline(always)]
 pub(super) fn evaluate(
     params: &Params,
     level: i64,

@@ -29,8 +29,8 @@ use super::arith::{ceil_div, ceil_div_product, floor_div};
 use super::{Params, Step, Write, verdict};
 use crate::decision::Outcome;
 
-/// `limit * steps` stays within this, so weighted counts are exact (and the rounding corrections
-/// of `floor_div`/`ceil_div` stay below 2^53).
+/// `limit * steps` stays within this, so weighted counts are exact in the script's doubles (and the
+/// rounding corrections of its `floor_div`/`ceil_div` stay below 2^53) as in an `i64`.
 const WEIGHT_RANGE: i64 = 1 << 52;
 
 /// The counts of sub-intervals `newest - n ..= newest`, in a ring of `n + 1` slots indexed by
