@@ -2,7 +2,7 @@
 //! policy is built so that every number a decision computes stays an exact integer below 2^53
 //! (the scripts' doubles hold those exactly; the algorithms' `i64` hold them with room to spare).
 
-use super::arith;
+use super::{arith, sliding_window};
 use crate::error::ConfigError;
 use crate::policy::{Algorithm, Rule};
 
@@ -23,6 +23,9 @@ pub(crate) struct Params {
     pub(crate) burst: i64,
     /// The algorithm's own parameter: the sliding window's sub-intervals, else 0.
     pub(crate) extra: i64,
+    /// The sliding window's sub-intervals as its steps measure them, from the numbers above
+    /// (the scripts derive it on every call); all zero for the other algorithms.
+    pub(crate) window: sliding_window::Geometry,
 }
 
 impl Params {
@@ -74,12 +77,18 @@ impl Params {
         };
         // Each is at most a u32 or ten years of µs: far inside an i64.
         let int = |x: u64| i64::try_from(x).expect("validated quota");
+        let (limit, period, burst, extra) = (int(limit), int(period), int(burst), int(extra));
+        let window = match rule.algorithm() {
+            Algorithm::SlidingWindow { .. } => sliding_window::Geometry::new(limit, period, extra),
+            _ => sliding_window::Geometry::default(),
+        };
         Ok(Self {
             algorithm: rule.algorithm(),
-            limit: int(limit),
-            period: int(period),
-            burst: int(burst),
-            extra: int(extra),
+            limit,
+            period,
+            burst,
+            extra,
+            window,
         })
     }
 

@@ -43,12 +43,69 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// The counts as a step reads them.
+    fn ring(&self) -> Ring<'_> {
+        Ring {
+            newest: self.newest,
+            newest_slot: slot(self.newest, self.counts.len()),
+            counts: &self.counts,
+        }
+    }
+
+    #[cfg(test)]
     fn count(&self, index: i64) -> i64 {
-        let span = self.counts.len() as i64;
-        if index > self.newest || index <= self.newest - span {
+        self.ring().count(index)
+    }
+}
+
+/// A state's counts with the newest sub-interval's slot found once, so that reading any
+/// sub-interval takes no division (a step reads up to `n + 2` of them).
+#[derive(Clone, Copy)]
+struct Ring<'a> {
+    newest: i64,
+    newest_slot: usize,
+    counts: &'a [u32],
+}
+
+impl Ring<'_> {
+    /// The count of sub-interval `index`: 0 unless it lies in the ring.
+    fn count(&self, index: i64) -> i64 {
+        match usize::try_from(self.newest - index) {
+            Ok(behind) if behind < self.counts.len() => {
+                i64::from(self.counts[self.slot_behind(behind)])
+            }
+            _ => 0,
+        }
+    }
+
+    /// The counts of sub-intervals `from ..= to` added up (the script adds up every count in
+    /// that range it holds; integers, so in any order).
+    fn sum(&self, from: i64, to: i64) -> i64 {
+        let slots = self.counts.len();
+        let from = from.max(self.newest - slots as i64 + 1);
+        let to = to.min(self.newest);
+        if from > to {
             return 0;
         }
-        i64::from(self.counts[slot(index, self.counts.len())])
+        // Up to `slots` sub-intervals, from `first` on, wrapping around the end of the ring.
+        let len = (to - from) as usize + 1;
+        let first = self.slot_behind((self.newest - from) as usize);
+        let (head, wrapped) = if first + len <= slots {
+            (&self.counts[first..first + len], &[][..])
+        } else {
+            (&self.counts[first..], &self.counts[..first + len - slots])
+        };
+        let add = |counts: &[u32]| counts.iter().map(|&count| i64::from(count)).sum::<i64>();
+        add(head) + add(wrapped)
+    }
+
+    /// The slot of the sub-interval `behind` (less than the ring's length) before the newest.
+    fn slot_behind(&self, behind: usize) -> usize {
+        if behind <= self.newest_slot {
+            self.newest_slot - behind
+        } else {
+            self.newest_slot + self.counts.len() - behind
+        }
     }
 }
 
@@ -86,8 +143,10 @@ impl Add {
                 window.counts.fill(0);
             } else {
                 // The sub-intervals between the newest and this one had no requests.
-                for step in 1..=gap {
-                    window.counts[slot(window.newest + step, slots)] = 0;
+                let mut at = slot(window.newest, slots);
+                for _ in 0..gap {
+                    at = if at + 1 == slots { 0 } else { at + 1 };
+                    window.counts[at] = 0;
                 }
             }
             window.newest = self.index;
@@ -108,22 +167,49 @@ impl Add {
     }
 }
 
+/// A rule's sub-intervals: `size` µs each, measured in `steps` of `quantum` µs. The script works
+/// it out on every call; it depends on the rule alone, so here it is worked out once, when the
+/// policy is built (see `Params`), by the same operations.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Geometry {
+    size: i64,
+    quantum: i64,
+    steps: i64,
+}
+
+impl Geometry {
+    /// The geometry of `n` sub-intervals of `period` µs (which they divide), counting up to
+    /// `limit`.
+    pub(super) fn new(limit: i64, period: i64, n: i64) -> Self {
+        let size = period / n;
+        let quantum = ceil_div(size, floor_div(WEIGHT_RANGE, limit));
+        let steps = ceil_div(size, quantum);
+        Geometry {
+            size,
+            quantum,
+            steps,
+        }
+    }
+}
+
 pub(super) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) -> Step {
     let Params {
         limit,
-        period,
         extra: n,
+        window: Geometry {
+            size,
+            quantum,
+            steps,
+        },
         ..
     } = *params;
-    let size = period / n;
-    let quantum = ceil_div(size, floor_div(WEIGHT_RANGE, limit));
-    let steps = ceil_div(size, quantum);
 
     let mut current = floor_div(now, size);
     let mut offset = now - current * size;
     let foreign = state.is_some_and(|state| state.newest > current + n);
     let state = state.filter(|_| !foreign);
-    let count = |index: i64| state.map_or(0, |state| state.count(index));
+    let ring = state.map(State::ring);
+    let count = |index: i64| ring.map_or(0, |ring| ring.count(index));
     let newest = state.map(|state| state.newest);
     if let Some(newest) = newest
         && newest > current
@@ -131,12 +217,8 @@ pub(super) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) 
         current = newest;
         offset = 0;
     }
-    let mut full = 0;
-    let mut back = 0;
-    while back < n {
-        full += count(current - back);
-        back += 1;
-    }
+    // The script adds up every count it holds above `current - n`, none lying above `current`.
+    let full = ring.map_or(0, |ring| ring.sum(current - n + 1, current));
     let trailing = count(current - n);
     let elapsed = floor_div(offset, quantum);
     let used = full + weighted(trailing, steps - elapsed, steps);
@@ -342,10 +424,12 @@ mod tests {
             1,
         ))
         .unwrap();
-        let size = params.period;
-        let quantum = ceil_div(size, floor_div(WEIGHT_RANGE, params.limit));
-        let steps = ceil_div(size, quantum);
-        assert_eq!(quantum, 19_185);
+        let Geometry {
+            size,
+            quantum,
+            steps,
+        } = params.window;
+        assert_eq!((size, quantum, steps), (params.period, 19_185, 4_503_519));
         assert!(params.limit * steps <= WEIGHT_RANGE);
         let mut counter = Counter {
             params,
@@ -365,9 +449,11 @@ mod tests {
         // past 2^52 µs, so the steps are of 2 µs, 4.32e10 of them, and the trailing count times
         // the steps left passes 2^53 (and an i64). The script's product rounds there.
         let params = Params::new(&Rule::sliding_window("sw", Quota::per_day(100_000), 1)).unwrap();
-        let size = params.period;
-        let quantum = ceil_div(size, floor_div(WEIGHT_RANGE, params.limit));
-        let steps = ceil_div(size, quantum);
+        let Geometry {
+            size,
+            quantum,
+            steps,
+        } = params.window;
         assert_eq!((quantum, steps), (2, 43_200_000_000));
         let mut counter = Counter {
             params,
@@ -464,6 +550,50 @@ mod tests {
             let step = step(&counter.params, counter.state.as_ref(), T0, 1);
             if let Some((_, ttl)) = step.write {
                 assert!(ttl <= 9 * 250_000, "{ahead}: TTL {ttl}");
+            }
+        }
+    }
+
+    #[test]
+    fn ring_sums_add_up_the_counts_in_range_wherever_the_ring_wraps() {
+        for slots in [1, 2, 5, 61] {
+            for newest in [0, 3, 59, 60, 61, 1_000_003] {
+                let mut window = Add {
+                    index: newest - slots as i64 + 1,
+                    cost: 1,
+                    replace: false,
+                    slots,
+                }
+                .into_window();
+                for (step, index) in (newest - slots as i64 + 2..=newest).enumerate() {
+                    Add {
+                        index,
+                        cost: step as u32 + 2,
+                        replace: false,
+                        slots,
+                    }
+                    .apply(&mut window);
+                }
+                let ring = window.ring();
+                for index in newest - 70..=newest + 2 {
+                    let live = index > newest - slots as i64 && index <= newest;
+                    let expected = if live {
+                        i64::from(window.counts[index.rem_euclid(slots as i64) as usize])
+                    } else {
+                        0
+                    };
+                    assert_eq!(ring.count(index), expected, "{slots} {newest} {index}");
+                }
+                for from in newest - 70..=newest + 2 {
+                    for to in from - 1..=newest + 2 {
+                        let one_by_one: i64 = (from..=to).map(|index| ring.count(index)).sum();
+                        assert_eq!(
+                            ring.sum(from, to),
+                            one_by_one,
+                            "{slots} {newest} {from} {to}"
+                        );
+                    }
+                }
             }
         }
     }
