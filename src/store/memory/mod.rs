@@ -9,18 +9,16 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use smallvec::SmallVec;
-
 use self::permits::Table as PermitTable;
 use self::shard::Shard;
 use super::{Store, StoreFuture, key::bounded};
-use crate::algorithm;
+use crate::algorithm::{self, Write};
 use crate::clock::{Clock, SystemClock};
 use crate::concurrency::heartbeat::Heartbeat;
 use crate::concurrency::{Acquired, Lease, PermitId, Renewal, Slot};
 use crate::decision::{Combined, Decision};
 use crate::key::Key;
-use crate::policy::Policy;
+use crate::policy::{MAX_RULES, Policy};
 
 /// The in-process store, the embedded default: exact, lock-sharded, never touches the network.
 ///
@@ -175,26 +173,30 @@ impl MemoryStore {
                 shard.expires(expires_at);
             }
         } else {
-            let mut writes = SmallVec::<[_; 2]>::new();
-            for (params, &id) in policy.params().iter().zip(policy.rule_ids()) {
+            // Held until every rule is evaluated. A policy holds at most MAX_RULES rules (checked
+            // when it is built); in an array, they need no buffer management.
+            let mut writes: [Option<(Write, u64)>; MAX_RULES] = Default::default();
+            let rules = policy.params().iter().zip(policy.rule_ids());
+            for (index, (params, &id)) in rules.enumerate() {
                 let state = found.as_deref().and_then(|entry| entry.state(id, now));
                 let step = algorithm::step(params, state, at, cost);
                 combined.add(step.verdict);
-                if let Some((write, ttl)) = step.write {
-                    writes.push((id, write, now.saturating_add(ttl)));
-                }
+                writes[index] = step
+                    .write
+                    .map(|(write, ttl)| (write, now.saturating_add(ttl)));
             }
             // All or nothing: a rule's write lands only if every rule admitted the request.
-            if combined.all_allowed() && !writes.is_empty() {
+            if combined.all_allowed() && writes.iter().any(Option::is_some) {
                 let entry = match found {
                     Some(entry) => entry,
                     None => shard.entry(hash, &key, now),
                 };
                 let mut earliest = u64::MAX;
-                // Drained in place: moving the buffer into an iterator would copy it whole.
-                for (id, write, expires_at) in writes.drain(..) {
-                    entry.update(id, write, now, expires_at);
-                    earliest = earliest.min(expires_at);
+                for (pending, &id) in writes.iter_mut().zip(policy.rule_ids()) {
+                    if let Some((write, expires_at)) = pending.take() {
+                        entry.update(id, write, now, expires_at);
+                        earliest = earliest.min(expires_at);
+                    }
                 }
                 shard.expires(earliest);
             }
