@@ -48,10 +48,10 @@ fn round_to_double(x: i64) -> i64 {
 }
 
 /// `ceil_div(a * b, c)` as the script computes it, for non-negative `a` and `b <= c`, each below
-/// 2^53, and `c >= 1`. The product is exact while it stays below 2^53, in a double as in an `i64`; beyond,
-/// the script's product rounds (and the division's correction steps round too): then this takes
-/// the script's own steps on doubles. It only happens with counts far above the limit (a limit
-/// lowered while the state was live).
+/// 2^53, and `c >= 1`. The product is exact while it stays below 2^53, in a double as in an
+/// `i64`; beyond, the script's product rounds (and the division's correction steps round too):
+/// then this takes the script's own steps on doubles. It only happens with counts far above the
+/// limit (a limit lowered while the state was live).
 #[inline]
 pub(super) fn ceil_div_product(a: i64, b: i64, c: i64) -> i64 {
     match a.checked_mul(b) {
@@ -70,7 +70,7 @@ fn ceil_div_doubles(a: i64, b: i64, c: i64) -> i64 {
     } else if q * b < a {
         q += 1.0;
     }
-    // An integer-valued double no larger than `a + 1` (`b <= c`): below 2^63.
+    // An integer-valued double no larger than the count `a` plus one (`b <= c`): below 2^63.
     q as i64
 }
 

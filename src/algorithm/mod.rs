@@ -126,7 +126,7 @@ pub(crate) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) 
 }
 
 /// Builds a verdict from the script's numbers, as Redis would reply them. None is negative; were
-/// one, it would read as 0 (as the former float-to-integer casts did), never wrap.
+/// one, it would read as 0 rather than wrap.
 #[inline]
 fn verdict(
     outcome: Outcome,
