@@ -3,9 +3,10 @@
 //!
 //! A level is measured in units of 1/period of a request: one request adds `period` units and the
 //! bucket drains `limit` units per microsecond, so levels stay exact integers. `limit` and `period`
-//! arrive divided by their gcd (see `Params`), which keeps `burst * period` below 2^53.
+//! arrive divided by their gcd (see `Params`), which keeps `burst * period` below 2^53: a level
+//! is exact in the scripts' doubles as in an `i64`.
 
-use super::arith::{ceil_div, floor_div};
+use super::arith::{ceil_div, floor_div, lua_rounded};
 use super::{Params, verdict};
 use crate::decision::{Outcome, RuleVerdict};
 
@@ -13,12 +14,13 @@ use crate::decision::{Outcome, RuleVerdict};
 /// evaluated, `lead` µs after now (0 unless the clock went back, see [`at`]): reported waits count
 /// from now, so they include it. Returns the verdict and the new level when the request is
 /// admitted with a cost.
+#[inline(always)]
 pub(super) fn evaluate(
     params: &Params,
-    level: f64,
-    lead: f64,
-    cost: f64,
-) -> (RuleVerdict, Option<f64>) {
+    level: i64,
+    lead: i64,
+    cost: i64,
+) -> (RuleVerdict, Option<i64>) {
     let Params {
         limit,
         period,
@@ -26,58 +28,81 @@ pub(super) fn evaluate(
         ..
     } = *params;
     let capacity = burst * period;
-    let need = cost * period;
+    // A cost up to u32::MAX times a period up to 2^49 can pass 2^53, and 2^63. It is only compared
+    // with the capacity until it is known to be at most that: the script's rounded product
+    // compares as the exact one would (rounding is monotonic, the capacity exact), and so does the
+    // saturated one here.
+    let need = cost.saturating_mul(period);
     // The level can exceed the capacity when a rule's burst was lowered while state was live.
-    let room = (capacity - level).max(0.0);
+    let room = (capacity - level).max(0);
     if need > capacity {
+        let (remaining, used) = requests(room, level, burst, period);
         let v = verdict(
             Outcome::Never,
-            floor_div(room, period),
-            ceil_div(level, period),
+            remaining,
+            used,
             from_now(ceil_div(level, limit), lead),
-            0.0,
+            0,
         );
         return (v, None);
     }
     // `capacity - need` first: `level + need` could pass 2^53 when the level is near a capacity
     // close to it; this order keeps every intermediate value within [-capacity, capacity].
     let excess = level - (capacity - need);
-    if excess > 0.0 {
+    if excess > 0 {
+        let (remaining, used) = requests(room, level, burst, period);
         let v = verdict(
             Outcome::Denied,
-            floor_div(room, period),
-            ceil_div(level, period),
+            remaining,
+            used,
             from_now(ceil_div(level, limit), lead),
             from_now(ceil_div(excess, limit), lead),
         );
         return (v, None);
     }
     let new_level = level + need;
+    let (remaining, used) = requests(capacity - new_level, new_level, burst, period);
     let v = verdict(
         Outcome::Allowed,
-        floor_div(capacity - new_level, period),
-        ceil_div(new_level, period),
+        remaining,
+        used,
         from_now(ceil_div(new_level, limit), lead),
-        0.0,
+        0,
     );
-    (v, (cost > 0.0).then_some(new_level))
+    (v, (cost > 0).then_some(new_level))
+}
+
+/// The script's `floor_div(room, period)` and `ceil_div(level, period)`, the requests left and
+/// used, for a bucket holding `level` units with `room = max(0, capacity - level)` left.
+///
+/// One division gives both: with `capacity = burst * period`, `floor((capacity - level) / period)`
+/// is exactly `burst - ceil(level / period)`, and where the level exceeds the capacity the room is
+/// 0 and so is `max(0, burst - ceil(level / period))`. Exact integers in the script as here, so the
+/// same numbers.
+#[inline]
+fn requests(room: i64, level: i64, burst: i64, period: i64) -> (i64, i64) {
+    let used = ceil_div(level, period);
+    let remaining = (burst - used).max(0);
+    debug_assert_eq!(remaining, floor_div(room, period));
+    (remaining, used)
 }
 
 /// A wait of `us` µs from a time `lead` µs ahead of now, counted from now (no wait stays none).
-fn from_now(us: f64, lead: f64) -> f64 {
-    if us > 0.0 { us + lead } else { 0.0 }
+fn from_now(us: i64, lead: i64) -> i64 {
+    // Each is below 2^53 (`lead * limit` is at most the capacity, see [`at`]), but their sum can
+    // pass it when a bucket of almost 2^53 units at a rate of 1 per µs lies ahead of now: the
+    // script's sum then rounds, and is reported rounded.
+    if us > 0 { lua_rounded(us + lead) } else { 0 }
 }
 
 /// The level of a bucket that held `level` units at `since`, drained to `now` (`>= since`).
-fn drain(level: f64, since: f64, now: f64, limit: f64) -> f64 {
+fn drain(level: i64, since: i64, now: i64, limit: i64) -> i64 {
     // The product can pass 2^53 after a long idle time, but rounding is monotonic: whenever the
-    // exact product is below the (exact) level, so is the rounded one, and it is exact.
-    let drained = (now - since) * limit;
-    if drained >= level {
-        0.0
-    } else {
-        level - drained
-    }
+    // exact product is below the (exact) level, so is the rounded one, and it is exact. Here the
+    // product saturates instead of passing 2^63 (up to 2^53 µs times a u32 limit), which keeps
+    // the comparison exact too.
+    let drained = (now - since).saturating_mul(limit);
+    if drained >= level { 0 } else { level - drained }
 }
 
 /// A bucket that held `level` units at `since`, as it stands for a request at `now`: its level
@@ -93,15 +118,16 @@ fn drain(level: f64, since: f64, now: f64, limit: f64) -> f64 {
 /// (`capacity` units): such a `since` is foreign (another rule's state, a clock stepped back by
 /// more than that) and would hold the client back for as long as it lies ahead. The bucket then
 /// counts as empty, from now, so no reported wait or TTL exceeds twice the drain time.
-pub(super) fn at(level: f64, since: f64, now: f64, limit: f64, capacity: f64) -> (f64, f64) {
+pub(super) fn at(level: i64, since: i64, now: i64, limit: i64, capacity: i64) -> (i64, i64) {
     let lead = since - now;
-    if lead <= 0.0 {
+    if lead <= 0 {
         return (drain(level, since, now, limit), now);
     }
-    // lead > capacity / limit, exactly: both operands are integers below 2^53, so a product at
-    // or below the capacity is exact, and one above it rounds to no less than the capacity + 1.
-    if lead * limit > capacity {
-        return (0.0, now);
+    // lead > capacity / limit, exactly: both operands are integers below 2^53, so in the script a
+    // product at or below the capacity is exact, and one above it rounds to no less than the
+    // capacity + 1. Here it saturates rather than pass 2^63, still above the capacity.
+    if lead.saturating_mul(limit) > capacity {
+        return (0, now);
     }
     (level, since)
 }

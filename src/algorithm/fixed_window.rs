@@ -12,22 +12,22 @@ use crate::decision::Outcome;
 /// The window's start (µs since the epoch) and the units used in it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct State {
-    pub(crate) start: f64,
-    pub(crate) used: f64,
+    pub(crate) start: i64,
+    pub(crate) used: i64,
 }
 
-pub(super) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) -> Step {
+pub(super) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) -> Step {
     let Params { limit, period, .. } = *params;
     let (start, used) = match state {
         Some(state) if now < state.start + period && state.start - now <= period => {
             (state.start, state.used)
         }
-        _ => (now, 0.0),
+        _ => (now, 0),
     };
     let reset_after = start + period - now;
-    let room = (limit - used).max(0.0);
+    let room = (limit - used).max(0);
     if cost > limit {
-        let never = verdict(Outcome::Never, room, used, reset_after, 0.0);
+        let never = verdict(Outcome::Never, room, used, reset_after, 0);
         return Step::read_only(never);
     }
     if used + cost > limit {
@@ -35,10 +35,9 @@ pub(super) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) 
         return Step::read_only(denied);
     }
     let used = used + cost;
-    let write =
-        (cost > 0.0).then_some(Write::Set(super::State::FixedWindow(State { start, used })));
-    let allowed = verdict(Outcome::Allowed, limit - used, used, reset_after, 0.0);
-    Step::new(allowed, write, reset_after)
+    let write = (cost > 0).then_some(Write::Set(super::State::FixedWindow(State { start, used })));
+    let allowed = verdict(Outcome::Allowed, limit - used, used, reset_after, 0);
+    Step::new(allowed, write, allowed.reset_after_us)
 }
 
 #[cfg(test)]
@@ -48,8 +47,8 @@ mod tests {
     use super::*;
     use crate::{Quota, Rule};
 
-    const T0: f64 = 1_700_000_000_000_000.0;
-    const SECOND: f64 = 1_000_000.0;
+    const T0: i64 = 1_700_000_000_000_000;
+    const SECOND: i64 = 1_000_000;
 
     #[test]
     fn a_window_starting_more_than_a_period_ahead_is_foreign() {
@@ -60,17 +59,17 @@ mod tests {
         ))
         .unwrap();
         let state = State {
-            start: T0 + 20.0 * SECOND,
-            used: 5.0,
+            start: T0 + 20 * SECOND,
+            used: 5,
         };
         // A period behind its start, it is still that window: two periods to its end.
-        let behind = step(&params, Some(&state), T0 + 10.0 * SECOND, 1.0).verdict;
+        let behind = step(&params, Some(&state), T0 + 10 * SECOND, 1).verdict;
         assert_eq!(
             (behind.outcome, behind.retry_after_us),
             (Outcome::Denied, 20_000_000)
         );
         // Further behind no window of this rule starts that late: one starts now.
-        let foreign = step(&params, Some(&state), T0, 1.0);
+        let foreign = step(&params, Some(&state), T0, 1);
         assert_eq!(
             (foreign.verdict.outcome, foreign.verdict.used),
             (Outcome::Allowed, 1)
@@ -81,7 +80,7 @@ mod tests {
             Some((
                 Write::Set(super::super::State::FixedWindow(State {
                     start: T0,
-                    used: 1.0
+                    used: 1
                 })),
                 10_000_000
             ))

@@ -7,18 +7,18 @@ use super::{Params, Step, Write, bucket};
 /// The level (units of 1/period request) at time `since` (µs since the epoch, never moved back).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct State {
-    pub(crate) since: f64,
-    pub(crate) level: f64,
+    pub(crate) since: i64,
+    pub(crate) level: i64,
 }
 
-pub(super) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) -> Step {
-    let (level, at) = state.map_or((0.0, now), |state| {
+pub(super) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) -> Step {
+    let (level, at) = state.map_or((0, now), |state| {
         let capacity = params.burst * params.period;
         bucket::at(state.level, state.since, now, params.limit, capacity)
     });
     let (verdict, new_level) = bucket::evaluate(params, level, at - now, cost);
     let write = new_level.map(|level| Write::Set(super::State::Gcra(State { since: at, level })));
-    Step::new(verdict, write, verdict.reset_after_us as f64)
+    Step::new(verdict, write, verdict.reset_after_us)
 }
 
 #[cfg(test)]
@@ -27,7 +27,7 @@ mod tests {
     use crate::decision::{Outcome, RuleVerdict};
     use crate::{Quota, Rule};
 
-    const SECOND: f64 = 1_000_000.0;
+    const SECOND: i64 = 1_000_000;
 
     fn params(quota: Quota) -> Params {
         Params::new(&Rule::gcra("t", quota)).unwrap()
@@ -42,12 +42,12 @@ mod tests {
     }
 
     /// Runs requests of cost 1 at the given times, returning each verdict.
-    fn run(params: &Params, times: &[f64]) -> Vec<RuleVerdict> {
+    fn run(params: &Params, times: &[i64]) -> Vec<RuleVerdict> {
         let mut state = None;
         times
             .iter()
             .map(|&now| {
-                let step = step(params, state.as_ref(), now, 1.0);
+                let step = step(params, state.as_ref(), now, 1);
                 let verdict = step.verdict;
                 if step.write.is_some() {
                     state = Some(written(step));
@@ -61,7 +61,7 @@ mod tests {
     fn a_burst_passes_back_to_back_then_requests_are_spaced() {
         // 3 per 10 s, burst 3: the quickstart's /api/key.
         let p = params(Quota::new(3, std::time::Duration::from_secs(10)));
-        let t0 = 1_700_000_000.0 * SECOND;
+        let t0 = 1_700_000_000 * SECOND;
         let verdicts = run(&p, &[t0, t0, t0, t0]);
         let outcomes: Vec<_> = verdicts.iter().map(|v| v.outcome).collect();
         assert_eq!(
@@ -85,16 +85,16 @@ mod tests {
     #[test]
     fn waiting_exactly_retry_after_is_enough_and_a_microsecond_less_is_not() {
         let p = params(Quota::new(3, std::time::Duration::from_secs(10)));
-        let t0 = 1_700_000_000.0 * SECOND;
-        let state = written(step(&p, None, t0, 3.0));
-        let denied = step(&p, Some(&state), t0, 1.0).verdict;
-        let wait = denied.retry_after_us as f64;
+        let t0 = 1_700_000_000 * SECOND;
+        let state = written(step(&p, None, t0, 3));
+        let denied = step(&p, Some(&state), t0, 1).verdict;
+        let wait = denied.retry_after_us as i64;
         assert_eq!(
-            step(&p, Some(&state), t0 + wait - 1.0, 1.0).verdict.outcome,
+            step(&p, Some(&state), t0 + wait - 1, 1).verdict.outcome,
             Outcome::Denied
         );
         assert_eq!(
-            step(&p, Some(&state), t0 + wait, 1.0).verdict.outcome,
+            step(&p, Some(&state), t0 + wait, 1).verdict.outcome,
             Outcome::Allowed
         );
     }
@@ -104,9 +104,9 @@ mod tests {
         // Burst 4 at 2 per second, requests at T+10 s and T+9 s in turn: time never runs back
         // for the bucket, so the second behind is not drained again when the clock comes back.
         let p = params(Quota::per_second(2).with_burst(4));
-        let t = 1_700_000_000.0 * SECOND;
-        let times: Vec<f64> = (0..40)
-            .map(|i| t + if i % 2 == 0 { 10.0 } else { 9.0 } * SECOND)
+        let t = 1_700_000_000 * SECOND;
+        let times: Vec<i64> = (0..40)
+            .map(|i| t + if i % 2 == 0 { 10 } else { 9 } * SECOND)
             .collect();
         let verdicts = run(&p, &times);
         let admitted = verdicts
@@ -125,9 +125,9 @@ mod tests {
     #[test]
     fn the_bucket_time_never_moves_back() {
         let p = params(Quota::per_second(2).with_burst(4));
-        let t = 1_700_000_000.0 * SECOND;
-        let state = written(step(&p, None, t + SECOND, 2.0));
-        let behind = step(&p, Some(&state), t, 1.0);
+        let t = 1_700_000_000 * SECOND;
+        let state = written(step(&p, None, t + SECOND, 2));
+        let behind = step(&p, Some(&state), t, 1);
         assert_eq!((behind.verdict.remaining, behind.verdict.used), (1, 3));
         // Three requests drain in 1.5 s from the bucket's time, a second ahead.
         assert_eq!(behind.verdict.reset_after_us, 2_500_000);
@@ -135,7 +135,7 @@ mod tests {
             written(behind),
             State {
                 since: t + SECOND,
-                level: 3.0 * p.period
+                level: 3 * p.period
             }
         );
     }
@@ -144,19 +144,19 @@ mod tests {
     fn a_bucket_time_further_ahead_than_a_full_bucket_drains_is_foreign() {
         // Burst 4 at 2 per second: a full bucket drains in 2 s.
         let p = params(Quota::per_second(2).with_burst(4));
-        let t = 1_700_000_000.0 * SECOND;
+        let t = 1_700_000_000 * SECOND;
         let full = State {
-            since: t + 2.0 * SECOND,
-            level: 4.0 * p.period,
+            since: t + 2 * SECOND,
+            level: 4 * p.period,
         };
-        let behind = step(&p, Some(&full), t, 1.0).verdict;
+        let behind = step(&p, Some(&full), t, 1).verdict;
         assert_eq!(
             (behind.outcome, behind.reset_after_us, behind.retry_after_us),
             (Outcome::Denied, 4_000_000, 2_500_000)
         );
         // A µs further ahead, or the year 2255 (the audit's ~1e17 µs): an empty bucket, now.
-        for since in [t + 2.0 * SECOND + 1.0, 9_007_199_254_740_991.0] {
-            let foreign = step(&p, Some(&State { since, ..full }), t, 1.0);
+        for since in [t + 2 * SECOND + 1, 9_007_199_254_740_991] {
+            let foreign = step(&p, Some(&State { since, ..full }), t, 1);
             assert_eq!(
                 (foreign.verdict.outcome, foreign.verdict.used),
                 (Outcome::Allowed, 1)
@@ -173,12 +173,37 @@ mod tests {
     }
 
     #[test]
+    fn a_wait_past_2_pow_53_is_reported_as_the_scripts_double_rounds_it() {
+        // 1 per 3 s (1 unit drains per µs) with the largest burst that stays exact: a full bucket
+        // holds 9_007_199_253_000_000 units, 1_740_992 below 2^53, and takes that many µs to
+        // drain. Two seconds ahead of now, its reset is past 2^53, where doubles step by 2.
+        let period = std::time::Duration::from_secs(3);
+        let p = params(Quota::new(1, period).with_burst(3_002_399_751));
+        assert_eq!((p.limit, p.period), (1, 3_000_000));
+        let t = 1_700_000_000 * SECOND;
+        let lead = 2 * SECOND + 1;
+        let full = State {
+            since: t + lead,
+            level: 3_002_399_751 * p.period,
+        };
+        let peek = step(&p, Some(&full), t, 0).verdict;
+        let exact = full.level + lead;
+        assert!(exact > 1 << 53 && exact % 2 == 1);
+        // What the script's `us + lead` gives: the exact sum rounded to a double.
+        assert_eq!(
+            peek.reset_after_us,
+            (full.level as f64 + lead as f64) as u64
+        );
+        assert_eq!(peek.reset_after_us.abs_diff(exact as u64), 1);
+    }
+
+    #[test]
     fn cost_above_burst_can_never_pass_and_cost_zero_only_peeks() {
         let p = params(Quota::per_second(10).with_burst(5));
-        let never = step(&p, None, SECOND, 6.0);
+        let never = step(&p, None, SECOND, 6);
         assert_eq!(never.verdict.outcome, Outcome::Never);
         assert!(never.write.is_none());
-        let peek = step(&p, None, SECOND, 0.0);
+        let peek = step(&p, None, SECOND, 0);
         assert_eq!(peek.verdict.outcome, Outcome::Allowed);
         assert_eq!(peek.verdict.remaining, 5);
         assert!(peek.write.is_none(), "a peek writes nothing");

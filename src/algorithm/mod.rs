@@ -1,8 +1,13 @@
 //! The pure state transition of every algorithm, used by the memory store.
 //!
-//! Each file mirrors its script in `lua/` operation for operation: numbers are `f64` holding
-//! integer values below 2^53 (exact), combined in the same order as in Lua, so the memory store
-//! and the Redis store reach identical decisions. The conformance tests hold both to that.
+//! Each file mirrors its script in `lua/` operation for operation, combined in the same order as
+//! in Lua, so the memory store and the Redis store reach identical decisions. The scripts compute
+//! in doubles holding integers below 2^53, which are exact; here the same integers are `i64`,
+//! exact too, so both compute the same numbers. Where a script's number can pass 2^53, the
+//! algorithm says why the result is still the same (a product only compared, which rounds
+//! monotonically there and saturates here; a reported value, rounded here as the double rounds,
+//! see `arith`). Signed, so that intermediate negatives (a clock gone back, an excess below zero)
+//! behave as in Lua. The conformance tests hold both stores to that.
 //!
 //! A step reads the state and returns a verdict plus, when the request is admitted with a cost,
 //! a [`Write`]: the store applies it only if every rule of the policy admitted the request, the
@@ -17,6 +22,7 @@ pub(crate) mod sliding_log;
 pub(crate) mod sliding_window;
 pub(crate) mod token_bucket;
 
+pub(crate) use self::arith::MAX_EXACT;
 pub(crate) use self::params::Params;
 use crate::decision::{Outcome, RuleVerdict};
 use crate::policy::Algorithm;
@@ -44,16 +50,20 @@ pub(crate) enum Write {
 }
 
 impl Write {
-    /// Applies the write to the rule's live state.
-    pub(crate) fn update(self, state: &mut State) {
+    /// Applies the write to the rule's state: in place if it is `live`, else to a fresh state
+    /// (state that no longer matters is never updated).
+    #[inline]
+    pub(crate) fn apply(self, state: &mut State, live: bool) {
         match (self, state) {
-            (Write::Log(append), State::SlidingLog(log)) => append.apply(log),
-            (Write::Window(add), State::SlidingWindow(window)) => add.apply(window),
+            (Write::Set(new), state) => *state = new,
+            (Write::Log(append), State::SlidingLog(log)) if live => append.apply(log),
+            (Write::Window(add), State::SlidingWindow(window)) if live => add.apply(window),
             (write, state) => *state = write.into_state(),
         }
     }
 
     /// The state of a rule that had none (or none still live).
+    #[inline]
     pub(crate) fn into_state(self) -> State {
         match self {
             Write::Set(state) => state,
@@ -73,7 +83,9 @@ pub(crate) struct Step {
 
 /// Evaluates one rule at `now` (µs since the epoch) for a request of `cost`. State of another
 /// algorithm (which the storage keys rule out) counts as none.
-pub(crate) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) -> Step {
+/// `now` is below 2^53 (the year 2255), as the scripts need it to be exact.
+#[inline]
+pub(crate) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) -> Step {
     match params.algorithm {
         Algorithm::FixedWindow => {
             let state = match state {
@@ -113,26 +125,29 @@ pub(crate) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) 
     }
 }
 
-/// Builds a verdict from the script's integer-valued numbers, as Redis would reply them.
+/// Builds a verdict from the script's numbers, as Redis would reply them. None is negative; were
+/// one, it would read as 0 rather than wrap.
+#[inline]
 fn verdict(
     outcome: Outcome,
-    remaining: f64,
-    used: f64,
-    reset_after: f64,
-    retry_after: f64,
+    remaining: i64,
+    used: i64,
+    reset_after: i64,
+    retry_after: i64,
 ) -> RuleVerdict {
+    let reply = |x: i64| x.max(0) as u64;
     RuleVerdict {
         outcome,
-        remaining: remaining as u64,
-        used: used as u64,
-        reset_after_us: reset_after as u64,
-        retry_after_us: retry_after as u64,
+        remaining: reply(remaining),
+        used: reply(used),
+        reset_after_us: reply(reset_after),
+        retry_after_us: reply(retry_after),
     }
 }
 
 impl Step {
     /// A step that writes `write`, if any, for state that matters `ttl` more µs.
-    fn new(verdict: RuleVerdict, write: Option<Write>, ttl: f64) -> Self {
+    fn new(verdict: RuleVerdict, write: Option<Write>, ttl: u64) -> Self {
         Step {
             verdict,
             write: write.map(|write| (write, arith::ttl_micros(ttl))),
@@ -157,5 +172,29 @@ mod tests {
         // The memory store keeps one per rule per key, up to a million keys: the growing states
         // (log, window) are boxed so the others stay three words.
         assert!(std::mem::size_of::<State>() <= 24);
+    }
+
+    #[test]
+    fn a_write_updates_live_state_in_place_and_replaces_state_that_no_longer_matters() {
+        use crate::{Quota, Rule};
+        let params = Params::new(&Rule::sliding_log("log", Quota::per_second(10))).unwrap();
+        let t = 1_700_000_000_000_000;
+        let write = |now| step(&params, None, now, 2).write.unwrap().0;
+        let entries = |state: &State| match state {
+            State::SlidingLog(log) => log.len(),
+            other => panic!("expected a log, got {other:?}"),
+        };
+        let mut state = write(t).into_state();
+        write(t + 1).apply(&mut state, true);
+        assert_eq!(entries(&state), 4);
+        write(t + 2).apply(&mut state, false);
+        assert_eq!(entries(&state), 2);
+        // A state of another kind is replaced, live or not.
+        let gcra = Params::new(&Rule::gcra("gcra", Quota::per_second(10))).unwrap();
+        let set = step(&gcra, None, t, 1).write.unwrap().0;
+        set.apply(&mut state, true);
+        assert!(matches!(state, State::Gcra(_)));
+        write(t + 3).apply(&mut state, true);
+        assert_eq!(entries(&state), 2);
     }
 }

@@ -1,25 +1,31 @@
 //! A rule's parameters as the algorithms and the scripts compute with them, checked once when a
-//! policy is built so that every number a decision computes stays an exact integer below 2^53.
+//! policy is built so that every number a decision computes stays an exact integer below 2^53
+//! (the scripts' doubles hold those exactly; the algorithms' `i64` hold them with room to spare).
 
+use super::{arith, sliding_window};
 use crate::error::ConfigError;
 use crate::policy::{Algorithm, Rule};
 
-/// The largest integer below 2^53: every integer up to it is exact in an f64 (a Lua number).
-const MAX_EXACT: u64 = (1 << 53) - 1;
+/// The largest integer below 2^53: every integer up to it is exact in a double (a Lua number).
+const MAX_EXACT: u64 = arith::MAX_EXACT as u64;
 
-/// A rule's parameters as the scripts receive them: integers, time in microseconds.
+/// A rule's parameters as the scripts receive them: integers, time in microseconds. Each fits in
+/// 49 bits (a limit or burst is a `u32`, a period at most ten years, about 3.2e14 µs, below 2^49).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Params {
     pub(crate) algorithm: Algorithm,
     /// Units of cost per period. For the bucket algorithms, `limit` and `period` are divided by
     /// their greatest common divisor: only the rate matters there, and the smaller period keeps
     /// the scaled bucket levels small.
-    pub(crate) limit: f64,
+    pub(crate) limit: i64,
     /// The period in µs (reduced for the bucket algorithms, see `limit`).
-    pub(crate) period: f64,
-    pub(crate) burst: f64,
+    pub(crate) period: i64,
+    pub(crate) burst: i64,
     /// The algorithm's own parameter: the sliding window's sub-intervals, else 0.
-    pub(crate) extra: f64,
+    pub(crate) extra: i64,
+    /// The sliding window's sub-intervals as its steps measure them, from the numbers above
+    /// (the scripts derive it on every call); all zero for the other algorithms.
+    pub(crate) window: sliding_window::Geometry,
 }
 
 impl Params {
@@ -69,12 +75,20 @@ impl Params {
                 (limit, period, 0)
             }
         };
+        // Each is at most a u32 or ten years of µs: far inside an i64.
+        let int = |x: u64| i64::try_from(x).expect("validated quota");
+        let (limit, period, burst, extra) = (int(limit), int(period), int(burst), int(extra));
+        let window = match rule.algorithm() {
+            Algorithm::SlidingWindow { .. } => sliding_window::Geometry::new(limit, period, extra),
+            _ => sliding_window::Geometry::default(),
+        };
         Ok(Self {
             algorithm: rule.algorithm(),
-            limit: limit as f64,
-            period: period as f64,
-            burst: burst as f64,
-            extra: extra as f64,
+            limit,
+            period,
+            burst,
+            extra,
+            window,
         })
     }
 
@@ -108,14 +122,14 @@ mod tests {
     fn bucket_rates_are_reduced_so_realistic_quotas_stay_exact() {
         // 10^9 per day: gcd(10^9, 8.64e10) = 2e8, so one request is 432 units, 5 drain per µs.
         let params = Params::new(&Rule::gcra("a", Quota::per_day(1_000_000_000))).unwrap();
-        assert_eq!((params.limit, params.period), (5.0, 432.0));
-        assert!(params.burst * params.period < MAX_EXACT as f64);
+        assert_eq!((params.limit, params.period), (5, 432));
+        assert!(params.burst * params.period < MAX_EXACT as i64);
         // One per ten years, and the same with a token bucket.
         let params = Params::new(&Rule::token_bucket("a", Quota::new(1, MAX_PERIOD))).unwrap();
-        assert_eq!(params.period, MAX_PERIOD.as_micros() as f64);
+        assert_eq!(params.period, MAX_PERIOD.as_micros() as i64);
         // Window algorithms keep the quota as it is.
         let params = Params::new(&Rule::fixed_window("a", Quota::per_day(1_000))).unwrap();
-        assert_eq!((params.limit, params.period), (1_000.0, 86_400_000_000.0));
+        assert_eq!((params.limit, params.period), (1_000, 86_400_000_000));
     }
 
     #[test]
@@ -151,8 +165,8 @@ mod tests {
         let window = |period: Duration, n: u16| {
             Params::new(&Rule::sliding_window("a", Quota::new(5, period), n))
         };
-        assert_eq!(window(Duration::from_secs(60), 60).unwrap().extra, 60.0);
-        assert_eq!(window(Duration::from_secs(1), 100).unwrap().extra, 100.0);
+        assert_eq!(window(Duration::from_secs(60), 60).unwrap().extra, 60);
+        assert_eq!(window(Duration::from_secs(1), 100).unwrap().extra, 100);
         assert!(window(Duration::from_millis(1), 1).is_ok());
         for (period, n) in [
             (Duration::from_secs(60), 0),

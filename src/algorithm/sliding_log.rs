@@ -19,7 +19,7 @@ use crate::decision::Outcome;
 /// The times (µs since the epoch) of the admitted units, oldest first.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct State {
-    times: VecDeque<f64>,
+    times: VecDeque<i64>,
 }
 
 impl State {
@@ -34,8 +34,8 @@ impl State {
 /// or every entry when the log was foreign (`replace`).
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Append {
-    cutoff: f64,
-    now: f64,
+    cutoff: i64,
+    now: i64,
     // At most `Algorithm::SLIDING_LOG_MAX_LIMIT`; a u32 next to the flag keeps a `Write` small.
     cost: u32,
     replace: bool,
@@ -70,7 +70,7 @@ impl Append {
     }
 }
 
-pub(super) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) -> Step {
+pub(super) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) -> Step {
     let Params { limit, period, .. } = *params;
     let cutoff = now - period;
     let empty = VecDeque::new();
@@ -78,19 +78,20 @@ pub(super) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) 
     let foreign = times.back().is_some_and(|&newest| newest - now > period);
     let times = if foreign { &empty } else { times };
     let first = times.partition_point(|&t| t <= cutoff);
-    let count = (times.len() - first) as f64;
+    // At most the largest limit a log may have (10,000), however long the deque.
+    let count = (times.len() - first) as i64;
     // When the newest entry leaves the window, the full limit is back.
     let mut reset_after = match times.back() {
-        Some(&newest) if count > 0.0 => newest + period - now,
-        _ => 0.0,
+        Some(&newest) if count > 0 => newest + period - now,
+        _ => 0,
     };
     // `count` exceeds `limit` only when the limit was lowered while the log was live.
-    let room = (limit - count).max(0.0);
+    let room = (limit - count).max(0);
     if cost > limit {
-        return Step::read_only(verdict(Outcome::Never, room, count, reset_after, 0.0));
+        return Step::read_only(verdict(Outcome::Never, room, count, reset_after, 0));
     }
     let excess = count + cost - limit;
-    if excess > 0.0 {
+    if excess > 0 {
         // The request fits once `excess` entries have left: the excess-th oldest is the last.
         let oldest = times[first + excess as usize - 1];
         let retry_after = oldest + period - now;
@@ -99,7 +100,7 @@ pub(super) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) 
     }
     let used = count + cost;
     let mut write = None;
-    if cost > 0.0 {
+    if cost > 0 {
         reset_after = reset_after.max(period);
         write = Some(Write::Log(Append {
             cutoff,
@@ -108,8 +109,8 @@ pub(super) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) 
             replace: foreign,
         }));
     }
-    let allowed = verdict(Outcome::Allowed, limit - used, used, reset_after, 0.0);
-    Step::new(allowed, write, reset_after)
+    let allowed = verdict(Outcome::Allowed, limit - used, used, reset_after, 0);
+    Step::new(allowed, write, allowed.reset_after_us)
 }
 
 #[cfg(test)]
@@ -119,8 +120,8 @@ mod tests {
     use super::*;
     use crate::{Quota, Rule};
 
-    const T0: f64 = 1_700_000_000_000_000.0;
-    const SECOND: f64 = 1_000_000.0;
+    const T0: i64 = 1_700_000_000_000_000;
+    const SECOND: i64 = 1_000_000;
 
     struct Log {
         params: Params,
@@ -137,7 +138,7 @@ mod tests {
             }
         }
 
-        fn request(&mut self, now: f64, cost: f64) -> crate::decision::RuleVerdict {
+        fn request(&mut self, now: i64, cost: i64) -> crate::decision::RuleVerdict {
             let step = step(&self.params, self.state.as_ref(), now, cost);
             if let Some((write, _)) = step.write {
                 match (write, &mut self.state) {
@@ -153,29 +154,23 @@ mod tests {
     #[test]
     fn the_window_slides_entry_by_entry() {
         let mut log = Log::new();
-        assert_eq!(log.request(T0, 1.0).outcome, Outcome::Allowed);
-        assert_eq!(
-            log.request(T0 + 2.0 * SECOND, 1.0).outcome,
-            Outcome::Allowed
-        );
-        assert_eq!(
-            log.request(T0 + 4.0 * SECOND, 1.0).outcome,
-            Outcome::Allowed
-        );
-        let denied = log.request(T0 + 5.0 * SECOND, 1.0);
+        assert_eq!(log.request(T0, 1).outcome, Outcome::Allowed);
+        assert_eq!(log.request(T0 + 2 * SECOND, 1).outcome, Outcome::Allowed);
+        assert_eq!(log.request(T0 + 4 * SECOND, 1).outcome, Outcome::Allowed);
+        let denied = log.request(T0 + 5 * SECOND, 1);
         assert_eq!(denied.outcome, Outcome::Denied);
         // The entry at T0 leaves at T0 + 10 s.
         assert_eq!(denied.retry_after_us, 5_000_000);
         assert_eq!(denied.reset_after_us, 9_000_000);
         // A cost of 2 needs the two oldest gone: the one at T0 + 2 s leaves at T0 + 12 s.
-        let denied = log.request(T0 + 5.0 * SECOND, 2.0);
+        let denied = log.request(T0 + 5 * SECOND, 2);
         assert_eq!(denied.retry_after_us, 7_000_000);
         // One µs early is still denied; on time is admitted.
         assert_eq!(
-            log.request(T0 + 10.0 * SECOND - 1.0, 1.0).outcome,
+            log.request(T0 + 10 * SECOND - 1, 1).outcome,
             Outcome::Denied
         );
-        let allowed = log.request(T0 + 10.0 * SECOND, 1.0);
+        let allowed = log.request(T0 + 10 * SECOND, 1);
         assert_eq!(allowed.outcome, Outcome::Allowed);
         assert_eq!((allowed.remaining, allowed.used), (0, 3));
         assert_eq!(allowed.reset_after_us, 10_000_000);
@@ -186,20 +181,20 @@ mod tests {
     #[test]
     fn costs_add_one_entry_per_unit_and_too_costly_requests_never_pass() {
         let mut log = Log::new();
-        let allowed = log.request(T0, 3.0);
+        let allowed = log.request(T0, 3);
         assert_eq!((allowed.outcome, allowed.remaining), (Outcome::Allowed, 0));
         assert_eq!(log.state.as_ref().unwrap().len(), 3);
-        let never = log.request(T0, 4.0);
+        let never = log.request(T0, 4);
         assert_eq!((never.outcome, never.retry_after_us), (Outcome::Never, 0));
         // All three entries leave together.
-        let denied = log.request(T0 + SECOND, 1.0);
+        let denied = log.request(T0 + SECOND, 1);
         assert_eq!(denied.retry_after_us, 9_000_000);
     }
 
     #[test]
     fn a_peek_writes_nothing_and_an_empty_log_is_reset() {
         let mut log = Log::new();
-        let peek = log.request(T0, 0.0);
+        let peek = log.request(T0, 0);
         assert_eq!(
             (peek.outcome, peek.remaining, peek.reset_after_us),
             (Outcome::Allowed, 3, 0)
@@ -210,32 +205,32 @@ mod tests {
     #[test]
     fn a_log_whose_newest_entry_lies_more_than_a_period_ahead_is_foreign() {
         let mut log = Log::new();
-        log.request(T0 + 20.0 * SECOND, 3.0);
+        log.request(T0 + 20 * SECOND, 3);
         // A period ahead: the entries count, and leave two periods from now.
-        let behind = log.request(T0 + 10.0 * SECOND, 1.0);
+        let behind = log.request(T0 + 10 * SECOND, 1);
         assert_eq!(
             (behind.outcome, behind.reset_after_us, behind.retry_after_us),
             (Outcome::Denied, 20_000_000, 20_000_000)
         );
         // Further ahead: not this rule's; the log counts as empty and is replaced.
-        let foreign = log.request(T0, 1.0);
+        let foreign = log.request(T0, 1);
         assert_eq!(
             (foreign.outcome, foreign.used, foreign.reset_after_us),
             (Outcome::Allowed, 1, 10_000_000)
         );
-        let times: Vec<f64> = log.state.as_ref().unwrap().times.iter().copied().collect();
+        let times: Vec<i64> = log.state.as_ref().unwrap().times.iter().copied().collect();
         assert_eq!(times, [T0]);
     }
 
     #[test]
     fn entries_from_a_clock_that_went_back_stay_sorted() {
         let mut log = Log::new();
-        log.request(T0 + SECOND, 1.0);
-        log.request(T0, 1.0);
-        let times: Vec<f64> = log.state.as_ref().unwrap().times.iter().copied().collect();
+        log.request(T0 + SECOND, 1);
+        log.request(T0, 1);
+        let times: Vec<i64> = log.state.as_ref().unwrap().times.iter().copied().collect();
         assert_eq!(times, [T0, T0 + SECOND]);
         // The newest entry (in the future) decides the reset.
-        let peek = log.request(T0, 0.0);
+        let peek = log.request(T0, 0);
         assert_eq!(peek.reset_after_us, 11_000_000);
     }
 }

@@ -12,9 +12,10 @@
 //!
 //! The weight is `(steps - elapsed) / steps`: the offset measured in steps of `quantum` µs,
 //! `quantum` being the smallest that keeps `limit * steps` within 2^52 (1 µs unless `limit *
-//! size` passes 2^52), so every product below is an exact integer. Rounding the weighted count
-//! up, and the elapsed steps down, never lets the estimate admit more than the exact weight would;
-//! with whole units, `used + cost <= limit` is then the exact rational comparison.
+//! size` passes 2^52), so every product below is an exact integer below 2^53, in the script's
+//! doubles as here (but for counts far above the limit, see `weighted`). Rounding the weighted
+//! count up, and the elapsed steps down, never lets the estimate admit more than the exact weight
+//! would; with whole units, `used + cost <= limit` is then the exact rational comparison.
 //!
 //! A clock behind the newest counted sub-interval (it went back) is taken to be at that
 //! sub-interval's start: the estimate is then at its highest, and no count ever lies ahead.
@@ -24,43 +25,101 @@
 //! count as nothing and the next admission replaces them, so no reported wait or TTL exceeds two
 //! periods and a sub-interval.
 
-use super::arith::{ceil_div, floor_div};
+use super::arith::{ceil_div, ceil_div_product, floor_div};
 use super::{Params, Step, Write, verdict};
 use crate::decision::Outcome;
 
-/// `limit * steps` stays within this, so weighted counts are exact (and the rounding corrections
-/// of `floor_div`/`ceil_div` stay below 2^53).
-const WEIGHT_RANGE: f64 = 4_503_599_627_370_496.0; // 2^52
+/// `limit * steps` stays within this, so weighted counts are exact in the script's doubles (and the
+/// rounding corrections of its `floor_div`/`ceil_div` stay below 2^53) as in an `i64`.
+const WEIGHT_RANGE: i64 = 1 << 52;
 
 /// The counts of sub-intervals `newest - n ..= newest`, in a ring of `n + 1` slots indexed by
 /// sub-interval modulo `n + 1`.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct State {
     /// The newest sub-interval that has a count.
-    newest: f64,
+    newest: i64,
     counts: Box<[u32]>,
 }
 
 impl State {
-    fn count(&self, index: f64) -> f64 {
-        let span = self.counts.len() as f64;
-        if index > self.newest || index <= self.newest - span {
-            return 0.0;
+    /// The counts as a step reads them.
+    fn ring(&self) -> Ring<'_> {
+        Ring {
+            newest: self.newest,
+            newest_slot: slot(self.newest, self.counts.len()),
+            counts: &self.counts,
         }
-        f64::from(self.counts[slot(index, self.counts.len())])
+    }
+
+    #[cfg(test)]
+    fn count(&self, index: i64) -> i64 {
+        self.ring().count(index)
     }
 }
 
-fn slot(index: f64, slots: usize) -> usize {
-    // Sub-interval indexes are non-negative integers below 2^53.
-    (index as u64 % slots as u64) as usize
+/// A state's counts with the newest sub-interval's slot found once, so that reading any
+/// sub-interval takes no division (a step reads up to `n + 2` of them).
+#[derive(Clone, Copy)]
+struct Ring<'a> {
+    newest: i64,
+    newest_slot: usize,
+    counts: &'a [u32],
+}
+
+impl Ring<'_> {
+    /// The count of sub-interval `index`: 0 unless it lies in the ring.
+    fn count(&self, index: i64) -> i64 {
+        match usize::try_from(self.newest - index) {
+            Ok(behind) if behind < self.counts.len() => {
+                i64::from(self.counts[self.slot_behind(behind)])
+            }
+            _ => 0,
+        }
+    }
+
+    /// The counts of sub-intervals `from ..= to` added up (the script adds up every count in
+    /// that range it holds; integers, so in any order).
+    fn sum(&self, from: i64, to: i64) -> i64 {
+        let slots = self.counts.len();
+        let from = from.max(self.newest - slots as i64 + 1);
+        let to = to.min(self.newest);
+        if from > to {
+            return 0;
+        }
+        // Up to `slots` sub-intervals, from `first` on, wrapping around the end of the ring.
+        let len = (to - from) as usize + 1;
+        let first = self.slot_behind((self.newest - from) as usize);
+        let (head, wrapped) = if first + len <= slots {
+            (&self.counts[first..first + len], &[][..])
+        } else {
+            (&self.counts[first..], &self.counts[..first + len - slots])
+        };
+        let add = |counts: &[u32]| counts.iter().map(|&count| i64::from(count)).sum::<i64>();
+        add(head) + add(wrapped)
+    }
+
+    /// The slot of the sub-interval `behind` (less than the ring's length) before the newest.
+    fn slot_behind(&self, behind: usize) -> usize {
+        if behind <= self.newest_slot {
+            self.newest_slot - behind
+        } else {
+            self.newest_slot + self.counts.len() - behind
+        }
+    }
+}
+
+fn slot(index: i64, slots: usize) -> usize {
+    // Sub-interval indexes are integers below 2^53; those before the epoch's first period are
+    // negative (a trailing sub-interval near the epoch) and take their own slot too.
+    index.rem_euclid(slots as i64) as usize
 }
 
 /// An admitted request: `cost` more units in sub-interval `index`, in place of every count when
 /// the counts were foreign (`replace`).
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Add {
-    index: f64,
+    index: i64,
     cost: u32,
     replace: bool,
     slots: usize,
@@ -80,12 +139,14 @@ impl Add {
         }
         if self.index > window.newest {
             let gap = self.index - window.newest;
-            if gap >= slots as f64 {
+            if gap >= slots as i64 {
                 window.counts.fill(0);
             } else {
                 // The sub-intervals between the newest and this one had no requests.
-                for step in 1..=gap as u64 {
-                    window.counts[slot(window.newest + step as f64, slots)] = 0;
+                let mut at = slot(window.newest, slots);
+                for _ in 0..gap {
+                    at = if at + 1 == slots { 0 } else { at + 1 };
+                    window.counts[at] = 0;
                 }
             }
             window.newest = self.index;
@@ -106,47 +167,70 @@ impl Add {
     }
 }
 
-pub(super) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) -> Step {
+/// A rule's sub-intervals: `size` µs each, measured in `steps` of `quantum` µs. The script works
+/// it out on every call; it depends on the rule alone, so here it is worked out once, when the
+/// policy is built (see `Params`), by the same operations.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Geometry {
+    size: i64,
+    quantum: i64,
+    steps: i64,
+}
+
+impl Geometry {
+    /// The geometry of `n` sub-intervals of `period` µs (which they divide), counting up to
+    /// `limit`.
+    pub(super) fn new(limit: i64, period: i64, n: i64) -> Self {
+        let size = period / n;
+        let quantum = ceil_div(size, floor_div(WEIGHT_RANGE, limit));
+        let steps = ceil_div(size, quantum);
+        Geometry {
+            size,
+            quantum,
+            steps,
+        }
+    }
+}
+
+pub(super) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) -> Step {
     let Params {
         limit,
-        period,
         extra: n,
+        window: Geometry {
+            size,
+            quantum,
+            steps,
+        },
         ..
     } = *params;
-    let size = period / n;
-    let quantum = ceil_div(size, floor_div(WEIGHT_RANGE, limit));
-    let steps = ceil_div(size, quantum);
 
     let mut current = floor_div(now, size);
     let mut offset = now - current * size;
     let foreign = state.is_some_and(|state| state.newest > current + n);
     let state = state.filter(|_| !foreign);
-    let count = |index: f64| state.map_or(0.0, |state| state.count(index));
+    let ring = state.map(State::ring);
+    let count = |index: i64| ring.map_or(0, |ring| ring.count(index));
     let newest = state.map(|state| state.newest);
     if let Some(newest) = newest
         && newest > current
     {
         current = newest;
-        offset = 0.0;
+        offset = 0;
     }
-    let mut full = 0.0;
-    let mut back = 0.0;
-    while back < n {
-        full += count(current - back);
-        back += 1.0;
-    }
+    // The script adds up every count it holds above `current - n`, none lying above `current`.
+    let full = ring.map_or(0, |ring| ring.sum(current - n + 1, current));
     let trailing = count(current - n);
     let elapsed = floor_div(offset, quantum);
-    let used = full + ceil_div(trailing * (steps - elapsed), steps);
+    let used = full + weighted(trailing, steps - elapsed, steps);
     // The full limit is back once the newest counted sub-interval has slid out entirely.
     let mut reset_after = match newest {
-        Some(newest) if newest >= current - n => (newest + n + 1.0) * size - now,
-        _ => 0.0,
+        Some(newest) if newest >= current - n => (newest + n + 1) * size - now,
+        _ => 0,
     };
 
-    let room = (limit - used).max(0.0);
+    let room = (limit - used).max(0);
     if cost > limit {
-        return Step::read_only(verdict(Outcome::Never, room, used, reset_after, 0.0));
+        return Step::read_only(verdict(Outcome::Never, room, used, reset_after, 0));
     }
     if used + cost > limit {
         let window = Window {
@@ -162,26 +246,36 @@ pub(super) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) 
     }
     let used = used + cost;
     let mut write = None;
-    if cost > 0.0 {
-        reset_after = (current + n + 1.0) * size - now;
+    if cost > 0 {
+        reset_after = (current + n + 1) * size - now;
         write = Some(Write::Window(Add {
             index: current,
+            // At most the limit, a u32.
             cost: cost as u32,
             replace: foreign,
             slots: n as usize + 1,
         }));
     }
-    let allowed = verdict(Outcome::Allowed, limit - used, used, reset_after, 0.0);
-    Step::new(allowed, write, reset_after)
+    let allowed = verdict(Outcome::Allowed, limit - used, used, reset_after, 0);
+    Step::new(allowed, write, allowed.reset_after_us)
+}
+
+/// The trailing sub-interval's `count` weighted by `left / steps`, rounded up:
+/// `ceil_div(count * left, steps)` as the script computes it. The product is at most
+/// `limit * steps` (within 2^52) while the count is within the limit; a count above a limit
+/// lowered while the state was live can take it past 2^53 (and an `i64`), where the script's
+/// product rounds: [`ceil_div_product`] then follows the script's doubles.
+fn weighted(count: i64, left: i64, steps: i64) -> i64 {
+    ceil_div_product(count, left, steps)
 }
 
 /// The window's geometry, for the search of the earliest admission time.
 struct Window {
-    limit: f64,
-    n: f64,
-    size: f64,
-    quantum: f64,
-    steps: f64,
+    limit: i64,
+    n: i64,
+    size: i64,
+    quantum: i64,
+    steps: i64,
 }
 
 impl Window {
@@ -192,13 +286,13 @@ impl Window {
     /// sub-interval from `current` on is tried in turn; by `current + n + 1` every count has left.
     fn fits_at(
         &self,
-        current: f64,
-        elapsed: f64,
-        mut full: f64,
-        mut trailing: f64,
-        cost: f64,
-        count: impl Fn(f64) -> f64,
-    ) -> f64 {
+        current: i64,
+        elapsed: i64,
+        mut full: i64,
+        mut trailing: i64,
+        cost: i64,
+        count: impl Fn(i64) -> i64,
+    ) -> i64 {
         let Window {
             limit,
             n,
@@ -206,28 +300,29 @@ impl Window {
             quantum,
             steps,
         } = *self;
-        let mut ahead = 0.0;
-        while ahead <= n + 1.0 {
+        let mut ahead = 0;
+        while ahead <= n + 1 {
             let fit = limit - cost - full;
-            if fit >= 0.0 {
-                // trailing * (steps - at) <= fit * steps, for the smallest whole step `at`.
-                let mut at = 0.0;
-                if trailing > 0.0 {
-                    at = (steps - floor_div(fit * steps, trailing)).max(0.0);
+            if fit >= 0 {
+                // trailing * (steps - at) <= fit * steps, for the smallest whole step `at`. With
+                // `0 <= fit <= limit`, `fit * steps` is within 2^52.
+                let mut at = 0;
+                if trailing > 0 {
+                    at = (steps - floor_div(fit * steps, trailing)).max(0);
                 }
-                if ahead == 0.0 {
+                if ahead == 0 {
                     at = at.max(elapsed);
                 }
                 if at < steps {
                     return (current + ahead) * size + at * quantum;
                 }
             }
-            ahead += 1.0;
+            ahead += 1;
             trailing = count(current + ahead - n);
             full -= trailing;
         }
         // Unreachable: past the last sub-interval nothing is counted and `cost <= limit`.
-        (current + n + 1.0) * size
+        (current + n + 1) * size
     }
 }
 
@@ -238,8 +333,8 @@ mod tests {
     use crate::{Quota, Rule};
 
     /// 2023-11-14T00:00:00Z: a whole number of days, so every sub-interval used here starts on it.
-    const T0: f64 = 1_699_920_000_000_000.0;
-    const SECOND: f64 = 1_000_000.0;
+    const T0: i64 = 1_699_920_000_000_000;
+    const SECOND: i64 = 1_000_000;
 
     struct Counter {
         params: Params,
@@ -255,7 +350,7 @@ mod tests {
             }
         }
 
-        fn request(&mut self, now: f64, cost: f64) -> RuleVerdict {
+        fn request(&mut self, now: i64, cost: i64) -> RuleVerdict {
             let step = step(&self.params, self.state.as_ref(), now, cost);
             if let Some((Write::Window(add), _)) = step.write {
                 match &mut self.state {
@@ -271,23 +366,20 @@ mod tests {
     fn one_sub_interval_weighs_the_previous_window_by_its_overlap() {
         // Cloudflare's example: 10 per minute.
         let mut counter = Counter::new(Quota::per_minute(10), 1);
-        assert_eq!(counter.request(T0, 8.0).outcome, Outcome::Allowed);
+        assert_eq!(counter.request(T0, 8).outcome, Outcome::Allowed);
         // 15 s into the next minute, 3/4 of the previous one still overlaps: ceil(8 * 0.75) = 6.
-        let now = T0 + 75.0 * SECOND;
-        let peek = counter.request(now, 0.0);
+        let now = T0 + 75 * SECOND;
+        let peek = counter.request(now, 0);
         assert_eq!((peek.used, peek.remaining), (6, 4));
-        assert_eq!(counter.request(now, 4.0).outcome, Outcome::Allowed);
-        let denied = counter.request(now, 1.0);
+        assert_eq!(counter.request(now, 4).outcome, Outcome::Allowed);
+        let denied = counter.request(now, 1);
         assert_eq!(denied.outcome, Outcome::Denied);
         // 4 in this minute and 1 to spare: 8 * weight <= 5 once only 5/8 of the previous minute
         // overlaps, 22.5 s into this one: 7.5 s from now.
         assert_eq!(denied.retry_after_us, 7_500_000);
+        assert_eq!(counter.request(now + 7_499_999, 1).outcome, Outcome::Denied);
         assert_eq!(
-            counter.request(now + 7_499_999.0, 1.0).outcome,
-            Outcome::Denied
-        );
-        assert_eq!(
-            counter.request(now + 7_500_000.0, 1.0).outcome,
+            counter.request(now + 7_500_000, 1).outcome,
             Outcome::Allowed
         );
     }
@@ -297,26 +389,26 @@ mod tests {
         // 4 per second in 4 sub-intervals of 250 ms.
         let mut counter = Counter::new(Quota::per_second(4), 4);
         for quarter in 0..4 {
-            let now = T0 + f64::from(quarter) * 250_000.0;
-            assert_eq!(counter.request(now, 1.0).outcome, Outcome::Allowed);
+            let now = T0 + i64::from(quarter) * 250_000;
+            assert_eq!(counter.request(now, 1).outcome, Outcome::Allowed);
         }
-        let now = T0 + 900_000.0;
-        let denied = counter.request(now, 1.0);
+        let now = T0 + 900_000;
+        let denied = counter.request(now, 1);
         assert_eq!((denied.used, denied.remaining), (4, 0));
         // At T0 + 1 s the first quarter becomes the trailing one at weight 1; it weighs
         // ceil(1 * (250_000 - r) / 250_000), which is 0 only at r = 250_000: at T0 + 1.25 s.
         assert_eq!(denied.retry_after_us, 350_000);
         assert_eq!(denied.reset_after_us, 2_000_000 - 900_000);
-        let cost_two = counter.request(now, 2.0);
+        let cost_two = counter.request(now, 2);
         assert_eq!(cost_two.retry_after_us, 600_000);
     }
 
     #[test]
     fn costs_beyond_the_limit_never_pass_and_peeks_write_nothing() {
         let mut counter = Counter::new(Quota::per_second(4), 2);
-        let never = counter.request(T0, 5.0);
+        let never = counter.request(T0, 5);
         assert_eq!((never.outcome, never.retry_after_us), (Outcome::Never, 0));
-        let peek = counter.request(T0, 0.0);
+        let peek = counter.request(T0, 0);
         assert_eq!(
             (peek.outcome, peek.remaining, peek.reset_after_us),
             (Outcome::Allowed, 4, 0)
@@ -332,35 +424,78 @@ mod tests {
             1,
         ))
         .unwrap();
-        let size = params.period;
-        let quantum = ceil_div(size, floor_div(WEIGHT_RANGE, params.limit));
-        let steps = ceil_div(size, quantum);
-        assert_eq!(quantum, 19_185.0);
+        let Geometry {
+            size,
+            quantum,
+            steps,
+        } = params.window;
+        assert_eq!((size, quantum, steps), (params.period, 19_185, 4_503_519));
         assert!(params.limit * steps <= WEIGHT_RANGE);
         let mut counter = Counter {
             params,
             state: None,
         };
-        assert_eq!(
-            counter.request(T0, 1_000_000_000.0).outcome,
-            Outcome::Allowed
-        );
+        assert_eq!(counter.request(T0, 1_000_000_000).outcome, Outcome::Allowed);
         // Half a day into the next day, half still counts, and a step of 19_185 µs more: the
         // elapsed time is rounded down to 2_251_759 steps of 4_503_519, so the estimate is
         // ceil(10^9 * 2_251_760 / 4_503_519), 112 above the exact half, never below it.
-        let half = counter.request(T0 + 1.5 * 86_400.0 * SECOND, 0.0);
+        let half = counter.request(T0 + 3 * 86_400 * SECOND / 2, 0);
         assert_eq!(half.used, 500_000_112);
+    }
+
+    #[test]
+    fn counts_far_above_a_lowered_limit_are_weighted_as_the_scripts_doubles_do() {
+        // 4e9 counted a day ago under a far higher limit, read by 10^5 a day: 10^5 * 86_400 s is
+        // past 2^52 µs, so the steps are of 2 µs, 4.32e10 of them, and the trailing count times
+        // the steps left passes 2^53 (and an i64). The script's product rounds there.
+        let params = Params::new(&Rule::sliding_window("sw", Quota::per_day(100_000), 1)).unwrap();
+        let Geometry {
+            size,
+            quantum,
+            steps,
+        } = params.window;
+        assert_eq!((quantum, steps), (2, 43_200_000_000));
+        let mut counter = Counter {
+            params,
+            state: Some(
+                Add {
+                    index: T0 / size,
+                    cost: 4_000_000_000,
+                    replace: false,
+                    slots: 2,
+                }
+                .into_window(),
+            ),
+        };
+        // A third of a day into the next: two thirds of the steps are left.
+        let now = T0 + size + size / 3;
+        let left = steps - floor_div(size / 3, quantum);
+        assert!(4_000_000_000_i64.checked_mul(left).is_none());
+        // `ceil_div(trailing * left, steps)` in lua/common.lua, on doubles.
+        let (product, steps) = (4e9 * left as f64, steps as f64);
+        let mut expected = (product / steps).ceil();
+        if expected > 0.0 && (expected - 1.0) * steps >= product {
+            expected -= 1.0;
+        } else if expected * steps < product {
+            expected += 1.0;
+        }
+        let peek = counter.request(now, 0);
+        assert_eq!(
+            (peek.outcome, peek.used, peek.remaining),
+            (Outcome::Denied, expected as u64, 0)
+        );
+        assert_eq!(peek.used, 2_666_666_667);
     }
 
     #[test]
     fn a_clock_behind_the_counts_evaluates_at_the_newest_sub_interval() {
         let mut counter = Counter::new(Quota::per_second(2), 2);
-        counter.request(T0 + SECOND, 1.0);
-        let behind = counter.request(T0, 1.0);
+        counter.request(T0 + SECOND, 1);
+        let behind = counter.request(T0, 1);
         assert_eq!(behind.outcome, Outcome::Allowed);
         assert_eq!(behind.reset_after_us, 2_500_000);
         let state = counter.state.as_ref().unwrap();
-        assert_eq!(state.count(state.newest), 2.0);
+        assert_eq!(state.count(state.newest), 2);
     }
 
     #[test]
@@ -379,7 +514,7 @@ mod tests {
             }
             .into_window(),
         );
-        let allowed = counter.request(T0 + SECOND, 2.0);
+        let allowed = counter.request(T0 + SECOND, 2);
         assert_eq!(
             (allowed.outcome, allowed.remaining, allowed.used),
             (Outcome::Allowed, 3, 2)
@@ -387,7 +522,7 @@ mod tests {
         // 61 minutes from the start of the current one, not ~1e17 µs.
         assert_eq!(allowed.reset_after_us, 61 * 60 * 1_000_000 - 1_000_000);
         let state = counter.state.as_ref().unwrap();
-        assert_eq!(state.newest, floor_div(T0 + SECOND, 60.0 * SECOND));
+        assert_eq!(state.newest, floor_div(T0 + SECOND, 60 * SECOND));
         assert_eq!(
             state.counts.iter().sum::<u32>(),
             2,
@@ -398,11 +533,11 @@ mod tests {
     #[test]
     fn no_wait_exceeds_two_periods_and_a_sub_interval_whatever_lies_ahead() {
         // 2 per second in 4 sub-intervals of 250 ms, full in a sub-interval `ahead` of now.
-        let size = 250_000.0;
+        let size = 250_000;
         for ahead in 0..=12 {
             let mut counter = Counter::new(Quota::per_second(2), 4);
-            counter.request(T0 + f64::from(ahead) * size, 2.0);
-            for verdict in [counter.request(T0, 1.0), counter.request(T0, 0.0)] {
+            counter.request(T0 + i64::from(ahead) * size, 2);
+            for verdict in [counter.request(T0, 1), counter.request(T0, 0)] {
                 assert!(
                     verdict.reset_after_us <= 9 * 250_000,
                     "{ahead}: {verdict:?}"
@@ -412,7 +547,7 @@ mod tests {
                     "{ahead}: {verdict:?}"
                 );
             }
-            let step = step(&counter.params, counter.state.as_ref(), T0, 1.0);
+            let step = step(&counter.params, counter.state.as_ref(), T0, 1);
             if let Some((_, ttl)) = step.write {
                 assert!(ttl <= 9 * 250_000, "{ahead}: TTL {ttl}");
             }
@@ -420,15 +555,59 @@ mod tests {
     }
 
     #[test]
+    fn ring_sums_add_up_the_counts_in_range_wherever_the_ring_wraps() {
+        for slots in [1, 2, 5, 61] {
+            for newest in [0, 3, 59, 60, 61, 1_000_003] {
+                let mut window = Add {
+                    index: newest - slots as i64 + 1,
+                    cost: 1,
+                    replace: false,
+                    slots,
+                }
+                .into_window();
+                for (step, index) in (newest - slots as i64 + 2..=newest).enumerate() {
+                    Add {
+                        index,
+                        cost: step as u32 + 2,
+                        replace: false,
+                        slots,
+                    }
+                    .apply(&mut window);
+                }
+                let ring = window.ring();
+                for index in newest - 70..=newest + 2 {
+                    let live = index > newest - slots as i64 && index <= newest;
+                    let expected = if live {
+                        i64::from(window.counts[index.rem_euclid(slots as i64) as usize])
+                    } else {
+                        0
+                    };
+                    assert_eq!(ring.count(index), expected, "{slots} {newest} {index}");
+                }
+                for from in newest - 70..=newest + 2 {
+                    for to in from - 1..=newest + 2 {
+                        let one_by_one: i64 = (from..=to).map(|index| ring.count(index)).sum();
+                        assert_eq!(
+                            ring.sum(from, to),
+                            one_by_one,
+                            "{slots} {newest} {from} {to}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn the_ring_forgets_sub_intervals_that_slid_out() {
         let mut counter = Counter::new(Quota::per_second(10), 2);
-        counter.request(T0, 3.0);
-        counter.request(T0 + 500_000.0, 2.0);
-        counter.request(T0 + 1_500_000.0, 1.0);
+        counter.request(T0, 3);
+        counter.request(T0 + 500_000, 2);
+        counter.request(T0 + 1_500_000, 1);
         let state = counter.state.as_ref().unwrap();
-        assert_eq!(state.count(state.newest), 1.0);
-        assert_eq!(state.count(state.newest - 1.0), 0.0);
-        assert_eq!(state.count(state.newest - 2.0), 2.0);
-        assert_eq!(state.count(state.newest - 3.0), 0.0, "out of the ring");
+        assert_eq!(state.count(state.newest), 1);
+        assert_eq!(state.count(state.newest - 1), 0);
+        assert_eq!(state.count(state.newest - 2), 2);
+        assert_eq!(state.count(state.newest - 3), 0, "out of the ring");
     }
 }

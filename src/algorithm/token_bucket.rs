@@ -12,16 +12,16 @@ use super::{Params, Step, Write, bucket};
 /// back).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct State {
-    pub(crate) since: f64,
-    pub(crate) tokens: f64,
+    pub(crate) since: i64,
+    pub(crate) tokens: i64,
 }
 
-pub(super) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) -> Step {
+pub(super) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) -> Step {
     let capacity = params.burst * params.period;
     // More tokens than the capacity (the burst was lowered while the state was live) is a full
     // bucket.
-    let (level, at) = state.map_or((0.0, now), |state| {
-        let level = (capacity - state.tokens).max(0.0);
+    let (level, at) = state.map_or((0, now), |state| {
+        let level = (capacity - state.tokens).max(0);
         bucket::at(level, state.since, now, params.limit, capacity)
     });
     let (verdict, new_level) = bucket::evaluate(params, level, at - now, cost);
@@ -32,7 +32,7 @@ pub(super) fn step(params: &Params, state: Option<&State>, now: f64, cost: f64) 
         }))
     });
     // The state matters until the bucket is full again.
-    Step::new(verdict, write, verdict.reset_after_us as f64)
+    Step::new(verdict, write, verdict.reset_after_us)
 }
 
 #[cfg(test)]
@@ -41,7 +41,7 @@ mod tests {
     use crate::decision::Outcome;
     use crate::{Quota, Rule};
 
-    const T0: f64 = 1_700_000_000_000_000.0;
+    const T0: i64 = 1_700_000_000_000_000;
 
     fn written(step: &Step) -> State {
         match &step.write {
@@ -57,17 +57,17 @@ mod tests {
         let params = Params::new(&rule).unwrap();
         let mut state = None;
         for left in (0..4).rev() {
-            let step = step(&params, state.as_ref(), T0, 1.0);
+            let step = step(&params, state.as_ref(), T0, 1);
             assert_eq!(step.verdict.outcome, Outcome::Allowed);
             assert_eq!(step.verdict.remaining, left);
             state = Some(written(&step));
         }
-        assert_eq!(state.unwrap().tokens, 0.0);
-        let denied = step(&params, state.as_ref(), T0, 1.0).verdict;
+        assert_eq!(state.unwrap().tokens, 0);
+        let denied = step(&params, state.as_ref(), T0, 1).verdict;
         assert_eq!(denied.outcome, Outcome::Denied);
         assert_eq!(denied.retry_after_us, 500_000);
         assert_eq!(denied.reset_after_us, 2_000_000);
-        let later = step(&params, state.as_ref(), T0 + 500_000.0, 1.0);
+        let later = step(&params, state.as_ref(), T0 + 500_000, 1);
         assert_eq!(later.verdict.outcome, Outcome::Allowed);
     }
 
@@ -76,7 +76,7 @@ mod tests {
         // The seed's floor(2 * capacity / rate) is 0 here: 1 token at 10^9 per second.
         let rule = Rule::token_bucket("t", Quota::per_second(1_000_000_000).with_burst(1));
         let params = Params::new(&rule).unwrap();
-        let step = step(&params, None, T0, 1.0);
+        let step = step(&params, None, T0, 1);
         assert_eq!(step.verdict.outcome, Outcome::Allowed);
         // A token refills in 1 ns: the state matters for (rounded up) 1 µs.
         assert_eq!(step.verdict.reset_after_us, 1);
@@ -87,19 +87,19 @@ mod tests {
     fn a_clock_behind_the_bucket_takes_tokens_without_refilling_or_moving_it_back() {
         let rule = Rule::token_bucket("t", Quota::per_second(2).with_burst(4));
         let params = Params::new(&rule).unwrap();
-        let ahead = written(&step(&params, None, T0 + 1_000_000.0, 2.0));
-        let behind = step(&params, Some(&ahead), T0, 1.0);
+        let ahead = written(&step(&params, None, T0 + 1_000_000, 2));
+        let behind = step(&params, Some(&ahead), T0, 1);
         assert_eq!((behind.verdict.remaining, behind.verdict.used), (1, 3));
         assert_eq!(behind.verdict.reset_after_us, 2_500_000);
         assert_eq!(
             written(&behind),
             State {
-                since: T0 + 1_000_000.0,
+                since: T0 + 1_000_000,
                 tokens: params.period
             }
         );
         // Back at the bucket's time, nothing has refilled in between.
-        let peek = step(&params, Some(&written(&behind)), T0 + 1_000_000.0, 0.0);
+        let peek = step(&params, Some(&written(&behind)), T0 + 1_000_000, 0);
         assert_eq!((peek.verdict.remaining, peek.verdict.used), (1, 3));
     }
 
@@ -108,10 +108,10 @@ mod tests {
         // Capacity 4 at 2 per second: an empty bucket refills in 2 s.
         let params =
             Params::new(&Rule::token_bucket("t", Quota::per_second(2).with_burst(4))).unwrap();
-        let empty = |since| State { since, tokens: 0.0 };
-        let behind = step(&params, Some(&empty(T0 + 2_000_000.0)), T0, 0.0).verdict;
+        let empty = |since| State { since, tokens: 0 };
+        let behind = step(&params, Some(&empty(T0 + 2_000_000)), T0, 0).verdict;
         assert_eq!((behind.used, behind.reset_after_us), (4, 4_000_000));
-        let foreign = step(&params, Some(&empty(T0 + 2_000_001.0)), T0, 1.0);
+        let foreign = step(&params, Some(&empty(T0 + 2_000_001)), T0, 1);
         assert_eq!(
             (foreign.verdict.remaining, foreign.verdict.reset_after_us),
             (3, 500_000)
@@ -124,9 +124,9 @@ mod tests {
         let params = Params::new(&Rule::token_bucket("t", Quota::per_second(1))).unwrap();
         let overfull = State {
             since: T0,
-            tokens: 10.0 * params.period,
+            tokens: 10 * params.period,
         };
-        let peek = step(&params, Some(&overfull), T0, 0.0).verdict;
+        let peek = step(&params, Some(&overfull), T0, 0).verdict;
         assert_eq!((peek.remaining, peek.used), (1, 0));
     }
 }

@@ -9,18 +9,16 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use smallvec::SmallVec;
-
 use self::permits::Table as PermitTable;
 use self::shard::Shard;
 use super::{Store, StoreFuture, key::bounded};
-use crate::algorithm;
+use crate::algorithm::{self, Write};
 use crate::clock::{Clock, SystemClock};
 use crate::concurrency::heartbeat::Heartbeat;
 use crate::concurrency::{Acquired, Lease, PermitId, Renewal, Slot};
 use crate::decision::{Combined, Decision};
 use crate::key::Key;
-use crate::policy::Policy;
+use crate::policy::{MAX_RULES, Policy};
 
 /// The in-process store, the embedded default: exact, lock-sharded, never touches the network.
 ///
@@ -146,35 +144,62 @@ impl MemoryStore {
         let now = self.inner.clock.now_micros();
         let key = bounded(key);
         let hash = self.inner.hasher.hash_one(&*key);
-        let cost = f64::from(cost);
+        let cost = i64::from(cost);
+        // Time is an integer count of µs, which the algorithms need below 2^53 (the year 2255), as
+        // the scripts' doubles hold it exactly only there: past it, it stands still.
+        let at = now.min(algorithm::MAX_EXACT as u64) as i64;
 
         let mut shard = lock(self.shard(hash));
         let mut combined = Combined::new();
-        let mut writes = SmallVec::<[_; 2]>::new();
         // One lookup: the entry found is read, then updated in place when the request passes.
         let found = shard.find_mut(hash, &key);
-        for (params, &id) in policy.params().iter().zip(policy.rule_ids()) {
+        if let ([params], &[id]) = (policy.params(), policy.rule_ids()) {
+            // One rule, the common case. A step writes only when its rule admits the request,
+            // which with one rule is every rule: its write lands at once, with nothing buffered.
             let state = found.as_deref().and_then(|entry| entry.state(id, now));
-            // Time is an integer count of µs; below 2^53 (the year 2255) it is exact in an f64.
-            let step = algorithm::step(params, state, now as f64, cost);
+            let step = algorithm::step(params, state, at, cost);
             combined.add(step.verdict);
             if let Some((write, ttl)) = step.write {
-                writes.push((id, write, now.saturating_add(ttl)));
-            }
-        }
-        // All or nothing: a rule's write lands only if every rule admitted the request.
-        if combined.all_allowed() && !writes.is_empty() {
-            let entry = match found {
-                Some(entry) => entry,
-                None => shard.entry(hash, &key, now),
-            };
-            let mut earliest = u64::MAX;
-            // Drained in place: moving the buffer into an iterator would copy it whole.
-            for (id, write, expires_at) in writes.drain(..) {
+                debug_assert!(
+                    combined.all_allowed(),
+                    "a step wrote for a request it refused"
+                );
+                let expires_at = now.saturating_add(ttl);
+                let entry = match found {
+                    Some(entry) => entry,
+                    None => shard.entry(hash, &key, now),
+                };
                 entry.update(id, write, now, expires_at);
-                earliest = earliest.min(expires_at);
+                shard.expires(expires_at);
             }
-            shard.expires(earliest);
+        } else {
+            // Held until every rule is evaluated. A policy holds at most MAX_RULES rules (checked
+            // when it is built); in an array, they need no buffer management.
+            let mut writes: [Option<(Write, u64)>; MAX_RULES] = Default::default();
+            let rules = policy.params().iter().zip(policy.rule_ids());
+            for (index, (params, &id)) in rules.enumerate() {
+                let state = found.as_deref().and_then(|entry| entry.state(id, now));
+                let step = algorithm::step(params, state, at, cost);
+                combined.add(step.verdict);
+                writes[index] = step
+                    .write
+                    .map(|(write, ttl)| (write, now.saturating_add(ttl)));
+            }
+            // All or nothing: a rule's write lands only if every rule admitted the request.
+            if combined.all_allowed() && writes.iter().any(Option::is_some) {
+                let entry = match found {
+                    Some(entry) => entry,
+                    None => shard.entry(hash, &key, now),
+                };
+                let mut earliest = u64::MAX;
+                for (pending, &id) in writes.iter_mut().zip(policy.rule_ids()) {
+                    if let Some((write, expires_at)) = pending.take() {
+                        entry.update(id, write, now, expires_at);
+                        earliest = earliest.min(expires_at);
+                    }
+                }
+                shard.expires(earliest);
+            }
         }
         drop(shard);
         combined.decision(policy)

@@ -32,28 +32,34 @@ impl Entry {
 
     /// Applies an admitted request's write to rule `id` at `now`, whose state then matters until
     /// `expires_at`. State that no longer mattered is started afresh, never updated.
+    #[inline(always)]
     pub(super) fn update(&mut self, id: u64, write: Write, now: u64, expires_at: u64) {
-        match self.rules.iter_mut().find(|rule| rule.id == id) {
+        let previous = match self.rules.iter_mut().find(|rule| rule.id == id) {
             Some(rule) => {
-                if rule.expires_at > now {
-                    write.update(&mut rule.state);
-                } else {
-                    rule.state = write.into_state();
-                }
-                rule.expires_at = expires_at;
+                write.apply(&mut rule.state, rule.expires_at > now);
+                std::mem::replace(&mut rule.expires_at, expires_at)
             }
-            None => self.rules.push(RuleState {
-                id,
-                state: write.into_state(),
-                expires_at,
-            }),
+            None => {
+                self.rules.push(RuleState {
+                    id,
+                    state: write.into_state(),
+                    expires_at,
+                });
+                0
+            }
+        };
+        // The entry matters as long as its longest-lived rule. Only when the rule that lived
+        // longest now expires sooner must the others be looked at.
+        if expires_at >= self.expires_at {
+            self.expires_at = expires_at;
+        } else if previous == self.expires_at {
+            self.expires_at = self
+                .rules
+                .iter()
+                .map(|rule| rule.expires_at)
+                .max()
+                .unwrap_or(expires_at);
         }
-        self.expires_at = self
-            .rules
-            .iter()
-            .map(|rule| rule.expires_at)
-            .max()
-            .unwrap_or(expires_at);
     }
 
     fn prune(&mut self, now: u64) {
@@ -217,8 +223,8 @@ mod tests {
 
     fn state() -> Write {
         Write::Set(State::FixedWindow(fixed_window::State {
-            start: 0.0,
-            used: 1.0,
+            start: 0,
+            used: 1,
         }))
     }
 
@@ -286,6 +292,30 @@ mod tests {
         shard.entry(1, b"ab", 0);
         assert!(shard.find(1, b"a").is_none());
         assert!(shard.find(1, b"abc").is_none());
+    }
+
+    #[test]
+    fn an_entry_expires_with_its_longest_lived_rule() {
+        let mut shard = Shard::new(10);
+        let entry = shard.entry(1, b"k", 0);
+        entry.update(1, state(), 0, 100);
+        entry.update(2, state(), 0, 300);
+        assert_eq!(entry.expires_at, 300);
+        // A rule that did not live longest expires sooner: the entry does not.
+        entry.update(1, state(), 50, 80);
+        assert_eq!(entry.expires_at, 300);
+        // The longest-lived one expires sooner: the other rules decide.
+        entry.update(2, state(), 60, 90);
+        assert_eq!(entry.expires_at, 90);
+        entry.update(2, state(), 70, 75);
+        assert_eq!(entry.expires_at, 80);
+        // Later than any: the entry follows.
+        entry.update(1, state(), 70, 500);
+        assert_eq!(entry.expires_at, 500);
+        // A new rule counts like any other.
+        entry.update(3, state(), 600, 700);
+        assert_eq!(entry.expires_at, 700);
+        assert_eq!(entry.rules.len(), 3);
     }
 
     #[test]
