@@ -16,6 +16,7 @@ pub(crate) struct State {
     pub(crate) used: i64,
 }
 
+#[inline(always)]
 pub(super) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) -> Step {
     let Params { limit, period, .. } = *params;
     let (start, used) = match state {

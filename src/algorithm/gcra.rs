@@ -11,6 +11,7 @@ pub(crate) struct State {
     pub(crate) level: i64,
 }
 
+#[inline(always)]
 pub(super) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) -> Step {
     let (level, at) = state.map_or((0, now), |state| {
         let capacity = params.burst * params.period;

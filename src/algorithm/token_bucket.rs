@@ -16,6 +16,7 @@ pub(crate) struct State {
     pub(crate) tokens: i64,
 }
 
+#[inline(always)]
 pub(super) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) -> Step {
     let capacity = params.burst * params.period;
     // More tokens than the capacity (the burst was lowered while the state was live) is a full

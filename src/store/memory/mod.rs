@@ -157,9 +157,12 @@ impl MemoryStore {
             // One rule, the common case. A step writes only when its rule admits the request,
             // which with one rule is every rule: its write lands at once, with nothing buffered.
             let state = found.as_deref().and_then(|entry| entry.state(id, now));
-            let step = algorithm::step(params, state, at, cost);
-            combined.add(step.verdict);
-            if let Some((write, ttl)) = step.write {
+            // The verdict is taken within the algorithm's branch (see `step_then`).
+            let write = algorithm::step_then(params, state, at, cost, |step| {
+                combined.add(step.verdict);
+                step.write
+            });
+            if let Some((write, ttl)) = write {
                 debug_assert!(
                     combined.all_allowed(),
                     "a step wrote for a request it refused"
