@@ -215,3 +215,29 @@ async fn an_idle_instance_recovers_in_one_ramp() {
         assert!(pair[0].amount - pair[1].amount <= MAX_STEP + EPSILON);
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_quiet_spell_counts_in_full_toward_recovery_and_never_past_the_delay_toward_shedding() {
+    let law = ControlLaw::default();
+    let start = Instant::now();
+    let at = |seconds: u64| start + Duration::from_secs(seconds);
+    let mut control = ShedControl::new(law, start).unwrap();
+    let resting = control.amount();
+    // Saturated for five minutes, updated every second: everything sheddable is refused.
+    for second in 1..=300 {
+        control.update(at(second), 1.0);
+    }
+    assert_eq!(control.amount(), 1.0);
+    // No request for ten minutes, then one that finds the instance idle: the quiet spell was
+    // longer than a whole ramp, so nothing is shed any more, as if requests had come all along.
+    control.update(at(900), 0.0);
+    assert_eq!(control.amount(), resting);
+    for priority in [Priority::Low, Priority::Normal, Priority::High] {
+        assert_eq!(control.drop_probability(priority), 0.0, "{priority:?}");
+    }
+    // Ten more quiet minutes, then a request that finds it saturated: that says nothing about the
+    // spell, so the amount moves by the delay at most, reaching the point where shedding starts.
+    control.update(at(1500), 1.0);
+    assert!(control.amount().abs() < EPSILON, "{}", control.amount());
+    assert_eq!(control.drop_probability(Priority::Low), 0.0);
+}

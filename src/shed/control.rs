@@ -255,14 +255,21 @@ impl ShedControl {
         &self.law
     }
 
-    /// Moves the shedding amount by the rate at `utilization` for the time since the last update
-    /// (at most `delay`), and returns it. An instant before the last update counts as no time.
+    /// Moves the shedding amount by the rate at `utilization` for the time since the last update,
+    /// and returns it. An instant before the last update counts as no time.
+    ///
+    /// Toward shedding, the time counts for at most `delay`: a request after a quiet spell finds
+    /// the instance busy now, which says nothing about the spell, so it must not jump past the
+    /// delay. Toward recovery the whole spell counts: an instance that no request reached was
+    /// idle, and recovers as it would have with requests updating it all along.
     pub fn update(&mut self, now: Instant, utilization: f64) -> f64 {
-        let elapsed = now
-            .saturating_duration_since(self.updated)
-            .min(self.law.delay);
+        let rate = self.law.direction(utilization);
+        let mut elapsed = now.saturating_duration_since(self.updated);
+        if rate > 0.0 {
+            elapsed = elapsed.min(self.law.delay);
+        }
         self.updated = self.updated.max(now);
-        let moved = self.overload + elapsed.as_secs_f64() * self.law.direction(utilization);
+        let moved = self.overload + elapsed.as_secs_f64() * rate;
         self.overload = moved.clamp(-self.law.delay.as_secs_f64(), self.law.ramp.as_secs_f64());
         self.amount()
     }
