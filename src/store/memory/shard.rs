@@ -76,8 +76,9 @@ enum StoredKey {
     Heap(Box<[u8]>),
 }
 
-/// Inline key bytes: with the length and the tag, as large as the heap form's pointer plus length
-/// plus its allocation would be.
+/// Inline key bytes: with the length and the tag, 40 bytes in the entry, 24 more than the heap
+/// form's pointer and length, and no allocation. Client addresses (an IPv6 /64 key is at most 24
+/// bytes), UUIDs (36) and most API keys fit.
 const INLINE_KEY: usize = 38;
 
 impl StoredKey {
