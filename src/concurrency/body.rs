@@ -1,74 +1,13 @@
 //! [`ConcurrencyBody`]: a response body that holds its request's slot until it is finished.
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
-use bytes::Bytes;
-use http_body::{Body, Frame, SizeHint};
-use pin_project_lite::pin_project;
-
 use super::ConcurrencyPermit;
-use crate::ResponseBody;
+use crate::{HeldBody, ResponseBody};
 
-pin_project! {
-    /// The body of a [`ConcurrencyLimit`](super::ConcurrencyLimit) response. It holds the
-    /// request's [`ConcurrencyPermit`] until its last frame has been read (the frame after which
-    /// the body reports its end, or the end itself), until an error ends it, or until it is
-    /// dropped: a streamed response keeps its slot while it streams.
-    pub struct ConcurrencyBody<B> {
-        #[pin]
-        inner: ResponseBody<B>,
-        permit: Option<ConcurrencyPermit>,
-    }
-}
-
-impl<B> ConcurrencyBody<B> {
-    pub(crate) fn new(inner: ResponseBody<B>, permit: Option<ConcurrencyPermit>) -> Self {
-        Self { inner, permit }
-    }
-}
-
-impl<B: Body<Data = Bytes>> Body for ConcurrencyBody<B> {
-    type Data = Bytes;
-    type Error = B::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        let mut this = self.project();
-        let frame = this.inner.as_mut().poll_frame(cx);
-        // The server stops polling once the body says it has ended, and may keep the body a
-        // while longer (e.g. until the connection's next request), so give the slot back with
-        // the last frame or on an error rather than waiting for the drop.
-        let done = match &frame {
-            Poll::Ready(None | Some(Err(_))) => true,
-            Poll::Ready(Some(Ok(_))) => this.inner.is_end_stream(),
-            Poll::Pending => false,
-        };
-        if done {
-            this.permit.take();
-        }
-        frame
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-impl<B> std::fmt::Debug for ConcurrencyBody<B> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ConcurrencyBody")
-            .field("inner", &self.inner)
-            .field("permit", &self.permit)
-            .finish()
-    }
-}
+/// The body of a [`ConcurrencyLimit`](super::ConcurrencyLimit) response. It holds the request's
+/// [`ConcurrencyPermit`] until its last frame has been read (the frame after which the body
+/// reports its end, or the end itself), until an error ends it, or until it is dropped: a streamed
+/// response keeps its slot while it streams.
+pub type ConcurrencyBody<B> = HeldBody<ResponseBody<B>, ConcurrencyPermit>;
 
 #[cfg(test)]
 mod tests {
@@ -76,6 +15,9 @@ mod tests {
     use std::time::Duration;
 
     use http_body_util::{BodyExt, Full, StreamBody};
+
+    use bytes::Bytes;
+    use http_body::{Body, Frame};
 
     use super::*;
     use crate::concurrency::{Lease, PermitId, Slot};

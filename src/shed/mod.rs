@@ -20,7 +20,7 @@ pub use fleet::{FleetShedLayer, FleetShedLayerBuilder};
 pub use priority::{Classify, ParsePriorityError, Priority};
 pub use shedding::Shedding;
 pub use utilization::{
-    InFlightBody, UtilizationShed, UtilizationShedFuture, UtilizationShedLayer,
+    InFlightBody, InFlightGuard, UtilizationShed, UtilizationShedFuture, UtilizationShedLayer,
     UtilizationShedLayerBuilder,
 };
 

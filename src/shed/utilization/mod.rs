@@ -6,6 +6,6 @@ mod in_flight;
 mod layer;
 mod service;
 
-pub use in_flight::InFlightBody;
+pub use in_flight::{InFlightBody, InFlightGuard};
 pub use layer::{UtilizationShedLayer, UtilizationShedLayerBuilder};
 pub use service::{UtilizationShed, UtilizationShedFuture};

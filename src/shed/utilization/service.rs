@@ -112,7 +112,7 @@ where
                     .expect("UtilizationShedFuture polled after completion");
                 // On an error the guard drops here: there is no body left to send.
                 Poll::Ready(result.map(|response| {
-                    response.map(|body| ResponseBody::inner(InFlightBody::new(body, guard)))
+                    response.map(|body| ResponseBody::inner(InFlightBody::new(body, Some(guard))))
                 }))
             }
             StateProj::Shed { response } => {
