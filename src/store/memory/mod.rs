@@ -155,7 +155,8 @@ impl MemoryStore {
         let found = shard.find_mut(hash, &key);
         if let ([params], &[id]) = (policy.params(), policy.rule_ids()) {
             // One rule, the common case. A step writes only when its rule admits the request,
-            // which with one rule is every rule: its write lands at once, with nothing buffered.
+            // which with one rule is every rule: its write lands at once, with nothing buffered
+            // (the general path below cost a one-rule GCRA decision a quarter more instructions).
             let state = found.as_deref().and_then(|entry| entry.state(id, now));
             // The verdict is taken within the algorithm's branch (see `step_then`).
             let write = algorithm::step_then(params, state, at, cost, |step| {
