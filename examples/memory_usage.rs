@@ -198,7 +198,7 @@ async fn main() -> Result<(), BoxError> {
 }
 
 fn algorithm_name(rule: &Rule) -> String {
-    use tower_redis_ratelimit::Algorithm;
+    use tower_redis_ratelimit::policy::Algorithm;
     match rule.algorithm() {
         Algorithm::FixedWindow => "fixed window".to_owned(),
         Algorithm::SlidingLog => "sliding log".to_owned(),

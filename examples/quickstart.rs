@@ -22,10 +22,9 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
+use tower_redis_ratelimit::admission::FailureMode;
 use tower_redis_ratelimit::key::{ClientIp, HeaderKey};
-use tower_redis_ratelimit::{
-    FailureMode, MemoryStore, Quota, RateLimitLayer, RedisStore, Rule, Store,
-};
+use tower_redis_ratelimit::{MemoryStore, Quota, RateLimitLayer, RedisStore, Rule, Store};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

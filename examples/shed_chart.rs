@@ -1,6 +1,6 @@
 //! Run with: cargo run --example shed_chart
 //!
-//! Drives the worker-utilisation shedder's real control law ([`ShedControl`] with the seed's
+//! Drives the worker-utilisation shedder's real control law ([`ShedControl`] with Stripe's
 //! constants) through a step of overload and draws the drop probability of each priority over
 //! time, with the utilisation and the shedding amount, into `docs/load-shedding.svg`.
 //!
@@ -136,7 +136,7 @@ fn chart(samples: &[Sample], law: &ControlLaw) -> String {
         (WIDTH / 2.0, 52.0),
         "middle",
         r##"fill="#444""##,
-        "utilisation 50% → 120% at 10 s → 50% at 190 s; seed constants: dead zone 70–80%, \
+        "utilisation 50% → 120% at 10 s → 50% at 190 s; Stripe's constants: dead zone 70–80%, \
          28 s delay, 120 s ramp (open loop)",
     );
 
@@ -290,7 +290,7 @@ fn chart(samples: &[Sample], law: &ControlLaw) -> String {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let law = ControlLaw::SEED;
+    let law = ControlLaw::STRIPE;
     let samples = simulate(law)?;
     let path = std::env::args().nth(1).unwrap_or_else(|| {
         concat!(env!("CARGO_MANIFEST_DIR"), "/docs/load-shedding.svg").to_owned()

@@ -1,7 +1,7 @@
 //! Run with: cargo run --example websocket
 //!
 //! An echo WebSocket server that allows each user at most `MAX_SOCKETS` open connections at once,
-//! across every instance that shares the same Redis (seed 000).
+//! across every instance that shares the same Redis.
 //!
 //! - `GET /ws?user=<name>`  upgrades to an echo WebSocket; 429 with `Retry-After` when the user
 //!   already has `MAX_SOCKETS` open; 400 without `user`
@@ -27,14 +27,14 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::ws::{Message, WebSocket};
-use axum::extract::{Extension, WebSocketUpgrade};
+use axum::extract::WebSocketUpgrade;
 use axum::response::Response;
 use axum::routing::get;
 use http::request::Parts;
+use tower_redis_ratelimit::concurrency::ConcurrencyPermit;
 use tower_redis_ratelimit::key::{Key, KeyError};
-use tower_redis_ratelimit::{
-    ConcurrencyLimitLayer, ConcurrencyPermit, MemoryStore, RedisStore, Store,
-};
+use tower_redis_ratelimit::store::lease::LeaseStore;
+use tower_redis_ratelimit::{ConcurrencyLimitLayer, MemoryStore, RedisStore};
 
 /// The user named in the query string: browsers cannot set headers on a WebSocket handshake.
 fn user(parts: &Parts) -> Result<Key, KeyError> {
@@ -49,10 +49,9 @@ fn user(parts: &Parts) -> Result<Key, KeyError> {
         .ok_or_else(|| KeyError::missing("the `user` query parameter is missing"))
 }
 
-async fn socket(
-    Extension(permit): Extension<ConcurrencyPermit>,
-    upgrade: WebSocketUpgrade,
-) -> Response {
+/// The permit is `None` only when the store failed and the layer let the socket through without
+/// a slot (it fails open by default).
+async fn socket(permit: Option<ConcurrencyPermit>, upgrade: WebSocketUpgrade) -> Response {
     upgrade.on_upgrade(move |socket| async move {
         // Held until the connection ends; dropping it gives the slot back.
         let _permit = permit;
@@ -84,7 +83,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map_err(|_| format!("MAX_SOCKETS must be a number, not {text:?}"))?,
         Err(_) => 2,
     };
-    let store: Arc<dyn Store> = match std::env::var("REDIS_URL") {
+    let store: Arc<dyn LeaseStore> = match std::env::var("REDIS_URL") {
         Ok(url) => Arc::new(RedisStore::open(&url)?),
         Err(_) => Arc::new(MemoryStore::new()),
     };

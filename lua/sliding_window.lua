@@ -1,4 +1,4 @@
--- Sliding window counter (seed 001; with one sub-interval, Cloudflare's weighted previous window).
+-- Sliding window counter (with one sub-interval, Cloudflare's weighted previous window).
 -- The period is split into n sub-intervals of `size` µs, aligned to the epoch: sub-interval i
 -- covers [i * size, (i + 1) * size). At time now, `offset` µs into sub-interval `current`, the
 -- window (now - period, now] holds sub-intervals current-n+1 .. current entirely and the trailing

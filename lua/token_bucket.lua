@@ -1,4 +1,4 @@
--- Token bucket (seed 004): up to `burst` tokens, refilled at `limit` per `period`; a request
+-- Token bucket (as in Stripe's rate limiters): up to `burst` tokens, refilled at `limit` per `period`; a request
 -- takes `cost` tokens or is denied. The same meter as GCRA (`bucket` in common.lua), kept as the
 -- tokens left instead of the level used: in units of 1/period of a token,
 -- tokens = burst * period - level, and refilling `limit` units per µs is draining the level at
@@ -9,7 +9,7 @@
 --        common.lua), k = tokens left then, in units of 1/period of a token }. Read first;
 --        written only when a request is admitted, in one atomic script (no INCR-then-EXPIRE
 --        race), with the TTL at the moment the bucket is full again: in ms, rounded up, at least
---        1 ms (never the seed's floor(2 * capacity / rate), which is 0 for a small bucket at a
+--        1 ms (never the floor(2 * capacity / rate) of Stripe's sketch, which is 0 for a small bucket at a
 --        high rate).
 -- Rule arguments (see check.lua): limit and period (µs) divided by their gcd, burst; the fourth
 -- is unused.

@@ -7,59 +7,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::Policy;
-
-/// The verdict on a request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Outcome {
-    /// The request passes and was counted.
-    Allowed,
-    /// The request is over the quota; it may pass after [`Decision::retry_after`].
-    Denied,
-    /// The request costs more than the quota can ever hold: retrying will never help. The layer
-    /// answers 429 without `Retry-After`, since no wait would let it in.
-    Never,
-}
-
-/// What one rule of a policy said about one request.
-///
-/// Stores compute one verdict per rule and combine them with [`Decision::from_verdicts`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RuleVerdict {
-    pub(crate) outcome: Outcome,
-    pub(crate) remaining: u64,
-    pub(crate) used: u64,
-    pub(crate) reset_after_us: u64,
-    pub(crate) retry_after_us: u64,
-}
-
-impl RuleVerdict {
-    /// A verdict. `retry_after` only matters for [`Outcome::Denied`].
-    pub fn new(
-        outcome: Outcome,
-        remaining: u64,
-        used: u64,
-        reset_after: Duration,
-        retry_after: Duration,
-    ) -> Self {
-        Self {
-            outcome,
-            remaining,
-            used,
-            reset_after_us: crate::clock::micros(reset_after),
-            retry_after_us: if outcome == Outcome::Denied {
-                crate::clock::micros(retry_after)
-            } else {
-                0
-            },
-        }
-    }
-
-    /// The verdict's outcome.
-    pub fn outcome(&self) -> Outcome {
-        self.outcome
-    }
-}
+pub use crate::algorithm::{Outcome, RuleVerdict};
+use crate::policy::Policy;
 
 /// The outcome of a rate-limit check, with what the response headers need.
 ///
@@ -69,18 +18,20 @@ impl RuleVerdict {
 ///
 /// An admitted request carries its decision in its extensions. Not every request that reaches a
 /// handler has one: when the store failed and the layer fails open
-/// ([`FailureMode::Open`](crate::FailureMode::Open)), or when the request had no key and the layer
-/// skips such requests ([`MissingKey::Skip`](crate::MissingKey::Skip)), it passes unchecked and
-/// without a decision. So take it as an `Option`: axum answers 500 for a handler whose plain
-/// `Extension<Decision>` is missing, which would turn a Redis outage into an outage of that route.
+/// ([`FailureMode::Open`](crate::admission::FailureMode::Open)), or when the request had no key
+/// and the layer skips such requests ([`MissingKey::Skip`](crate::admission::MissingKey::Skip)),
+/// it passes unchecked and without a decision. So an axum handler takes it as `Option<Decision>`
+/// (feature `axum`), and cannot take it as if it were always there: a plain
+/// `Extension<Decision>` would make axum answer 500 whenever it is missing, turning a Redis outage
+/// into an outage of the route.
 ///
 /// ```
-/// use axum::{Extension, Router, routing::get};
+/// use axum::{Router, routing::get};
 /// use tower_redis_ratelimit::Decision;
 ///
-/// async fn handler(decision: Option<Extension<Decision>>) -> String {
+/// async fn handler(decision: Option<Decision>) -> String {
 ///     match decision {
-///         Some(Extension(decision)) => format!("{} requests left", decision.remaining()),
+///         Some(decision) => format!("{} requests left", decision.remaining()),
 ///         None => "not limited right now".to_owned(),
 ///     }
 /// }
@@ -149,7 +100,7 @@ impl Decision {
     }
 
     /// How much of the reported rule's capacity is in use, this request included when it passed
-    /// (seed 002's "total requests").
+    /// (`Rate-Limiting-Total-Requests`).
     pub fn used(&self) -> u64 {
         self.used
     }

@@ -1,7 +1,5 @@
-//! The crate's errors: one enum for configuration, one for the store.
+//! [`ConfigError`]: a configuration mistake, reported when a layer, policy or store is built.
 
-use std::error::Error as StdError;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// A configuration mistake, reported by `build()` or [`Policy::new`](crate::Policy::new) before any
@@ -60,7 +58,7 @@ pub enum ConfigError {
         /// The rejected period.
         period: Duration,
     },
-    /// A sliding-log rule's limit is above [`Algorithm::SLIDING_LOG_MAX_LIMIT`](crate::Algorithm::SLIDING_LOG_MAX_LIMIT):
+    /// A sliding-log rule's limit is above [`Algorithm::SLIDING_LOG_MAX_LIMIT`](crate::policy::Algorithm::SLIDING_LOG_MAX_LIMIT):
     /// the log keeps one entry per admitted request.
     #[error(
         "rule {rule:?} is a sliding log with a limit of {limit}, above the maximum of {max}: the log keeps one \
@@ -122,57 +120,4 @@ pub enum ConfigError {
     /// A concurrency limit or fleet shedder setting is invalid (no limit, a lease out of range, …).
     #[error("invalid concurrency configuration: {0}")]
     Concurrency(String),
-}
-
-/// Why a store could not answer. The layer turns it into its failure mode (fail open by default).
-#[derive(Debug, Clone, thiserror::Error)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// The store did not answer within the layer's deadline.
-    #[error("the rate-limit store did not answer within {0:?}")]
-    Timeout(Duration),
-    /// The store cannot be reached (connection refused, reconnecting after a failure).
-    #[error("the rate-limit store is unreachable: {0}")]
-    Unavailable(#[source] SharedError),
-    /// The store answered with an error.
-    #[error("the rate-limit store failed: {0}")]
-    Backend(#[source] SharedError),
-    /// The store answered something this crate does not understand (a script of another version?).
-    #[error("the rate-limit store sent an unexpected reply: {0}")]
-    Protocol(String),
-}
-
-impl StoreError {
-    pub(crate) fn unavailable(err: impl StdError + Send + Sync + 'static) -> Self {
-        StoreError::Unavailable(SharedError(Arc::new(err)))
-    }
-
-    pub(crate) fn backend(err: impl StdError + Send + Sync + 'static) -> Self {
-        StoreError::Backend(SharedError(Arc::new(err)))
-    }
-
-    /// Whether the call surely never reached the store: no connection could be made, or the
-    /// store is waiting out its backoff after failing to make one, so no command was sent and
-    /// there is nothing to undo. A timeout or a connection lost mid-call may have delivered it.
-    pub(crate) fn never_sent(&self) -> bool {
-        // Only a failed connection attempt yields a pool error (`store::redis::connection`);
-        // a command that was sent fails with a `RedisError`.
-        matches!(self, StoreError::Unavailable(SharedError(err)) if err.is::<deadpool_redis::PoolError>())
-    }
-}
-
-/// An error shared between every request that saw it (one failed reconnect answers many waiters).
-#[derive(Debug, Clone)]
-pub struct SharedError(Arc<dyn StdError + Send + Sync>);
-
-impl std::fmt::Display for SharedError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl StdError for SharedError {
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        self.0.source()
-    }
 }

@@ -5,39 +5,41 @@
 #![doc = include_str!("../docs/getting-started.md")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod admission;
 mod algorithm;
-mod body;
 pub mod clock;
+#[cfg(feature = "concurrency")]
+#[cfg_attr(docsrs, doc(cfg(feature = "concurrency")))]
 pub mod concurrency;
-mod deadline;
-mod decision;
+pub mod decision;
 mod error;
-mod future;
+#[cfg(feature = "axum")]
+mod extract;
 pub mod guide;
-mod headers;
-mod held_body;
+pub mod headers;
 pub mod key;
-mod layer;
 mod log;
-mod policy;
+pub mod policy;
+mod quota;
+pub mod rate;
 mod response;
-mod service;
+#[cfg(feature = "shed")]
+#[cfg_attr(docsrs, doc(cfg(feature = "shed")))]
 pub mod shed;
 pub mod store;
 
-pub use body::ResponseBody;
-pub use concurrency::{ConcurrencyLimitLayer, ConcurrencyPermit};
-pub use decision::{Decision, Outcome, RuleVerdict};
-pub use error::{ConfigError, SharedError, StoreError};
-pub use future::ResponseFuture;
-pub use headers::Headers;
-pub use held_body::HeldBody;
-pub use layer::{FailureMode, MissingKey, RateLimitLayer, RateLimitLayerBuilder};
-pub use policy::{Algorithm, MAX_PERIOD, MAX_RULES, MIN_PERIOD, Policy, Quota, Rule};
-pub use response::Rejection;
-pub use service::RateLimit;
-pub use shed::{FleetShedLayer, Priority, UtilizationShedLayer};
-pub use store::{MemoryStore, RedisStore, Store, StoreFuture};
+#[cfg(feature = "concurrency")]
+pub use concurrency::ConcurrencyLimitLayer;
+pub use decision::Decision;
+pub use error::ConfigError;
+pub use policy::{Policy, Rule};
+pub use quota::Quota;
+pub use rate::RateLimitLayer;
+#[cfg(feature = "shed")]
+pub use shed::{FleetShedLayer, UtilizationShedLayer};
+#[cfg(feature = "redis")]
+pub use store::RedisStore;
+pub use store::{MemoryStore, Store};
 
 /// The README's examples, compiled as doctests so they stay true.
 #[cfg(doctest)]

@@ -7,8 +7,7 @@
 //! is exact in the scripts' doubles as in an `i64`.
 
 use super::arith::{ceil_div, floor_div, lua_rounded};
-use super::{Params, verdict};
-use crate::decision::{Outcome, RuleVerdict};
+use super::{Outcome, Params, RuleVerdict, verdict};
 
 /// Evaluates a request of `cost` against a bucket holding `level` units at the time it is
 /// evaluated, `lead` µs after now (0 unless the clock went back, see [`at`]): reported waits count

@@ -6,8 +6,7 @@
 //! or from before a clock step back by more than a period) and honouring it would deny for as long
 //! as it lies ahead; a window starts now instead. So no reported wait or TTL exceeds two periods.
 
-use super::{Params, Step, Write, verdict};
-use crate::decision::Outcome;
+use super::{Outcome, Params, Step, Write, verdict};
 
 /// The window's start (µs since the epoch) and the units used in it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -46,7 +45,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::{Quota, Rule};
+    use crate::algorithm::Algorithm;
+    use crate::quota::Quota;
 
     const T0: i64 = 1_700_000_000_000_000;
     const SECOND: i64 = 1_000_000;
@@ -54,10 +54,7 @@ mod tests {
     #[test]
     fn a_window_starting_more_than_a_period_ahead_is_foreign() {
         // 5 per 10 s, all used in a window starting at T0 + 20 s.
-        let params = Params::new(&Rule::fixed_window(
-            "fw",
-            Quota::new(5, Duration::from_secs(10)),
-        ))
+        let params = Params::new("fw", Algorithm::FixedWindow, Quota::new(5, Duration::from_secs(10)))
         .unwrap();
         let state = State {
             start: T0 + 20 * SECOND,

@@ -25,13 +25,14 @@ pub(super) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decision::{Outcome, RuleVerdict};
-    use crate::{Quota, Rule};
+    use crate::algorithm::{Outcome, RuleVerdict};
+    use crate::algorithm::Algorithm;
+    use crate::quota::Quota;
 
     const SECOND: i64 = 1_000_000;
 
     fn params(quota: Quota) -> Params {
-        Params::new(&Rule::gcra("t", quota)).unwrap()
+        Params::new("t", Algorithm::Gcra, quota).unwrap()
     }
 
     /// The state an admitted step writes.

@@ -17,15 +17,17 @@ mod arith;
 mod bucket;
 pub(crate) mod fixed_window;
 pub(crate) mod gcra;
+mod kind;
 mod params;
 pub(crate) mod sliding_log;
 pub(crate) mod sliding_window;
 pub(crate) mod token_bucket;
+mod verdict;
 
 pub(crate) use self::arith::MAX_EXACT;
+pub use self::kind::Algorithm;
 pub(crate) use self::params::Params;
-use crate::decision::{Outcome, RuleVerdict};
-use crate::policy::Algorithm;
+pub use self::verdict::{Outcome, RuleVerdict};
 
 /// The stored state of one rule for one key. Small and fixed-size states are kept inline; the
 /// two that grow with the quota are boxed, so every other key's entry stays small.
@@ -192,8 +194,8 @@ mod tests {
 
     #[test]
     fn a_write_updates_live_state_in_place_and_replaces_state_that_no_longer_matters() {
-        use crate::{Quota, Rule};
-        let params = Params::new(&Rule::sliding_log("log", Quota::per_second(10))).unwrap();
+        use crate::quota::Quota;
+        let params = Params::new("log", Algorithm::SlidingLog, Quota::per_second(10)).unwrap();
         let t = 1_700_000_000_000_000;
         let write = |now| step(&params, None, now, 2).write.unwrap().0;
         let entries = |state: &State| match state {
@@ -206,7 +208,7 @@ mod tests {
         write(t + 2).apply(&mut state, false);
         assert_eq!(entries(&state), 2);
         // A state of another kind is replaced, live or not.
-        let gcra = Params::new(&Rule::gcra("gcra", Quota::per_second(10))).unwrap();
+        let gcra = Params::new("gcra", Algorithm::Gcra, Quota::per_second(10)).unwrap();
         let set = step(&gcra, None, t, 1).write.unwrap().0;
         set.apply(&mut state, true);
         assert!(matches!(state, State::Gcra(_)));

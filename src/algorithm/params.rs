@@ -2,9 +2,9 @@
 //! policy is built so that every number a decision computes stays an exact integer below 2^53
 //! (the scripts' doubles hold those exactly; the algorithms' `i64` hold them with room to spare).
 
-use super::{arith, sliding_window};
+use super::{Algorithm, arith, sliding_window};
 use crate::error::ConfigError;
-use crate::policy::{Algorithm, Rule};
+use crate::quota::Quota;
 
 /// The largest integer below 2^53: every integer up to it is exact in a double (a Lua number).
 const MAX_EXACT: u64 = arith::MAX_EXACT as u64;
@@ -29,20 +29,20 @@ pub(crate) struct Params {
 }
 
 impl Params {
-    /// The parameters of a rule whose quota is already validated (non-zero limit and burst, a
-    /// period from 1 ms to 10 years); rejects what an algorithm cannot compute exactly.
-    pub(crate) fn new(rule: &Rule) -> Result<Self, ConfigError> {
-        let quota = rule.quota();
+    /// The parameters of rule `name`, enforcing `quota` (already validated: non-zero limit and
+    /// burst, a period from 1 ms to 10 years) with `algorithm`; rejects what the algorithm cannot
+    /// compute exactly.
+    pub(crate) fn new(name: &str, algorithm: Algorithm, quota: Quota) -> Result<Self, ConfigError> {
         let limit = u64::from(quota.limit());
         // At most ten years: about 3.2e14 µs.
         let period = crate::clock::micros(quota.period());
         let burst = u64::from(quota.burst());
-        let (limit, period, extra) = match rule.algorithm() {
+        let (limit, period, extra) = match algorithm {
             Algorithm::FixedWindow => (limit, period, 0),
             Algorithm::SlidingLog => {
                 if quota.limit() > Algorithm::SLIDING_LOG_MAX_LIMIT {
                     return Err(ConfigError::SlidingLogTooLong {
-                        rule: rule.name().to_owned(),
+                        rule: name.to_owned(),
                         limit: quota.limit(),
                         max: Algorithm::SLIDING_LOG_MAX_LIMIT,
                     });
@@ -53,7 +53,7 @@ impl Params {
                 let n = u64::from(sub_intervals);
                 if n == 0 || sub_intervals > Algorithm::MAX_SUB_INTERVALS || period % n != 0 {
                     return Err(ConfigError::InvalidSubIntervals {
-                        rule: rule.name().to_owned(),
+                        rule: name.to_owned(),
                         sub_intervals,
                         period: quota.period(),
                     });
@@ -67,7 +67,7 @@ impl Params {
                 let max = MAX_EXACT / period;
                 if burst > max {
                     return Err(ConfigError::BurstTooLarge {
-                        rule: rule.name().to_owned(),
+                        rule: name.to_owned(),
                         burst: quota.burst(),
                         max,
                     });
@@ -78,12 +78,12 @@ impl Params {
         // Each is at most a u32 or ten years of µs: far inside an i64.
         let int = |x: u64| i64::try_from(x).expect("validated quota");
         let (limit, period, burst, extra) = (int(limit), int(period), int(burst), int(extra));
-        let window = match rule.algorithm() {
+        let window = match algorithm {
             Algorithm::SlidingWindow { .. } => sliding_window::Geometry::new(limit, period, extra),
             _ => sliding_window::Geometry::default(),
         };
         Ok(Self {
-            algorithm: rule.algorithm(),
+            algorithm,
             limit,
             period,
             burst,
@@ -93,6 +93,7 @@ impl Params {
     }
 
     /// The algorithm's id in `lua/check.lua`.
+    #[cfg(feature = "redis")]
     pub(crate) fn script_id(&self) -> u8 {
         match self.algorithm {
             Algorithm::FixedWindow => 1,
@@ -116,19 +117,19 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::{MAX_PERIOD, Quota};
+    use crate::quota::MAX_PERIOD;
 
     #[test]
     fn bucket_rates_are_reduced_so_realistic_quotas_stay_exact() {
         // 10^9 per day: gcd(10^9, 8.64e10) = 2e8, so one request is 432 units, 5 drain per µs.
-        let params = Params::new(&Rule::gcra("a", Quota::per_day(1_000_000_000))).unwrap();
+        let params = Params::new("a", Algorithm::Gcra, Quota::per_day(1_000_000_000)).unwrap();
         assert_eq!((params.limit, params.period), (5, 432));
         assert!(params.burst * params.period < MAX_EXACT as i64);
         // One per ten years, and the same with a token bucket.
-        let params = Params::new(&Rule::token_bucket("a", Quota::new(1, MAX_PERIOD))).unwrap();
+        let params = Params::new("a", Algorithm::TokenBucket, Quota::new(1, MAX_PERIOD)).unwrap();
         assert_eq!(params.period, MAX_PERIOD.as_micros() as i64);
         // Window algorithms keep the quota as it is.
-        let params = Params::new(&Rule::fixed_window("a", Quota::per_day(1_000))).unwrap();
+        let params = Params::new("a", Algorithm::FixedWindow, Quota::per_day(1_000)).unwrap();
         assert_eq!((params.limit, params.period), (1_000, 86_400_000_000));
     }
 
@@ -138,11 +139,11 @@ mod tests {
         let period = MAX_PERIOD - Duration::from_micros(1);
         let period_us = period.as_micros() as u64;
         let max = MAX_EXACT / period_us;
-        let fits = Rule::token_bucket("a", Quota::new(1, period).with_burst(max as u32));
-        assert!(Params::new(&fits).is_ok());
-        let too_big = Rule::gcra("a", Quota::new(1, period).with_burst(max as u32 + 1));
+        let fits = ("a", Algorithm::TokenBucket, Quota::new(1, period).with_burst(max as u32));
+        assert!(Params::new(fits.0, fits.1, fits.2).is_ok());
+        let too_big = ("a", Algorithm::Gcra, Quota::new(1, period).with_burst(max as u32 + 1));
         assert_eq!(
-            Params::new(&too_big).unwrap_err(),
+            Params::new(too_big.0, too_big.1, too_big.2).unwrap_err(),
             ConfigError::BurstTooLarge {
                 rule: "a".into(),
                 burst: max as u32 + 1,
@@ -153,9 +154,9 @@ mod tests {
 
     #[test]
     fn sliding_logs_are_bounded_and_sub_intervals_must_divide_the_period() {
-        assert!(Params::new(&Rule::sliding_log("a", Quota::per_hour(10_000))).is_ok());
+        assert!(Params::new("a", Algorithm::SlidingLog, Quota::per_hour(10_000)).is_ok());
         assert!(matches!(
-            Params::new(&Rule::sliding_log("a", Quota::per_hour(10_001))),
+            Params::new("a", Algorithm::SlidingLog, Quota::per_hour(10_001)),
             Err(ConfigError::SlidingLogTooLong {
                 limit: 10_001,
                 max: 10_000,
@@ -163,7 +164,7 @@ mod tests {
             })
         ));
         let window = |period: Duration, n: u16| {
-            Params::new(&Rule::sliding_window("a", Quota::new(5, period), n))
+            Params::new("a", Algorithm::SlidingWindow { sub_intervals: n }, Quota::new(5, period))
         };
         assert_eq!(window(Duration::from_secs(60), 60).unwrap().extra, 60);
         assert_eq!(window(Duration::from_secs(1), 100).unwrap().extra, 100);
@@ -184,17 +185,18 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "redis")]
     #[test]
     fn every_algorithm_has_its_own_script_id() {
         let ids: std::collections::BTreeSet<u8> = [
-            Rule::fixed_window("a", Quota::per_second(1)),
-            Rule::gcra("a", Quota::per_second(1)),
-            Rule::sliding_log("a", Quota::per_second(1)),
-            Rule::sliding_window("a", Quota::per_second(1), 10),
-            Rule::token_bucket("a", Quota::per_second(1)),
+            ("a", Algorithm::FixedWindow, Quota::per_second(1)),
+            ("a", Algorithm::Gcra, Quota::per_second(1)),
+            ("a", Algorithm::SlidingLog, Quota::per_second(1)),
+            ("a", Algorithm::SlidingWindow { sub_intervals: 10 }, Quota::per_second(1)),
+            ("a", Algorithm::TokenBucket, Quota::per_second(1)),
         ]
         .iter()
-        .map(|rule| Params::new(rule).unwrap().script_id())
+        .map(|&(name, algorithm, quota)| Params::new(name, algorithm, quota).unwrap().script_id())
         .collect();
         assert_eq!(ids.len(), 5);
     }

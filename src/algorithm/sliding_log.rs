@@ -13,8 +13,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Params, Step, Write, verdict};
-use crate::decision::Outcome;
+use super::{Outcome, Params, Step, Write, verdict};
 
 /// The times (µs since the epoch) of the admitted units, oldest first.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -118,7 +117,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::{Quota, Rule};
+    use crate::algorithm::Algorithm;
+    use crate::quota::Quota;
 
     const T0: i64 = 1_700_000_000_000_000;
     const SECOND: i64 = 1_000_000;
@@ -131,14 +131,14 @@ mod tests {
     impl Log {
         /// 3 per 10 seconds.
         fn new() -> Self {
-            let rule = Rule::sliding_log("log", Quota::new(3, Duration::from_secs(10)));
+            let rule = ("log", Algorithm::SlidingLog, Quota::new(3, Duration::from_secs(10)));
             Log {
-                params: Params::new(&rule).unwrap(),
+                params: Params::new(rule.0, rule.1, rule.2).unwrap(),
                 state: None,
             }
         }
 
-        fn request(&mut self, now: i64, cost: i64) -> crate::decision::RuleVerdict {
+        fn request(&mut self, now: i64, cost: i64) -> crate::algorithm::RuleVerdict {
             let step = step(&self.params, self.state.as_ref(), now, cost);
             if let Some((write, _)) = step.write {
                 match (write, &mut self.state) {

@@ -1,4 +1,4 @@
-//! Sliding window counter, as `lua/sliding_window.lua` (seed 001's sub-intervals and trailing
+//! Sliding window counter, as `lua/sliding_window.lua` (sub-intervals and a weighted trailing
 //! window; `n = 1` is Cloudflare's weighted previous window).
 //!
 //! The period is split into `n` sub-intervals of `size` µs, aligned to the epoch: sub-interval
@@ -26,8 +26,7 @@
 //! periods and a sub-interval.
 
 use super::arith::{ceil_div, ceil_div_product, floor_div};
-use super::{Params, Step, Write, verdict};
-use crate::decision::Outcome;
+use super::{Outcome, Params, Step, Write, verdict};
 
 /// `limit * steps` stays within this, so weighted counts are exact in the script's doubles (and the
 /// rounding corrections of its `floor_div`/`ceil_div` stay below 2^53) as in an `i64`.
@@ -329,8 +328,9 @@ impl Window {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decision::RuleVerdict;
-    use crate::{Quota, Rule};
+    use crate::algorithm::RuleVerdict;
+    use crate::algorithm::Algorithm;
+    use crate::quota::Quota;
 
     /// 2023-11-14T00:00:00Z: a whole number of days, so every sub-interval used here starts on it.
     const T0: i64 = 1_699_920_000_000_000;
@@ -343,9 +343,9 @@ mod tests {
 
     impl Counter {
         fn new(quota: Quota, sub_intervals: u16) -> Self {
-            let rule = Rule::sliding_window("sw", quota, sub_intervals);
+            let rule = ("sw", Algorithm::SlidingWindow { sub_intervals }, quota);
             Counter {
-                params: Params::new(&rule).unwrap(),
+                params: Params::new(rule.0, rule.1, rule.2).unwrap(),
                 state: None,
             }
         }
@@ -418,11 +418,7 @@ mod tests {
 
     #[test]
     fn a_billion_a_day_uses_coarser_exact_steps() {
-        let params = Params::new(&Rule::sliding_window(
-            "sw",
-            Quota::per_day(1_000_000_000),
-            1,
-        ))
+        let params = Params::new("sw", Algorithm::SlidingWindow { sub_intervals: 1 }, Quota::per_day(1_000_000_000))
         .unwrap();
         let Geometry {
             size,
@@ -448,7 +444,7 @@ mod tests {
         // 4e9 counted a day ago under a far higher limit, read by 10^5 a day: 10^5 * 86_400 s is
         // past 2^52 µs, so the steps are of 2 µs, 4.32e10 of them, and the trailing count times
         // the steps left passes 2^53 (and an i64). The script's product rounds there.
-        let params = Params::new(&Rule::sliding_window("sw", Quota::per_day(100_000), 1)).unwrap();
+        let params = Params::new("sw", Algorithm::SlidingWindow { sub_intervals: 1 }, Quota::per_day(100_000)).unwrap();
         let Geometry {
             size,
             quantum,

@@ -8,34 +8,64 @@
 //! process, so a crashed or partitioned server's slots come back within a lease while long
 //! requests keep theirs. See `docs/concurrency.md` for the protocol.
 //!
-//! - [`ConcurrencyLimitLayer`]: the tower layer.
+//! - [`ConcurrencyLimitLayer`]: the tower layer, configured by [`ConcurrencyLimitLayerBuilder`].
 //! - [`ConcurrencyPermit`]: a held slot, in the request extensions; move a clone into a WebSocket
 //!   task to hold the slot for the life of the connection.
-//! - [`Slot`], [`PermitId`], [`Lease`], [`Renewal`], [`Acquired`]: what crosses the
-//!   [`Store`](crate::Store) boundary.
-//! - The fleet usage load shedder ([`FleetShedLayer`](crate::shed::FleetShedLayer)) is the same
-//!   machinery on one global slot.
+//! - [`Rejection`]: why a request was refused, for the `on_rejection` hook.
+//! - What crosses the store boundary (slots, permit ids, leases) is in
+//!   [`store::lease`](crate::store::lease).
+//! - The fleet usage load shedder ([`FleetShedLayer`](crate::FleetShedLayer)) is the same limiter
+//!   given the fleet's shares by priority.
 //!
 #![doc = include_str!("../../docs/concurrency.md")]
 
-mod body;
+mod builder;
 mod busy;
-mod future;
-pub(crate) mod headers;
-pub(crate) mod heartbeat;
-mod layer;
+mod limiter;
+mod limits;
 mod permit;
-mod permit_id;
-mod service;
-mod slot;
+mod rejection;
 
-pub use body::ConcurrencyBody;
-pub use busy::Busy;
-pub use future::ResponseFuture;
-pub use layer::{ConcurrencyLimitLayer, ConcurrencyLimitLayerBuilder};
-pub use permit::ConcurrencyPermit;
-pub use permit_id::PermitId;
-pub use service::ConcurrencyLimit;
-pub use slot::{Acquired, Lease, MAX_LEASE, MIN_LEASE, Renewal, Slot};
+pub use self::builder::ConcurrencyLimitLayerBuilder;
+#[cfg(feature = "shed")]
+pub(crate) use self::builder::Settings;
+pub use self::busy::Busy;
+pub use self::limiter::ConcurrencyLimiter;
+#[cfg(feature = "shed")]
+pub(crate) use self::limits::Limits;
+pub use self::limits::PerKey;
+pub use self::permit::ConcurrencyPermit;
+pub use self::rejection::Rejection;
+use crate::admission::{Admission, AdmissionLayer, ResponseBody};
 
-pub(crate) use layer::{Admission, Config};
+/// A tower layer that limits how many requests are in flight at once per key, across every
+/// server sharing the store.
+///
+/// A request over the limit is answered `429 Too Many Requests` with `Retry-After` (1 s by
+/// default) and the headers `RateLimit-Policy: "name";q=N;qu="concurrent-requests"` and
+/// `RateLimit: "name";r=<free slots>`. An admitted request holds its slot until its response body
+/// is finished or dropped, or until it is cancelled, panics or fails; a handler may hold it longer
+/// by keeping the [`ConcurrencyPermit`] from the request extensions (WebSockets).
+///
+/// ```
+/// use std::time::Duration;
+/// use axum::{Router, routing::get};
+/// use tower_redis_ratelimit::{key::HeaderKey, ConcurrencyLimitLayer};
+///
+/// let limit = ConcurrencyLimitLayer::builder()
+///     .name("reports")
+///     .max_in_flight(2)
+///     .key(HeaderKey::new("x-api-key"))
+///     .lease(Duration::from_secs(30))
+///     .build()?;
+/// let app: Router = Router::new().route("/report", get(|| async { "done" }).layer(limit));
+/// # Ok::<(), tower_redis_ratelimit::ConfigError>(())
+/// ```
+pub type ConcurrencyLimitLayer = AdmissionLayer<ConcurrencyLimiter<PerKey>>;
+
+/// The service a [`ConcurrencyLimitLayer`] makes.
+pub type ConcurrencyLimit<S> = Admission<S, ConcurrencyLimiter<PerKey>>;
+
+/// The body of a concurrency-limited response: it holds the request's [`ConcurrencyPermit`] until
+/// it is finished or dropped, so a streamed response keeps its slot while it streams.
+pub type ConcurrencyBody<B> = ResponseBody<B, ConcurrencyPermit>;

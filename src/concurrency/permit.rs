@@ -4,8 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{PermitId, Slot};
-use crate::store::Store;
+use crate::store::lease::{LeaseStore, PermitId, Slot};
 
 /// Attempts to give a slot back before leaving it to its lease.
 const RELEASE_ATTEMPTS: u32 = 3;
@@ -17,16 +16,17 @@ const RELEASE_DEADLINE: Duration = Duration::from_secs(1);
 /// [`ConcurrencyLimitLayer`](super::ConcurrencyLimitLayer) puts one into the request extensions
 /// of every admitted request, and keeps others in the response future and the response body: the
 /// slot is held until the body is finished or dropped. To hold it longer, move a clone out of the
-/// request, e.g. into the task that serves an upgraded WebSocket:
+/// request, e.g. into the task that serves an upgraded WebSocket. An axum handler takes it as
+/// `Option<ConcurrencyPermit>` (feature `axum`): it is `None` for a request that passed without a
+/// slot because the store failed and the layer fails open.
 ///
 /// ```
-/// use axum::Extension;
 /// use axum::extract::WebSocketUpgrade;
 /// use axum::extract::ws::{Message, WebSocket};
 /// use axum::response::Response;
-/// use tower_redis_ratelimit::ConcurrencyPermit;
+/// use tower_redis_ratelimit::concurrency::ConcurrencyPermit;
 ///
-/// async fn socket(Extension(permit): Extension<ConcurrencyPermit>, upgrade: WebSocketUpgrade) -> Response {
+/// async fn socket(permit: Option<ConcurrencyPermit>, upgrade: WebSocketUpgrade) -> Response {
 ///     upgrade.on_upgrade(move |socket| async move {
 ///         // The slot stays taken for as long as the connection lives.
 ///         let _permit = permit;
@@ -52,13 +52,13 @@ pub struct ConcurrencyPermit {
 }
 
 struct Held {
-    store: Arc<dyn Store>,
+    store: Arc<dyn LeaseStore>,
     slot: Slot,
     id: PermitId,
 }
 
 impl ConcurrencyPermit {
-    pub(crate) fn new(store: Arc<dyn Store>, slot: Slot, id: PermitId) -> Self {
+    pub(crate) fn new(store: Arc<dyn LeaseStore>, slot: Slot, id: PermitId) -> Self {
         Self {
             held: Arc::new(Held { store, slot, id }),
         }
@@ -93,7 +93,7 @@ impl Drop for Held {
 /// Gives a slot back: at once for a synchronous store, else on a spawned task, retried with
 /// backoff. Without a runtime (or when every attempt fails) the lease ends it: the store stopped
 /// renewing the permit when `release` was called.
-pub(crate) fn release(store: &Arc<dyn Store>, slot: &Slot, id: PermitId) {
+pub(crate) fn release(store: &Arc<dyn LeaseStore>, slot: &Slot, id: PermitId) {
     let mut first = store.release(slot, id);
     if let Some(result) = first.take_ready() {
         if let Err(err) = result {

@@ -2,15 +2,15 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use axum::extract::ConnectInfo;
-use axum::extract::connect_info::MockConnectInfo;
+#[cfg(feature = "axum")]
+use axum::extract::{ConnectInfo, connect_info::MockConnectInfo};
 use http::header::{FORWARDED, HeaderName};
 use http::request::Parts;
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 
 use super::forwarded::{self, Hops};
 use super::{Key, KeyError, KeyExtractor};
-use crate::ConfigError;
+use crate::error::ConfigError;
 
 /// Which header trusted proxies use to say whom they forward for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -39,9 +39,10 @@ const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 
 /// Keys a request by its client's IP address.
 ///
-/// - The client is the TCP peer (axum's `ConnectInfo<SocketAddr>`: serve with
-///   `into_make_service_with_connect_info::<SocketAddr>()`; in tests, axum's `MockConnectInfo`
-///   layer also works).
+/// - The client is the TCP peer. With axum (feature `axum`), serve with
+///   `into_make_service_with_connect_info::<SocketAddr>()` (in tests, axum's `MockConnectInfo`
+///   layer also works). Any other server (hyper, tonic, your own accept loop) puts the peer's
+///   [`SocketAddr`] into the request extensions: `request.extensions_mut().insert(peer)`.
 /// - Only when the peer is a configured trusted proxy is the forwarding header read: all its lines
 ///   as one list, from the right, skipping trusted proxies; the first untrusted address is the
 ///   client. Everything left of it was written by the client and is ignored, so a client cannot
@@ -56,7 +57,6 @@ const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 ///
 /// ```
 /// use std::net::SocketAddr;
-/// use axum::extract::ConnectInfo;
 /// use tower_redis_ratelimit::key::{ClientIp, ForwardedHeader, KeyExtractor};
 ///
 /// let key = ClientIp::behind_proxies(ForwardedHeader::XForwardedFor, ["10.0.0.0/8"])?;
@@ -64,7 +64,7 @@ const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 ///     .header("x-forwarded-for", "6.6.6.6, 203.0.113.9, 10.0.0.2")
 ///     .body(())
 ///     .unwrap();
-/// request.extensions_mut().insert(ConnectInfo("10.0.0.1:443".parse::<SocketAddr>().unwrap()));
+/// request.extensions_mut().insert("10.0.0.1:443".parse::<SocketAddr>().unwrap());
 /// assert_eq!(key.extract(&request.into_parts().0).unwrap().to_string(), "203.0.113.9");
 /// # Ok::<(), tower_redis_ratelimit::ConfigError>(())
 /// ```
@@ -125,21 +125,10 @@ impl ClientIp {
 
     /// The client address of a request, before grouping.
     pub fn client_addr(&self, parts: &Parts) -> Result<IpAddr, KeyError> {
-        // Without a real connection, axum's `MockConnectInfo` layer stands in for it (tests do
-        // this); axum's own `ConnectInfo` extractor falls back to it the same way.
-        let peer = parts
-            .extensions
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|ConnectInfo(peer)| peer)
-            .or_else(|| {
-                parts
-                    .extensions
-                    .get::<MockConnectInfo<SocketAddr>>()
-                    .map(|MockConnectInfo(peer)| peer)
-            });
-        let Some(peer) = peer else {
+        let Some(peer) = peer_addr(parts) else {
             return Err(KeyError::missing(
-                "the client address is unknown: serve with `into_make_service_with_connect_info::<SocketAddr>()`",
+                "the client address is unknown: serve with `into_make_service_with_connect_info::<SocketAddr>()` \
+                 (axum), or put the peer's `SocketAddr` into the request extensions",
             ));
         };
         let mut client = peer.ip().to_canonical();
@@ -186,6 +175,22 @@ impl KeyExtractor for ClientIp {
     }
 }
 
+/// The TCP peer: axum's connect info, or a `SocketAddr` any server put into the extensions.
+fn peer_addr(parts: &Parts) -> Option<SocketAddr> {
+    #[cfg(feature = "axum")]
+    {
+        // Without a real connection, axum's `MockConnectInfo` layer stands in for it (tests do
+        // this); axum's own `ConnectInfo` extractor falls back to it the same way.
+        if let Some(ConnectInfo(peer)) = parts.extensions.get::<ConnectInfo<SocketAddr>>() {
+            return Some(*peer);
+        }
+        if let Some(MockConnectInfo(peer)) = parts.extensions.get::<MockConnectInfo<SocketAddr>>() {
+            return Some(*peer);
+        }
+    }
+    parts.extensions.get::<SocketAddr>().copied()
+}
+
 fn header_name(header: ForwardedHeader) -> &'static str {
     match header {
         ForwardedHeader::XForwardedFor => "X-Forwarded-For",
@@ -210,9 +215,7 @@ mod tests {
 
     fn request(peer: &str, headers: &[(&str, &str)]) -> Parts {
         let mut parts = crate::key::test_support::parts(headers);
-        parts
-            .extensions
-            .insert(ConnectInfo(peer.parse::<SocketAddr>().unwrap()));
+        parts.extensions.insert(peer.parse::<SocketAddr>().unwrap());
         parts
     }
 
@@ -348,6 +351,18 @@ mod tests {
             ),
             "8.8.4.4"
         );
+    }
+
+    #[cfg(feature = "axum")]
+    #[test]
+    fn axum_connect_info_names_the_peer() {
+        let mut parts = crate::key::test_support::parts(&[]);
+        let peer: SocketAddr = "203.0.113.5:1000".parse().unwrap();
+        parts.extensions.insert(ConnectInfo(peer));
+        assert_eq!(ClientIp::peer().extract(&parts).unwrap().to_string(), "203.0.113.5");
+        let mut parts = crate::key::test_support::parts(&[]);
+        parts.extensions.insert(MockConnectInfo(peer));
+        assert_eq!(ClientIp::peer().extract(&parts).unwrap().to_string(), "203.0.113.5");
     }
 
     #[test]

@@ -1,11 +1,11 @@
-//! Keys from request headers (seed 002's header extractor).
+//! Keys from request headers, e.g. an API key.
 
 use bytes::BytesMut;
 use http::HeaderName;
 use http::request::Parts;
 
 use super::{Key, KeyError, KeyExtractor};
-use crate::ConfigError;
+use crate::error::ConfigError;
 
 /// Keys a request by the value of one or more headers, e.g. an API key.
 ///

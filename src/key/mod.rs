@@ -9,7 +9,7 @@
 //! | [`ClientIp`] | the client address: the peer, or behind trusted proxies the rightmost untrusted forwarded address; IPv6 grouped by prefix |
 //! | [`UserId`] / [`ExtensionKey`] | a value an earlier authentication layer put into the request extensions |
 //! | [`GlobalKey`] | one key for every request (a limit for the whole service) |
-//! | any `Fn(&Parts) -> Result<Key, KeyError>` | whatever the closure returns |
+//! | [`from_fn`] | whatever a closure of the request head returns |
 //!
 //! [`KeyExtractorExt::or`] tries a second extractor when the first finds no key:
 //!
@@ -23,6 +23,7 @@
 mod client_ip;
 mod extension;
 mod forwarded;
+mod function;
 mod global;
 mod header;
 
@@ -34,6 +35,7 @@ use http::request::Parts;
 
 pub use client_ip::{ClientIp, ForwardedHeader};
 pub use extension::{ExtensionKey, UserId};
+pub use function::{FromFn, KeyResult, from_fn};
 pub use global::GlobalKey;
 pub use header::HeaderKey;
 
@@ -147,6 +149,9 @@ impl KeyError {
 }
 
 /// Finds the key a request is counted against.
+///
+/// Closures `Fn(&Parts) -> Result<Key, KeyError>` are extractors too; [`from_fn`] takes one whose
+/// argument needs no type annotation.
 pub trait KeyExtractor: Send + Sync + 'static {
     /// The key, or why there is none.
     fn extract(&self, parts: &Parts) -> Result<Key, KeyError>;

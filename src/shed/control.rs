@@ -1,4 +1,4 @@
-//! The worker-utilisation shedder's control law (seed 004): a pure state machine driven by the
+//! The worker-utilisation shedder's control law (Stripe's): a pure state machine driven by the
 //! time and the utilisation it is given, so it can be tested with a paused clock and charted.
 //!
 //! The state is one number, the *shedding amount*, between a negative resting value and 1. The
@@ -24,14 +24,14 @@ use tokio::time::Instant;
 use crate::error::ConfigError;
 use crate::shed::Priority;
 
-/// The constants of the control law. The defaults are the seed's; see the
+/// The constants of the control law. The defaults are Stripe's; see the
 /// [module docs](crate::shed) for what each one does and why it has its value.
 ///
 /// ```
 /// use std::time::Duration;
 /// use tower_redis_ratelimit::shed::{ControlLaw, Priority};
 ///
-/// // React faster than the seed, for a service whose utilisation is measured continuously.
+/// // React faster than Stripe's defaults, for a service whose utilisation is measured continuously.
 /// let law = ControlLaw::default()
 ///     .delay(Duration::from_secs(10))
 ///     .ramp(Duration::from_secs(60))
@@ -54,9 +54,9 @@ const MIN_PERIOD: Duration = Duration::from_millis(1);
 const MAX_PERIOD: Duration = Duration::from_secs(24 * 3600);
 
 impl ControlLaw {
-    /// The seed's constants: dead zone 0.7 to 0.8, 28 s before shedding starts, 120 s to shed all
+    /// Stripe's constants: dead zone 0.7 to 0.8, 28 s before shedding starts, 120 s to shed all
     /// traffic, every sheddable priority in use.
-    pub const SEED: ControlLaw = ControlLaw {
+    pub const STRIPE: ControlLaw = ControlLaw {
         end_of_good: 0.7,
         start_of_bad: 0.8,
         delay: Duration::from_secs(28),
@@ -197,7 +197,7 @@ impl ControlLaw {
 
 impl Default for ControlLaw {
     fn default() -> Self {
-        ControlLaw::SEED
+        ControlLaw::STRIPE
     }
 }
 
@@ -239,7 +239,7 @@ pub struct ShedControl {
 impl ShedControl {
     /// A rested control (amount `−delay / ramp`) as of `now`, or why the law is invalid.
     ///
-    /// The seed starts at amount 0 with its last update at the Unix epoch, so a process that starts
+    /// Stripe's sketch starts at amount 0 with its last update at the Unix epoch, so a process that starts
     /// under overload sheds at once; starting rested gives it the same delay as anyone else.
     pub fn new(law: ControlLaw, now: Instant) -> Result<Self, ConfigError> {
         law.validate()?;
@@ -293,8 +293,8 @@ mod tests {
     const EPSILON: f64 = 1e-12;
 
     #[test]
-    fn the_rate_follows_the_seed_in_each_zone() {
-        let law = ControlLaw::SEED;
+    fn the_rate_follows_stripes_law_in_each_zone() {
+        let law = ControlLaw::STRIPE;
         let per_second = |u: f64| law.rate(u) * 120.0;
         assert!((per_second(0.0) + 1.0).abs() < EPSILON);
         assert!((per_second(0.35) + 0.5).abs() < EPSILON);
@@ -311,14 +311,14 @@ mod tests {
 
     #[test]
     fn the_resting_amount_is_the_delay_over_the_ramp() {
-        // The seed writes `-28 / 120`, which Ruby computes in integers as -1: a 120 s delay
+        // Stripe's sketch writes `-28 / 120`, which Ruby computes in integers as -1: a 120 s delay
         // instead of the 28 s the comment intends. Here it is a real division.
-        assert!((ControlLaw::SEED.resting_amount() + 28.0 / 120.0).abs() < EPSILON);
+        assert!((ControlLaw::STRIPE.resting_amount() + 28.0 / 120.0).abs() < EPSILON);
     }
 
     #[test]
     fn bands_go_to_the_listed_priorities_lowest_first() {
-        let law = ControlLaw::SEED;
+        let law = ControlLaw::STRIPE;
         let p = |amount, priority| law.drop_probability(amount, priority);
         assert_eq!(p(-0.1, Priority::Low), 0.0);
         assert!((p(0.1, Priority::Low) - 0.3).abs() < EPSILON);
@@ -331,10 +331,10 @@ mod tests {
 
         // Two classes in use: `Normal` owns the upper half; `High`, not listed, goes with it;
         // `Low` goes with the lowest listed band.
-        let two = ControlLaw::SEED.priorities([Priority::Low, Priority::Normal]);
+        let two = ControlLaw::STRIPE.priorities([Priority::Low, Priority::Normal]);
         assert!((two.drop_probability(0.75, Priority::Normal) - 0.5).abs() < EPSILON);
         assert!((two.drop_probability(0.75, Priority::High) - 0.5).abs() < EPSILON);
-        let one = ControlLaw::SEED.priorities([Priority::Normal]);
+        let one = ControlLaw::STRIPE.priorities([Priority::Normal]);
         assert!((one.drop_probability(0.4, Priority::Low) - 0.4).abs() < EPSILON);
         assert!((one.drop_probability(0.4, Priority::Normal) - 0.4).abs() < EPSILON);
         assert!((one.drop_probability(0.4, Priority::High) - 0.4).abs() < EPSILON);
@@ -343,22 +343,22 @@ mod tests {
     #[test]
     fn invalid_constants_are_refused_with_the_reason() {
         let message = |law: ControlLaw| law.validate().unwrap_err().to_string();
-        assert!(ControlLaw::SEED.validate().is_ok());
-        assert!(message(ControlLaw::SEED.dead_zone(0.8, 0.7)).contains("0 < end_of_good"));
-        assert!(message(ControlLaw::SEED.dead_zone(0.0, 0.5)).contains("dead zone"));
-        assert!(message(ControlLaw::SEED.dead_zone(0.5, 1.0)).contains("dead zone"));
-        assert!(message(ControlLaw::SEED.dead_zone(f64::NAN, 0.5)).contains("dead zone"));
-        assert!(message(ControlLaw::SEED.delay(Duration::ZERO)).contains("delay"));
-        assert!(message(ControlLaw::SEED.ramp(Duration::from_secs(90_000))).contains("ramp"));
-        assert!(message(ControlLaw::SEED.priorities([])).contains("at least one"));
-        assert!(message(ControlLaw::SEED.priorities([Priority::Critical])).contains("never shed"));
-        assert!(ControlLaw::SEED.dead_zone(0.75, 0.75).validate().is_ok());
+        assert!(ControlLaw::STRIPE.validate().is_ok());
+        assert!(message(ControlLaw::STRIPE.dead_zone(0.8, 0.7)).contains("0 < end_of_good"));
+        assert!(message(ControlLaw::STRIPE.dead_zone(0.0, 0.5)).contains("dead zone"));
+        assert!(message(ControlLaw::STRIPE.dead_zone(0.5, 1.0)).contains("dead zone"));
+        assert!(message(ControlLaw::STRIPE.dead_zone(f64::NAN, 0.5)).contains("dead zone"));
+        assert!(message(ControlLaw::STRIPE.delay(Duration::ZERO)).contains("delay"));
+        assert!(message(ControlLaw::STRIPE.ramp(Duration::from_secs(90_000))).contains("ramp"));
+        assert!(message(ControlLaw::STRIPE.priorities([])).contains("at least one"));
+        assert!(message(ControlLaw::STRIPE.priorities([Priority::Critical])).contains("never shed"));
+        assert!(ControlLaw::STRIPE.dead_zone(0.75, 0.75).validate().is_ok());
     }
 
     #[test]
     fn one_update_accounts_for_at_most_the_delay() {
         let start = Instant::now();
-        let mut control = ShedControl::new(ControlLaw::SEED, start).unwrap();
+        let mut control = ShedControl::new(ControlLaw::STRIPE, start).unwrap();
         // An hour of silence, then one sample at full overload: it moves the amount by 28 s
         // worth, from rest to the edge of shedding and no further.
         let amount = control.update(start + Duration::from_secs(3600), 1.0);

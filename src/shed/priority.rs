@@ -3,21 +3,45 @@
 //! Load shedders refuse the least important traffic first and [`Priority::Critical`] last: the
 //! utilisation shedder never refuses it, the fleet shedder only once the whole fleet capacity is
 //! in use (a hard bound: admitting more would overload the fleet it protects).
-//! The priority is decided once per request from its head, by a [`Classify`] implementation (any
-//! `Fn(&Parts) -> Priority` closure is one), and put into the request extensions so that later
-//! layers and the handler see the same answer.
+//! The priority is decided once per request from its head, by the shedder's `classify` closure,
+//! and put into the request extensions so that later layers and the handler see the same answer.
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use http::request::Parts;
 use serde::{Deserialize, Serialize};
 
 /// How important a request is. Ordered: `Low < Normal < High < Critical`.
 ///
-/// Stripe's four classes, from the seed's write-up, map onto them as: critical methods (creating
-/// charges, moving money) → `Critical`; other writes (`POST`) → `High`; reads (`GET`) → `Normal`;
-/// test-mode traffic, analytics and reporting → `Low`.
+/// Stripe's four classes of traffic map onto them as: critical methods (creating charges, moving
+/// money) → `Critical`; other writes (`POST`) → `High`; reads (`GET`) → `Normal`; test-mode
+/// traffic, analytics and reporting → `Low`.
+///
+/// A shedder's `classify` closure decides it from the request head:
+///
+/// ```
+/// use http::{Method, request::Parts};
+/// use tower_redis_ratelimit::shed::Priority;
+///
+/// // Stripe's split: money movement is critical, other writes high, reads normal.
+/// let classify = |parts: &Parts| {
+///     if parts.uri.path().starts_with("/v1/charges") {
+///         Priority::Critical
+///     } else if parts.method == Method::GET {
+///         Priority::Normal
+///     } else {
+///         Priority::High
+///     }
+/// };
+/// let (parts, ()) = http::Request::post("/v1/charges").body(()).unwrap().into_parts();
+/// assert_eq!(classify(&parts), Priority::Critical);
+/// ```
+///
+/// Never take a priority from a header the client controls: every client would claim `Critical`.
+/// Derive it from the route, the method, or what an authentication layer put into the
+/// extensions.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]
@@ -93,66 +117,20 @@ impl FromStr for Priority {
     }
 }
 
-/// Decides a request's [`Priority`] from its head.
-///
-/// Closures are classifiers, and so is a `Priority` itself (every request gets that one):
-///
-/// ```
-/// use http::{Method, request::Parts};
-/// use tower_redis_ratelimit::shed::{Classify, Priority};
-///
-/// // Stripe's split: money movement is critical, other writes high, reads normal.
-/// let classify = |parts: &Parts| {
-///     if parts.uri.path().starts_with("/v1/charges") {
-///         Priority::Critical
-///     } else if parts.method == Method::GET {
-///         Priority::Normal
-///     } else {
-///         Priority::High
-///     }
-/// };
-/// let (parts, ()) = http::Request::post("/v1/charges").body(()).unwrap().into_parts();
-/// assert_eq!(classify.classify(&parts), Priority::Critical);
-/// assert_eq!(Priority::Low.classify(&parts), Priority::Low);
-/// ```
-///
-/// Never take a priority from a header the client controls: every client would claim `Critical`.
-/// Derive it from the route, the method, or what an authentication layer put into the
-/// extensions.
-pub trait Classify: Send + Sync + 'static {
-    /// The request's priority.
-    fn classify(&self, parts: &Parts) -> Priority;
-}
-
-impl<F> Classify for F
-where
-    F: Fn(&Parts) -> Priority + Send + Sync + 'static,
-{
-    fn classify(&self, parts: &Parts) -> Priority {
-        self(parts)
-    }
-}
-
-impl Classify for Priority {
-    fn classify(&self, _: &Parts) -> Priority {
-        *self
-    }
-}
-
-impl<C: Classify + ?Sized> Classify for std::sync::Arc<C> {
-    fn classify(&self, parts: &Parts) -> Priority {
-        (**self).classify(parts)
-    }
-}
+/// Decides a request's [`Priority`] from its head: the shedders' `classify` closures.
+pub(crate) type Classifier = Arc<dyn Fn(&Parts) -> Priority + Send + Sync>;
 
 /// The priority of a request: the one an earlier layer already put into its extensions, or the
 /// classifier's (which is then recorded there), so that one request has one priority however
 /// many shedders it passes.
-pub(crate) fn priority_of(parts: &mut Parts, classifier: &dyn Classify) -> Priority {
+pub(crate) fn priority_of(
+    parts: &mut Parts,
+    classify: &(dyn Fn(&Parts) -> Priority + Send + Sync),
+) -> Priority {
     if let Some(priority) = parts.extensions.get::<Priority>() {
         return *priority;
     }
-    let priority = classifier.classify(parts);
+    let priority = classify(parts);
     parts.extensions.insert(priority);
     priority
 }
@@ -210,7 +188,7 @@ mod tests {
         assert_eq!(priority_of(&mut get, &by_method), Priority::Normal);
         assert_eq!(get.extensions.get::<Priority>(), Some(&Priority::Normal));
         // A second shedder with another classifier sees the first one's answer.
-        assert_eq!(priority_of(&mut get, &Priority::Critical), Priority::Normal);
+        assert_eq!(priority_of(&mut get, &|_: &Parts| Priority::Critical), Priority::Normal);
         let mut post = parts("POST", "/");
         assert_eq!(priority_of(&mut post, &by_method), Priority::High);
     }

@@ -2,10 +2,15 @@
 
 use std::time::Duration;
 
-use super::Priority;
+use bytes::Bytes;
+use http::{Response, StatusCode};
 
-/// Why a load shedder refused a request: carried by
-/// [`Rejection::Shed`](crate::Rejection::Shed) to the default 503 and to custom rejections.
+use super::Priority;
+use crate::headers::retry_seconds;
+use crate::response::{Problem, retry_sentence};
+
+/// Why a [`UtilizationShedLayer`](crate::UtilizationShedLayer) refused a request: what its
+/// `on_rejection` hook receives, and what its default 503 says.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Shedding {
     priority: Priority,
@@ -47,5 +52,47 @@ impl Shedding {
     /// How long the client is asked to wait before retrying (sent as `Retry-After`).
     pub fn retry_after(&self) -> Duration {
         self.retry_after
+    }
+
+    /// The status of the default response: 503.
+    pub fn status(&self) -> StatusCode {
+        StatusCode::SERVICE_UNAVAILABLE
+    }
+
+    /// The default response: a problem+json 503 saying that the service is overloaded, which
+    /// share of this priority is refused, and when to retry.
+    pub fn default_response(&self) -> Response<Bytes> {
+        let seconds = retry_seconds(self.retry_after);
+        let detail = format!(
+            "The service is overloaded and refuses {:.0}% of {} priority requests to recover. {}",
+            self.drop_probability * 100.0,
+            self.priority,
+            retry_sentence(seconds)
+        );
+        let mut problem = Problem::new(StatusCode::SERVICE_UNAVAILABLE, detail);
+        problem.retry_after = Some(seconds);
+        problem.priority = Some(self.priority);
+        problem.into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shed_request_is_told_its_priority_and_when_to_retry() {
+        let shedding = Shedding::new(Priority::Low, 0.25, 1.0, Duration::from_millis(4_100));
+        let response = shedding.default_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let body: serde_json::Value = serde_json::from_slice(response.body()).unwrap();
+        assert_eq!(body["status"], 503);
+        assert_eq!(body["priority"], "low");
+        assert_eq!(body["retry_after"], 5);
+        assert_eq!(
+            body["detail"],
+            "The service is overloaded and refuses 25% of low priority requests to recover. \
+             Retry after 5 seconds."
+        );
     }
 }

@@ -6,8 +6,6 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::HeldBody;
-
 /// The number of requests in flight, shared by every service of one layer.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct InFlight(Arc<AtomicUsize>);
@@ -25,9 +23,9 @@ impl InFlight {
     }
 }
 
-/// One request counted as in flight by a
-/// [`UtilizationShedLayer`](crate::shed::UtilizationShedLayer), held by its [`InFlightBody`].
-/// Dropping it is the only way to stop counting the request, so no path forgets to.
+/// One request counted as in flight by a [`UtilizationShedLayer`](crate::UtilizationShedLayer),
+/// held by its response body ([`ResponseBody`](crate::admission::ResponseBody)). Dropping it is
+/// the only way to stop counting the request, so no path forgets to.
 #[derive(Debug)]
 pub struct InFlightGuard(Arc<AtomicUsize>);
 
@@ -37,43 +35,19 @@ impl Drop for InFlightGuard {
     }
 }
 
-/// The body of a response that passed a
-/// [`UtilizationShedLayer`](crate::shed::UtilizationShedLayer): the service's own body, which
-/// keeps its request counted as in flight until the last frame is out or the body is dropped.
-pub type InFlightBody<B> = HeldBody<B, InFlightGuard>;
-
 #[cfg(test)]
 mod tests {
-    use bytes::Bytes;
-    use http_body::Frame;
-    use http_body_util::{BodyExt, Full, StreamBody};
-
     use super::*;
 
-    #[tokio::test]
-    async fn the_count_drops_on_the_last_frame_or_on_drop() {
+    #[test]
+    fn a_request_counts_until_its_guard_drops() {
         let in_flight = InFlight::default();
-        let full = Full::new(Bytes::from_static(b"ok"));
-        let mut body = InFlightBody::new(full, Some(in_flight.enter()));
+        let first = in_flight.enter();
+        let second = in_flight.clone().enter();
+        assert_eq!(in_flight.count(), 2, "clones share one count");
+        drop(first);
         assert_eq!(in_flight.count(), 1);
-        let frame = body.frame().await.unwrap().unwrap();
-        assert_eq!(frame.into_data().unwrap(), "ok");
-        assert_eq!(in_flight.count(), 0, "released with the last frame");
-        assert!(body.frame().await.is_none());
-        drop(body);
-        assert_eq!(in_flight.count(), 0, "released once only");
-
-        let chunks = futures_util::stream::iter([Ok::<_, std::io::Error>(Frame::data(
-            Bytes::from_static(b"a"),
-        ))]);
-        let mut body = InFlightBody::new(StreamBody::new(chunks), Some(in_flight.enter()));
-        body.frame().await.unwrap().unwrap();
-        assert_eq!(in_flight.count(), 1, "a stream may have more to send");
-        drop(body);
-        assert_eq!(
-            in_flight.count(),
-            0,
-            "released when the body is dropped unfinished"
-        );
+        drop(second);
+        assert_eq!(in_flight.count(), 0);
     }
 }

@@ -1,5 +1,6 @@
 //! The in-process store: exact limits for one process, no network, bounded memory.
 
+#[cfg(feature = "concurrency")]
 mod permits;
 mod shard;
 
@@ -9,13 +10,11 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use self::permits::Table as PermitTable;
 use self::shard::Shard;
-use super::{Store, StoreFuture, key::bounded};
+use super::key::BoundedKey;
+use super::{Store, StoreFuture};
 use crate::algorithm::{self, Write};
 use crate::clock::{Clock, SystemClock};
-use crate::concurrency::heartbeat::Heartbeat;
-use crate::concurrency::{Acquired, Lease, PermitId, Renewal, Slot};
 use crate::decision::{Combined, Decision};
 use crate::key::Key;
 use crate::policy::{MAX_RULES, Policy};
@@ -57,9 +56,9 @@ struct Inner {
     janitor_running: AtomicBool,
     /// Outside any Tokio runtime: checks left before looking for one again.
     janitor_wait: AtomicU32,
-    /// Concurrency leases, sharded like `shards` (see permits.rs).
-    permits: Box<[Padded<Mutex<PermitTable>>]>,
-    heartbeat: Heartbeat,
+    /// Concurrency leases, sharded like `shards`, and their renewal (see permits.rs).
+    #[cfg(feature = "concurrency")]
+    leases: permits::Leases,
 }
 
 /// Keeps each shard's lock on its own cache line, so cores working on different shards do not
@@ -101,7 +100,10 @@ impl MemoryStore {
     /// how many keys went. The background sweep calls this every second; call it yourself where
     /// no Tokio runtime runs.
     pub fn evict_expired(&self) -> usize {
-        self.inner.evict_expired() + self.inner.evict_expired_permits()
+        let keys = self.inner.evict_expired();
+        #[cfg(feature = "concurrency")]
+        let keys = keys + self.inner.evict_expired_permits();
+        keys
     }
 
     fn shard(&self, hash: u64) -> &Mutex<Shard> {
@@ -142,8 +144,8 @@ impl MemoryStore {
 
     fn decide(&self, key: &Key, policy: &Policy, cost: u32) -> Decision {
         let now = self.inner.clock.now_micros();
-        let key = bounded(key);
-        let hash = self.inner.hasher.hash_one(&*key);
+        let key = BoundedKey::new(key);
+        let hash = self.inner.hasher.hash_one(key);
         let cost = i64::from(cost);
         // Time is an integer count of µs, which the algorithms need below 2^53 (the year 2255), as
         // the scripts' doubles hold it exactly only there: past it, it stands still.
@@ -231,25 +233,6 @@ impl Store for MemoryStore {
         self.ensure_janitor();
         StoreFuture::ready(Ok(self.decide(key, policy, cost)))
     }
-
-    fn acquire(
-        &self,
-        slot: &Slot,
-        permit: PermitId,
-        limit: u32,
-        lease: Lease,
-    ) -> StoreFuture<Acquired> {
-        self.ensure_janitor();
-        StoreFuture::ready(self.inner.acquire(slot, permit, limit, lease))
-    }
-
-    fn release(&self, slot: &Slot, permit: PermitId) -> StoreFuture<bool> {
-        StoreFuture::ready(Ok(self.inner.release(slot, permit)))
-    }
-
-    fn renew(&self, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
-        crate::concurrency::heartbeat::Renews::renew(&self.inner, renewals)
-    }
 }
 
 impl fmt::Debug for MemoryStore {
@@ -322,10 +305,8 @@ impl MemoryStoreBuilder {
                 sweep_every: self.sweep_every,
                 janitor_running: AtomicBool::new(false),
                 janitor_wait: AtomicU32::new(0),
-                permits: (0..shards)
-                    .map(|index| Padded(Mutex::new(PermitTable::new(cap(index)))))
-                    .collect(),
-                heartbeat: Heartbeat::new(),
+                #[cfg(feature = "concurrency")]
+                leases: permits::Leases::new(shards, cap),
             }),
         }
     }
@@ -370,6 +351,7 @@ async fn janitor(running: JanitorRunning, every: Duration) {
             // One shard at a time, so a large sweep never holds a worker thread for long.
             tokio::task::yield_now().await;
         }
+        #[cfg(feature = "concurrency")]
         store.evict_expired_permits();
     }
 }

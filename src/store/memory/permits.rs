@@ -11,13 +11,32 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use hashbrown::HashTable;
 use smallvec::SmallVec;
 
-use super::{Inner, MemoryStore};
+use super::{Inner, MemoryStore, Padded};
 use crate::clock::micros;
-use crate::concurrency::heartbeat::{Heartbeat, Renews};
-use crate::concurrency::{Acquired, Lease, PermitId, Renewal, Slot};
-use crate::error::StoreError;
-use crate::store::key::bounded;
-use crate::store::{StoreFuture, lease_micros};
+use crate::store::key::BoundedKey;
+use crate::store::lease::heartbeat::{Heartbeat, Renews};
+use crate::store::lease::{
+    Acquired, Lease, LeaseStore, PermitId, Renewal, Slot, lease_micros,
+};
+use crate::store::{StoreError, StoreFuture};
+
+/// The leases of a store: its tables, sharded like its keys, and their heartbeat.
+pub(super) struct Leases {
+    tables: Box<[Padded<Mutex<Table>>]>,
+    heartbeat: Heartbeat,
+}
+
+impl Leases {
+    /// `shards` tables, the table at `index` holding at most `cap(index)` slots.
+    pub(super) fn new(shards: usize, cap: impl Fn(usize) -> usize) -> Self {
+        Self {
+            tables: (0..shards)
+                .map(|index| Padded(Mutex::new(Table::new(cap(index)))))
+                .collect(),
+            heartbeat: Heartbeat::new(),
+        }
+    }
+}
 
 /// The slots of one shard.
 pub(super) struct Table {
@@ -151,25 +170,26 @@ impl Table {
     }
 }
 
-/// A slot's key in the table: the limit name, `:`, and the bounded client key. Names never hold
-/// a `:`, so the first one separates the two unambiguously. At most 64 + 1 + 64 bytes: built on
-/// the stack.
+/// A slot's key in the table: the limit name, `:`, and the bounded client key with its tag.
+/// Names never hold a `:`, so the first one separates the two unambiguously, and the tag keeps a
+/// verbatim key apart from a digest. At most 64 + 1 + 1 + 64 bytes: built on the stack.
 fn table_key(slot: &Slot) -> SmallVec<[u8; 136]> {
     let mut key = SmallVec::new();
     key.extend_from_slice(slot.name().as_bytes());
     key.push(b':');
-    key.extend_from_slice(&bounded(slot.key()));
+    BoundedKey::new(slot.key()).tagged(&mut key);
     key
 }
 
 impl Inner {
     fn permit_table(&self, key: &[u8]) -> (u64, MutexGuard<'_, Table>) {
         let hash = self.hasher.hash_one(key);
-        let table = &self.permits[(hash >> 32) as usize & (self.permits.len() - 1)].0;
+        let tables = &self.leases.tables;
+        let table = &tables[(hash >> 32) as usize & (tables.len() - 1)].0;
         (hash, table.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    pub(super) fn acquire(
+    fn acquire(
         self: &Arc<Self>,
         slot: &Slot,
         permit: PermitId,
@@ -188,8 +208,8 @@ impl Inner {
         Ok(acquired)
     }
 
-    pub(super) fn release(&self, slot: &Slot, permit: PermitId) -> bool {
-        self.heartbeat.forget(permit);
+    fn release(&self, slot: &Slot, permit: PermitId) -> bool {
+        self.leases.heartbeat.forget(permit);
         let now = self.clock.now_micros();
         let key = table_key(slot);
         let (hash, mut table) = self.permit_table(&key);
@@ -198,7 +218,8 @@ impl Inner {
 
     pub(super) fn evict_expired_permits(&self) -> usize {
         let now = self.clock.now_micros();
-        self.permits
+        self.leases
+            .tables
             .iter()
             .map(|table| lock(&table.0).evict_expired(now))
             .sum()
@@ -207,7 +228,7 @@ impl Inner {
 
 impl Renews for Inner {
     fn heartbeat(&self) -> &Heartbeat {
-        &self.heartbeat
+        &self.leases.heartbeat
     }
 
     fn renew(self: &Arc<Self>, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
@@ -222,8 +243,29 @@ impl Renews for Inner {
             })
             .map(|renewal| renewal.permit)
             .collect::<Vec<_>>();
-        self.heartbeat.forget_gone(&gone);
+        self.leases.heartbeat.forget_gone(&gone);
         StoreFuture::ready(Ok(gone))
+    }
+}
+
+impl LeaseStore for MemoryStore {
+    fn acquire(
+        &self,
+        slot: &Slot,
+        permit: PermitId,
+        limit: u32,
+        lease: Lease,
+    ) -> StoreFuture<Acquired> {
+        self.ensure_janitor();
+        StoreFuture::ready(self.inner.acquire(slot, permit, limit, lease))
+    }
+
+    fn release(&self, slot: &Slot, permit: PermitId) -> StoreFuture<bool> {
+        StoreFuture::ready(Ok(self.inner.release(slot, permit)))
+    }
+
+    fn renew(&self, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
+        Renews::renew(&self.inner, renewals)
     }
 }
 
@@ -238,7 +280,7 @@ impl MemoryStore {
 
     /// How many permits this store's heartbeat is renewing (held by this process, not released).
     pub fn renewing(&self) -> usize {
-        self.inner.heartbeat.len()
+        self.inner.leases.heartbeat.len()
     }
 }
 

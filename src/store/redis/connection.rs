@@ -27,7 +27,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 use tokio::task::JoinError;
 
-use crate::error::StoreError;
+use crate::store::StoreError;
 
 /// How a connection is doing: the moment (ms since `epoch`) since which a request has been
 /// waiting for a reply, or 0 when every request was answered.

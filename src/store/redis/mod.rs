@@ -1,6 +1,7 @@
 //! The Redis store: state shared by every replica, one atomic script call per decision.
 
 mod connection;
+#[cfg(feature = "concurrency")]
 mod permits;
 mod script;
 
@@ -13,12 +14,12 @@ use redis::AsyncConnectionConfig;
 
 use self::connection::SharedConnection;
 use super::key::StorageKey;
-use super::{Store, StoreFuture};
+#[cfg(feature = "concurrency")]
+use super::lease::heartbeat::Heartbeat;
+use super::{Store, StoreError, StoreFuture};
 use crate::clock::Clock;
-use crate::concurrency::heartbeat::{Heartbeat, Renews};
-use crate::concurrency::{Acquired, Lease, PermitId, Renewal, Slot};
 use crate::decision::Decision;
-use crate::error::{ConfigError, StoreError};
+use crate::error::ConfigError;
 use crate::key::Key;
 use crate::policy::Policy;
 
@@ -54,6 +55,7 @@ struct Inner {
     clock: Option<Arc<dyn Clock>>,
     min_ttl_ms: u64,
     url: Box<str>,
+    #[cfg(feature = "concurrency")]
     heartbeat: Heartbeat,
 }
 
@@ -152,24 +154,6 @@ impl Store for RedisStore {
             script::decision(&reply, &policy)
         })
     }
-
-    fn acquire(
-        &self,
-        slot: &Slot,
-        permit: PermitId,
-        limit: u32,
-        lease: Lease,
-    ) -> StoreFuture<Acquired> {
-        permits::acquire(&self.inner, slot, permit, limit, lease)
-    }
-
-    fn release(&self, slot: &Slot, permit: PermitId) -> StoreFuture<bool> {
-        permits::release(&self.inner, slot, permit)
-    }
-
-    fn renew(&self, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
-        Renews::renew(&self.inner, renewals)
-    }
 }
 
 impl fmt::Debug for RedisStore {
@@ -258,6 +242,7 @@ impl RedisStoreBuilder {
                 clock: self.clock,
                 min_ttl_ms,
                 url: self.url.into(),
+                #[cfg(feature = "concurrency")]
                 heartbeat: Heartbeat::new(),
             }),
         })

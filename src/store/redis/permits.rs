@@ -7,13 +7,14 @@ use std::sync::{Arc, LazyLock};
 use futures_util::future::join_all;
 use redis::{Script, ScriptInvocation};
 
-use super::Inner;
+use super::{Inner, RedisStore};
 use crate::clock::micros;
-use crate::concurrency::heartbeat::{Heartbeat, Renews};
-use crate::concurrency::{Acquired, Lease, PermitId, Renewal, Slot};
-use crate::error::StoreError;
 use crate::store::key::StorageKey;
-use crate::store::{StoreFuture, lease_micros};
+use crate::store::lease::heartbeat::{Heartbeat, Renews};
+use crate::store::lease::{
+    Acquired, Lease, LeaseStore, PermitId, Renewal, Slot, lease_micros,
+};
+use crate::store::{StoreError, StoreFuture};
 
 /// The lease script; `redis::Script` sends EVALSHA and loads it on NOSCRIPT.
 static CONCURRENCY: LazyLock<Script> =
@@ -41,7 +42,7 @@ fn invocation(inner: &Inner, key: String, operation: &str) -> ScriptInvocation<'
     invocation
 }
 
-pub(super) fn acquire(
+fn acquire(
     inner: &Arc<Inner>,
     slot: &Slot,
     permit: PermitId,
@@ -63,7 +64,7 @@ pub(super) fn acquire(
     })
 }
 
-pub(super) fn release(inner: &Arc<Inner>, slot: &Slot, permit: PermitId) -> StoreFuture<bool> {
+fn release(inner: &Arc<Inner>, slot: &Slot, permit: PermitId) -> StoreFuture<bool> {
     // At once, not when the future runs: a permit whose release never reaches Redis must not be
     // kept alive by the heartbeat.
     inner.heartbeat.forget(permit);
@@ -76,11 +77,31 @@ pub(super) fn release(inner: &Arc<Inner>, slot: &Slot, permit: PermitId) -> Stor
     })
 }
 
-impl super::RedisStore {
+impl RedisStore {
     /// How many permits this store's heartbeat is renewing (held by this process, not released,
     /// not found gone).
     pub fn renewing(&self) -> usize {
         self.inner.heartbeat.len()
+    }
+}
+
+impl LeaseStore for RedisStore {
+    fn acquire(
+        &self,
+        slot: &Slot,
+        permit: PermitId,
+        limit: u32,
+        lease: Lease,
+    ) -> StoreFuture<Acquired> {
+        acquire(&self.inner, slot, permit, limit, lease)
+    }
+
+    fn release(&self, slot: &Slot, permit: PermitId) -> StoreFuture<bool> {
+        release(&self.inner, slot, permit)
+    }
+
+    fn renew(&self, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
+        Renews::renew(&self.inner, renewals)
     }
 }
 

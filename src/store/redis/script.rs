@@ -5,7 +5,7 @@ use std::sync::LazyLock;
 use redis::{Script, ScriptInvocation};
 
 use crate::decision::{Combined, Decision, Outcome, RuleVerdict};
-use crate::error::StoreError;
+use crate::store::StoreError;
 use crate::policy::{Policy, Rule};
 
 /// The one script every decision runs: shared helpers, each algorithm, then the entry point
@@ -112,7 +112,7 @@ fn verdict(values: &[i64]) -> Result<RuleVerdict, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Quota;
+    use crate::quota::Quota;
 
     #[test]
     fn every_rule_key_shares_the_client_hash_tag() {

@@ -1,0 +1,170 @@
+//! [`Core`]: the configuration every layer shares, and the steps that are the same for every
+//! middleware: the key, the failure mode, the responder, the headers, the throttled warnings.
+
+use std::fmt;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{Request, Response};
+
+use super::admit::{Admit, Outcome, Verdict};
+use super::failure::FailureMode;
+use super::keys::{KeySource, NoKey};
+use super::responder::Responder;
+use crate::headers::{HeaderFamilies, Report, Stamp, Undecided};
+use crate::log::Throttled;
+use crate::store::StoreError;
+
+/// What the layer does when its store fails.
+pub(crate) enum OnFailure<R> {
+    /// Let the request pass unlimited.
+    Open,
+    /// Refuse it with this rejection.
+    Closed(fn(StoreError) -> R),
+}
+
+impl<R> OnFailure<R> {
+    /// The failure mode `mode`, refusing with `unavailable` when it fails closed (a middleware
+    /// that asks no store, and so never fails, has no such refusal).
+    pub(crate) fn new(mode: FailureMode, unavailable: Option<fn(StoreError) -> R>) -> Self {
+        match (mode, unavailable) {
+            (FailureMode::Closed, Some(unavailable)) => OnFailure::Closed(unavailable),
+            _ => OnFailure::Open,
+        }
+    }
+}
+
+/// The configuration shared by a layer and every service it makes.
+pub(crate) struct Core<A: Admit> {
+    pub(crate) admit: A,
+    pub(crate) keys: A::Keys,
+    pub(crate) on_failure: OnFailure<A::Rejection>,
+    pub(crate) deadline: Duration,
+    pub(crate) families: HeaderFamilies,
+    pub(crate) responder: Responder<A::Rejection>,
+    pub(crate) failures: Throttled,
+}
+
+/// What to do with a request before its check.
+pub(crate) enum Keyed<K> {
+    /// Check it, with this key.
+    Check(K),
+    /// Let it pass unlimited (no key, and the layer skips such requests).
+    Unlimited,
+    /// Answer it with this response.
+    Refused(Response<Bytes>),
+}
+
+/// What to do with a request once its check is decided.
+pub(crate) enum Next<B, H> {
+    /// Call the service, then stamp its response; the body holds `held` until it is finished.
+    Pass(Request<B>, Option<Stamp>, Option<H>),
+    /// Answer with this response (already stamped).
+    Reject(Response<Bytes>),
+}
+
+impl<A: Admit> Core<A> {
+    /// The request's key, or what to do without one.
+    pub(crate) fn key(&self, parts: &Parts) -> Keyed<A::Key> {
+        match self.keys.key(parts) {
+            Ok(key) => Keyed::Check(key),
+            Err(NoKey::Skip) => Keyed::Unlimited,
+            Err(NoKey::Refuse(rejection)) => {
+                let report = Report::undecided(Undecided::MissingKey, self.admit.announced());
+                Keyed::Refused(self.respond(&rejection, Some(report)))
+            }
+        }
+    }
+
+    /// Turns the store's answer into the next step.
+    pub(crate) fn settle<B>(
+        &self,
+        result: Result<A::Answer, StoreError>,
+        pending: A::Pending,
+        mut request: Request<B>,
+    ) -> Next<B, A::Held> {
+        match result {
+            Ok(answer) => {
+                let verdict = self.admit.decide(answer, pending, request.extensions_mut());
+                self.follow(verdict, request)
+            }
+            Err(err) => {
+                let policy = self.admit.failed(pending, &err);
+                match &self.on_failure {
+                    OnFailure::Open => {
+                        self.warn(&err, false);
+                        let report = Report::undecided(Undecided::Skipped, policy);
+                        Next::Pass(request, Some(self.stamp(report)), None)
+                    }
+                    OnFailure::Closed(unavailable) => {
+                        self.warn(&err, true);
+                        let report = Report::undecided(Undecided::Unavailable, policy);
+                        Next::Reject(self.respond(&unavailable(err), Some(report)))
+                    }
+                }
+            }
+        }
+    }
+
+    /// Carries out a verdict on `request`.
+    pub(crate) fn follow<B>(&self, verdict: Verdict<A>, request: Request<B>) -> Next<B, A::Held> {
+        match verdict.outcome {
+            Outcome::Pass(held) => {
+                Next::Pass(request, verdict.report.map(|report| self.stamp(report)), held)
+            }
+            Outcome::Refuse(rejection) => Next::Reject(self.respond(&rejection, verdict.report)),
+        }
+    }
+
+    /// The response to `rejection`, with the headers of `report`.
+    fn respond(&self, rejection: &A::Rejection, report: Option<Report>) -> Response<Bytes> {
+        let mut response = self.responder.respond(rejection);
+        if let Some(report) = report {
+            self.stamp(report).apply(response.headers_mut());
+        }
+        response
+    }
+
+    fn stamp(&self, report: Report) -> Stamp {
+        Stamp::new(self.families, report)
+    }
+
+    /// Logs a store failure, at most once per second per layer: during an outage every request
+    /// fails the same way.
+    fn warn(&self, err: &StoreError, refused: bool) {
+        self.failures.warn(|suppressed| {
+            let policy = self.admit.names();
+            if refused {
+                tracing::warn!(
+                    error = %err,
+                    suppressed,
+                    ?policy,
+                    "request refused: the store failed and the layer fails closed"
+                );
+            } else {
+                tracing::warn!(
+                    error = %err,
+                    suppressed,
+                    ?policy,
+                    "{} skipped: the store failed and the layer fails open",
+                    A::LIMITING
+                );
+            }
+        });
+    }
+}
+
+impl<A: Admit + fmt::Debug> fmt::Debug for Core<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let missing_key = self.keys.missing();
+        let fails_closed = matches!(self.on_failure, OnFailure::Closed(_));
+        f.debug_struct("Core")
+            .field("admit", &self.admit)
+            .field("missing_key", &missing_key)
+            .field("fails_closed", &fails_closed)
+            .field("deadline", &self.deadline)
+            .field("headers", &self.families)
+            .finish_non_exhaustive()
+    }
+}

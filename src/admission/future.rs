@@ -1,0 +1,201 @@
+//! [`ResponseFuture`]: waiting for the store, then calling the service or answering early.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use bytes::Bytes;
+use http::{Request, Response};
+use pin_project_lite::pin_project;
+use tower_service::Service;
+
+use super::admit::Admit;
+use super::body::ResponseBody;
+use super::core::{Core, Next};
+use super::deadline::Deadline;
+use crate::headers::Stamp;
+use crate::store::StoreFuture;
+
+pin_project! {
+    /// The response future of [`Admission`](super::Admission).
+    ///
+    /// Dropping it lets go of what the request holds: while waiting for the store (a concurrency
+    /// slot the store may admit all the same is given back), and while the service runs (the
+    /// client went away).
+    pub struct ResponseFuture<S, B, A>
+    where
+        S: Service<Request<B>>,
+        A: Admit,
+    {
+        #[pin]
+        state: State<S, B, A>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<S, B, A>
+    where
+        S: Service<Request<B>>,
+        A: Admit,
+    {
+        // Waiting for the store, holding the ready service and the request.
+        Checking {
+            #[pin]
+            answer: Deadline<StoreFuture<A::Answer>>,
+            pending: Option<A::Pending>,
+            inner: Option<S>,
+            request: Option<Request<B>>,
+            core: Arc<Core<A>>,
+        },
+        // The service is handling the request; its response gets the stamp, its body what the
+        // request holds.
+        Calling {
+            #[pin]
+            future: S::Future,
+            stamp: Option<Stamp>,
+            held: Option<A::Held>,
+        },
+        // Answered by the middleware.
+        Rejected {
+            response: Option<Response<Bytes>>,
+        },
+    }
+}
+
+impl<S, B, A> ResponseFuture<S, B, A>
+where
+    S: Service<Request<B>>,
+    A: Admit,
+{
+    pub(crate) fn checking(
+        answer: StoreFuture<A::Answer>,
+        pending: A::Pending,
+        inner: S,
+        request: Request<B>,
+        core: Arc<Core<A>>,
+    ) -> Self {
+        let answer = Deadline::new(answer, core.deadline);
+        let state = State::Checking {
+            answer,
+            pending: Some(pending),
+            inner: Some(inner),
+            request: Some(request),
+            core,
+        };
+        Self { state }
+    }
+
+    pub(crate) fn next(next: Next<B, A::Held>, inner: &mut S) -> Self {
+        Self {
+            state: State::after(next, inner),
+        }
+    }
+
+    pub(crate) fn unlimited(future: S::Future) -> Self {
+        Self {
+            state: State::Calling {
+                future,
+                stamp: None,
+                held: None,
+            },
+        }
+    }
+
+    pub(crate) fn rejected(response: Response<Bytes>) -> Self {
+        Self {
+            state: State::Rejected {
+                response: Some(response),
+            },
+        }
+    }
+}
+
+impl<S, B, A> State<S, B, A>
+where
+    S: Service<Request<B>>,
+    A: Admit,
+{
+    fn after(next: Next<B, A::Held>, inner: &mut S) -> Self {
+        match next {
+            Next::Pass(request, stamp, held) => State::Calling {
+                future: inner.call(request),
+                stamp,
+                held,
+            },
+            Next::Reject(response) => State::Rejected {
+                response: Some(response),
+            },
+        }
+    }
+}
+
+impl<S, B, A, ResBody> Future for ResponseFuture<S, B, A>
+where
+    S: Service<Request<B>, Response = Response<ResBody>>,
+    A: Admit,
+{
+    type Output = Result<Response<ResponseBody<ResBody, A::Held>>, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.project().state;
+        loop {
+            match state.as_mut().project() {
+                StateProj::Checking {
+                    answer,
+                    pending,
+                    inner,
+                    request,
+                    core,
+                } => {
+                    let result = ready!(answer.poll(cx));
+                    let (Some(pending), Some(mut inner), Some(request)) =
+                        (pending.take(), inner.take(), request.take())
+                    else {
+                        unreachable!("the checking state is left as soon as the store answers")
+                    };
+                    let next = core.settle(result, pending, request);
+                    state.set(State::after(next, &mut inner));
+                }
+                StateProj::Calling {
+                    future,
+                    stamp,
+                    held,
+                } => {
+                    // An error drops what the request held with this future.
+                    let mut response = ready!(future.poll(cx))?;
+                    if let Some(stamp) = stamp.take() {
+                        stamp.apply(response.headers_mut());
+                    }
+                    let held = held.take();
+                    return Poll::Ready(Ok(response.map(|body| ResponseBody::inner(body, held))));
+                }
+                StateProj::Rejected { response } => {
+                    let response = response
+                        .take()
+                        .expect("ResponseFuture polled after completion");
+                    return Poll::Ready(Ok(response.map(ResponseBody::rejection)));
+                }
+            }
+        }
+    }
+}
+
+impl<S, B, A> fmt::Debug for ResponseFuture<S, B, A>
+where
+    S: Service<Request<B>>,
+    A: Admit,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.state {
+            State::Checking { .. } => "checking",
+            State::Calling { .. } => "calling",
+            State::Rejected { .. } => "rejected",
+        };
+        f.debug_struct("ResponseFuture")
+            .field("state", &state)
+            .finish()
+    }
+}

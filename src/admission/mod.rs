@@ -1,0 +1,45 @@
+//! The admission core: what every middleware of this crate shares.
+//!
+//! A rate limit, a concurrency limit and a load shedder all answer one question for each request:
+//! may it pass? Each is a policy (an implementation of a small sealed trait) over one generic
+//! service, [`Admission`], with one response future, [`ResponseFuture`], and one response body,
+//! [`ResponseBody`], made by one layer, [`AdmissionLayer`], configured with one builder,
+//! [`LayerBuilder`]. What they share lives here, once:
+//!
+//! - the key: the layer's extractor, and what to do without a key ([`MissingKey`]);
+//! - the store call's deadline, and what to do when the store fails ([`FailureMode`]);
+//! - the response to a refusal (problem+json by default, or the user's `on_rejection` hook) and
+//!   the headers written on every response;
+//! - the warnings of a store outage, at most one per second per layer;
+//! - the body that holds what a request was admitted with (a concurrency permit, a place in the
+//!   in-flight count) until the response is finished.
+//!
+//! Each middleware names these types by its own aliases ([`RateLimitLayer`](crate::RateLimitLayer),
+//! [`RateLimit`](crate::rate::RateLimit), [`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer),
+//! ...), which is how you will usually meet them.
+
+mod admit;
+mod body;
+mod builder;
+mod core;
+mod deadline;
+mod failure;
+mod future;
+mod keys;
+mod layer;
+mod responder;
+mod service;
+
+pub(crate) use self::admit::{Admit, Verdict};
+pub use self::body::ResponseBody;
+pub use self::builder::LayerBuilder;
+pub(crate) use self::builder::{Configure, Keyed, Stored};
+#[cfg(feature = "concurrency")]
+pub(crate) use self::keys::KeySource;
+pub(crate) use self::keys::Keys;
+#[cfg(feature = "shed")]
+pub(crate) use self::keys::NoKeys;
+pub use self::failure::{FailureMode, MissingKey};
+pub use self::future::ResponseFuture;
+pub use self::layer::AdmissionLayer;
+pub use self::service::Admission;

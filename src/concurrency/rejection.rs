@@ -1,0 +1,92 @@
+//! [`Rejection`]: why a [`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer) refused a request.
+
+use bytes::Bytes;
+use http::{Response, StatusCode};
+
+use super::Busy;
+use crate::headers::retry_seconds;
+use crate::key::KeyError;
+use crate::response::{self, Problem, retry_sentence};
+use crate::store::StoreError;
+
+/// Why a [`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer) answered a request itself: what
+/// its `on_rejection` hook receives.
+///
+/// | rejection | status | body `detail` |
+/// |---|---|---|
+/// | no free slot | 429 | which limit, how many in flight, when to retry |
+/// | no key in the request | 400 | what was missing |
+/// | store unavailable, [fail closed](crate::admission::FailureMode::Closed) | 503 | that limiting is unavailable |
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Rejection {
+    /// The key's slot is full.
+    Busy(Busy),
+    /// No key could be extracted and the layer rejects such requests.
+    MissingKey(KeyError),
+    /// The store failed and the layer fails closed.
+    Unavailable(StoreError),
+}
+
+impl Rejection {
+    /// The status of the default response: 429, 400 or 503.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Rejection::Busy(_) => StatusCode::TOO_MANY_REQUESTS,
+            Rejection::MissingKey(_) => StatusCode::BAD_REQUEST,
+            Rejection::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The default response: a problem+json body saying what happened.
+    pub fn default_response(&self) -> Response<Bytes> {
+        match self {
+            Rejection::Busy(busy) => {
+                let seconds = retry_seconds(busy.retry_after());
+                let detail = format!(
+                    "Concurrency limit \"{}\" ({} at once) reached: {} requests are in flight. {}",
+                    busy.name(),
+                    busy.limit(),
+                    busy.in_flight(),
+                    retry_sentence(seconds)
+                );
+                let mut problem = Problem::<()>::new(StatusCode::TOO_MANY_REQUESTS, detail);
+                problem.policy = Some(busy.name().to_owned());
+                problem.limit = Some(u64::from(busy.limit()));
+                problem.retry_after = Some(seconds);
+                problem.into_response()
+            }
+            Rejection::MissingKey(err) => response::missing_key(err),
+            Rejection::Unavailable(_) => response::unavailable(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_full_slot_is_a_429_saying_why_and_when_to_retry() {
+        let busy = Busy {
+            name: "ws".into(),
+            limit: 5,
+            capacity: 5,
+            in_flight: 5,
+            retry_after: Duration::from_millis(2_500),
+        };
+        let rejection = Rejection::Busy(busy);
+        assert_eq!(rejection.status(), StatusCode::TOO_MANY_REQUESTS);
+        let response = rejection.default_response();
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        let body: serde_json::Value = serde_json::from_slice(response.body()).unwrap();
+        assert_eq!(body["retry_after"], 3);
+        assert_eq!(body["limit"], 5);
+        assert_eq!(
+            body["detail"],
+            "Concurrency limit \"ws\" (5 at once) reached: 5 requests are in flight. Retry after 3 seconds."
+        );
+    }
+}

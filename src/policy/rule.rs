@@ -1,0 +1,185 @@
+//! [`Rule`]: a named quota and the algorithm that enforces it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::state_code::StateCode;
+use crate::algorithm::Algorithm;
+use crate::error::ConfigError;
+use crate::quota::Quota;
+
+/// A named quota enforced by an algorithm.
+///
+/// The name appears in the `RateLimit-Policy` and `RateLimit` headers and in storage keys. It must
+/// be 1 to 64 characters of `A-Z a-z 0-9 . _ -`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rule {
+    name: Arc<str>,
+    algorithm: Algorithm,
+    quota: Quota,
+}
+
+impl Rule {
+    /// A rule enforcing `quota` with `algorithm`.
+    pub fn new(name: impl Into<Arc<str>>, algorithm: Algorithm, quota: Quota) -> Self {
+        Self {
+            name: name.into(),
+            algorithm,
+            quota,
+        }
+    }
+
+    /// A fixed-window rule.
+    pub fn fixed_window(name: impl Into<Arc<str>>, quota: Quota) -> Self {
+        Self::new(name, Algorithm::FixedWindow, quota)
+    }
+
+    /// A sliding-log rule: exactly `quota.limit()` per any interval of `quota.period()`. The limit
+    /// must be at most 10,000 ([`Algorithm::SLIDING_LOG_MAX_LIMIT`]); see
+    /// [`Algorithm::SlidingLog`].
+    pub fn sliding_log(name: impl Into<Arc<str>>, quota: Quota) -> Self {
+        Self::new(name, Algorithm::SlidingLog, quota)
+    }
+
+    /// A sliding-window-counter rule with the period split into `sub_intervals` (1 to 100, dividing
+    /// the period into whole microseconds); see [`Algorithm::SlidingWindow`].
+    pub fn sliding_window(name: impl Into<Arc<str>>, quota: Quota, sub_intervals: u16) -> Self {
+        Self::new(name, Algorithm::SlidingWindow { sub_intervals }, quota)
+    }
+
+    /// A token-bucket rule: `quota.burst()` tokens, refilled at `quota.limit()` per
+    /// `quota.period()`; see [`Algorithm::TokenBucket`].
+    pub fn token_bucket(name: impl Into<Arc<str>>, quota: Quota) -> Self {
+        Self::new(name, Algorithm::TokenBucket, quota)
+    }
+
+    /// A GCRA rule; see [`Algorithm::Gcra`].
+    pub fn gcra(name: impl Into<Arc<str>>, quota: Quota) -> Self {
+        Self::new(name, Algorithm::Gcra, quota)
+    }
+
+    /// The rule's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The algorithm.
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// The quota.
+    pub fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    /// The number of requests a client can see as its allowance: the burst for bucket algorithms,
+    /// the limit for window algorithms.
+    pub(crate) fn capacity(&self) -> u32 {
+        if self.algorithm.uses_burst() {
+            self.quota.burst()
+        } else {
+            self.quota.limit()
+        }
+    }
+
+    /// What identifies the rule's state after its name, in Redis key names and the memory store's
+    /// rule ids alike: the algorithm and the time base of its state, e.g. `sw60-1h` or
+    /// `gcra-10/1s` (see `StateCode`).
+    pub(crate) fn state_code(&self) -> StateCode {
+        StateCode::new(self.algorithm, self.quota)
+    }
+
+    /// The time in which the capacity is granted: the period for window algorithms, the time to
+    /// refill the whole burst for bucket algorithms.
+    pub(crate) fn window(&self) -> Duration {
+        if self.algorithm.uses_burst() {
+            self.quota
+                .period()
+                .mul_f64(f64::from(self.quota.burst()) / f64::from(self.quota.limit()))
+        } else {
+            self.quota.period()
+        }
+    }
+
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        validate_name(&self.name)?;
+        self.quota.validate(&self.name)
+    }
+}
+
+/// Checks a rule's or a concurrency limit's name: 1 to 64 characters of `A-Z a-z 0-9 . _ -`,
+/// which header values and storage keys can hold as they are.
+pub(crate) fn validate_name(name: &str) -> Result<(), ConfigError> {
+    let valid_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if name.is_empty() || name.len() > 64 || !name.chars().all(valid_char) {
+        return Err(ConfigError::InvalidRuleName {
+            name: name.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_rules_advertise_their_burst_over_the_refill_time() {
+        let rule = Rule::gcra("api", Quota::per_minute(100).with_burst(10));
+        assert_eq!(rule.capacity(), 10);
+        assert_eq!(rule.window(), Duration::from_secs(6));
+        let rule = Rule::token_bucket("api", Quota::per_minute(100).with_burst(10));
+        assert_eq!(
+            (rule.capacity(), rule.window()),
+            (10, Duration::from_secs(6))
+        );
+        for rule in [
+            Rule::sliding_log("api", Quota::per_minute(100).with_burst(10)),
+            Rule::sliding_window("api", Quota::per_minute(100).with_burst(10), 6),
+        ] {
+            assert_eq!(
+                (rule.capacity(), rule.window()),
+                (100, Duration::from_secs(60))
+            );
+        }
+        let rule = Rule::fixed_window("api", Quota::per_minute(100).with_burst(10));
+        assert_eq!(rule.capacity(), 100);
+        assert_eq!(rule.window(), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn quotas_round_trip_through_serde_with_human_periods() {
+        let rule: Rule = serde_json::from_str(
+            r#"{"name":"api","algorithm":"gcra","quota":{"limit":5,"period":"10s","burst":2}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            rule,
+            Rule::gcra("api", Quota::new(5, Duration::from_secs(10)).with_burst(2))
+        );
+        let text = serde_json::to_string(&rule).unwrap();
+        assert!(text.contains(r#""period":"10s""#), "{text}");
+    }
+
+    #[test]
+    fn every_algorithm_round_trips_through_serde() {
+        let quota = Quota::per_minute(60);
+        for (rule, json) in [
+            (Rule::fixed_window("a", quota), r#""fixed_window""#),
+            (Rule::sliding_log("a", quota), r#""sliding_log""#),
+            (
+                Rule::sliding_window("a", quota, 6),
+                r#"{"sliding_window":{"sub_intervals":6}}"#,
+            ),
+            (Rule::token_bucket("a", quota), r#""token_bucket""#),
+            (Rule::gcra("a", quota), r#""gcra""#),
+        ] {
+            let text = serde_json::to_string(&rule).unwrap();
+            assert!(text.contains(&format!(r#""algorithm":{json}"#)), "{text}");
+            assert_eq!(serde_json::from_str::<Rule>(&text).unwrap(), rule);
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! [`Policy`]: one or more rules checked together, all or nothing.
+
+use std::fmt;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+
+use super::rule::Rule;
+use crate::algorithm::Params;
+use crate::error::ConfigError;
+
+/// The most rules one policy may hold: they are all checked in one atomic step.
+pub const MAX_RULES: usize = 8;
+
+/// One or more rules enforced together on the same key.
+///
+/// A request is admitted only if every rule admits it, and a denied request consumes none of them.
+/// Built with [`Policy::new`], which validates every rule, or from a single rule with
+/// `Policy::try_from(rule)`.
+///
+/// ```
+/// use tower_redis_ratelimit::{Policy, Quota, Rule};
+///
+/// let policy = Policy::new([
+///     Rule::gcra("per-second", Quota::per_second(10)),
+///     Rule::fixed_window("per-hour", Quota::per_hour(1_000)),
+/// ])?;
+/// assert_eq!(policy.rules().len(), 2);
+/// # Ok::<(), tower_redis_ratelimit::ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct Policy {
+    inner: Arc<PolicyInner>,
+}
+
+struct PolicyInner {
+    rules: Box<[Rule]>,
+    /// Stable per-rule identities for the memory store (name and state code hashed).
+    rule_ids: Box<[u64]>,
+    /// Each rule's parameters as the algorithms compute with them, validated once here.
+    params: Box<[Params]>,
+}
+
+impl Policy {
+    /// A policy of the given rules, validated.
+    pub fn new(rules: impl IntoIterator<Item = Rule>) -> Result<Self, ConfigError> {
+        let rules: Box<[Rule]> = rules.into_iter().collect();
+        if rules.is_empty() {
+            return Err(ConfigError::EmptyPolicy);
+        }
+        if rules.len() > MAX_RULES {
+            return Err(ConfigError::TooManyRules {
+                count: rules.len(),
+                max: MAX_RULES,
+            });
+        }
+        for (index, rule) in rules.iter().enumerate() {
+            rule.validate()?;
+            if rules[..index]
+                .iter()
+                .any(|earlier| earlier.name() == rule.name())
+            {
+                return Err(ConfigError::DuplicateRuleName {
+                    name: rule.name().to_owned(),
+                });
+            }
+        }
+        let params = rules
+            .iter()
+            .map(|rule| Params::new(rule.name(), rule.algorithm(), rule.quota()))
+            .collect::<Result<Box<[Params]>, ConfigError>>()?;
+        let rule_ids = rules.iter().map(rule_id).collect();
+        Ok(Self {
+            inner: Arc::new(PolicyInner {
+                rules,
+                rule_ids,
+                params,
+            }),
+        })
+    }
+
+    /// The rules, in the order they were given.
+    pub fn rules(&self) -> &[Rule] {
+        &self.inner.rules
+    }
+
+    pub(crate) fn rule_ids(&self) -> &[u64] {
+        &self.inner.rule_ids
+    }
+
+    /// Each rule's parameters, in rule order.
+    pub(crate) fn params(&self) -> &[Params] {
+        &self.inner.params
+    }
+}
+
+impl TryFrom<Rule> for Policy {
+    type Error = ConfigError;
+
+    fn try_from(rule: Rule) -> Result<Self, ConfigError> {
+        Policy::new([rule])
+    }
+}
+
+impl fmt::Debug for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Policy")
+            .field("rules", &self.inner.rules)
+            .finish()
+    }
+}
+
+impl PartialEq for Policy {
+    fn eq(&self, other: &Self) -> bool {
+        self.inner.rules == other.inner.rules
+    }
+}
+
+/// The identity of a rule's state in the memory store: what names its key in Redis, the rule's
+/// name and state code (see [`Rule::state_code`]), so both stores start fresh state for the same
+/// quota changes. SipHash with fixed keys, so the id is stable across processes; 64 bits make an
+/// accidental collision between two rules negligible.
+fn rule_id(rule: &Rule) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    rule.name().hash(&mut hasher);
+    rule.state_code().to_string().hash(&mut hasher);
+    hasher.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::quota::Quota;
+
+    #[test]
+    fn invalid_quotas_are_rejected_with_the_rule_name() {
+        let err = Policy::try_from(Rule::gcra("api", Quota::per_second(0))).unwrap_err();
+        assert_eq!(err, ConfigError::ZeroLimit { rule: "api".into() });
+        let err =
+            Policy::try_from(Rule::gcra("api", Quota::per_second(1).with_burst(0))).unwrap_err();
+        assert_eq!(err, ConfigError::ZeroBurst { rule: "api".into() });
+        let err = Policy::try_from(Rule::gcra("api", Quota::new(1, Duration::from_micros(10))))
+            .unwrap_err();
+        assert!(matches!(err, ConfigError::PeriodOutOfRange { .. }));
+        let err = Policy::try_from(Rule::gcra("has space", Quota::per_second(1))).unwrap_err();
+        assert!(matches!(err, ConfigError::InvalidRuleName { .. }));
+        let err = Policy::try_from(Rule::gcra("{tag}", Quota::per_second(1))).unwrap_err();
+        assert!(matches!(err, ConfigError::InvalidRuleName { .. }));
+        assert_eq!(Policy::new([]).unwrap_err(), ConfigError::EmptyPolicy);
+        let twice = [
+            Rule::gcra("a", Quota::per_second(1)),
+            Rule::fixed_window("a", Quota::per_hour(5)),
+        ];
+        assert!(matches!(
+            Policy::new(twice).unwrap_err(),
+            ConfigError::DuplicateRuleName { .. }
+        ));
+    }
+
+    #[test]
+    fn rule_ids_change_with_what_gives_the_state_its_meaning() {
+        let a = rule_id(&Rule::gcra("api", Quota::per_second(1)));
+        assert_ne!(a, rule_id(&Rule::fixed_window("api", Quota::per_second(1))));
+        assert_ne!(a, rule_id(&Rule::gcra("api2", Quota::per_second(1))));
+        // A bucket's level is counted in units of its rate: a new rate is fresh state, a new
+        // burst is not for GCRA; a token bucket's tokens take longer to refill under a larger
+        // burst, so there it is.
+        assert_ne!(a, rule_id(&Rule::gcra("api", Quota::per_second(2))));
+        assert_ne!(a, rule_id(&Rule::gcra("api", Quota::per_minute(1))));
+        assert_eq!(
+            a,
+            rule_id(&Rule::gcra("api", Quota::per_second(1).with_burst(5)))
+        );
+        let tb = |quota| rule_id(&Rule::token_bucket("api", quota));
+        assert_ne!(tb(Quota::per_second(1)), tb(Quota::per_second(2)));
+        assert_ne!(
+            tb(Quota::per_second(1)),
+            tb(Quota::per_second(1).with_burst(5))
+        );
+        // A window's state keeps its meaning under a new limit, not under a new period or new
+        // sub-intervals.
+        let window = |quota, n| rule_id(&Rule::sliding_window("api", quota, n));
+        let w = window(Quota::per_minute(3), 60);
+        assert_eq!(w, window(Quota::per_minute(5), 60));
+        assert_ne!(w, window(Quota::per_hour(3), 60));
+        assert_ne!(w, window(Quota::per_minute(3), 30));
+        let fixed = |quota| rule_id(&Rule::fixed_window("api", quota));
+        assert_eq!(fixed(Quota::per_hour(5)), fixed(Quota::per_hour(2)));
+        assert_ne!(fixed(Quota::per_hour(5)), fixed(Quota::per_day(5)));
+        let log = |quota| rule_id(&Rule::sliding_log("api", quota));
+        assert_eq!(log(Quota::per_hour(5)), log(Quota::per_hour(2)));
+        assert_ne!(log(Quota::per_hour(5)), log(Quota::per_day(5)));
+    }
+}

@@ -1,0 +1,221 @@
+//! [`Rejection`]: why a [`RateLimitLayer`](crate::RateLimitLayer) refused a request.
+
+use std::fmt;
+
+use bytes::Bytes;
+use http::{Response, StatusCode};
+
+use crate::decision::{Decision, Outcome};
+use crate::headers::retry_seconds;
+use crate::key::KeyError;
+use crate::policy::{Policy, Rule};
+use crate::response::{self, Problem, retry_sentence};
+use crate::store::StoreError;
+
+/// Why a [`RateLimitLayer`](crate::RateLimitLayer) answered a request itself: what its
+/// `on_rejection` hook receives.
+///
+/// The default responses are problem+json:
+///
+/// | rejection | status | body `detail` |
+/// |---|---|---|
+/// | over the quota | 429 | which rule, its quota, and when to retry |
+/// | cost larger than the quota can ever hold | 429, no `Retry-After` | that retrying will never help |
+/// | no key in the request | 400 | what was missing |
+/// | store unavailable, [fail closed](crate::admission::FailureMode::Closed) | 503 | that limiting is unavailable |
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Rejection {
+    /// Over the quota ([`Outcome::Denied`]) or never admissible ([`Outcome::Never`]).
+    Limited {
+        /// The decision.
+        decision: Decision,
+        /// The policy that was checked.
+        policy: Policy,
+        /// The request's cost.
+        cost: u32,
+    },
+    /// No key could be extracted and the layer rejects such requests.
+    MissingKey(KeyError),
+    /// The store failed and the layer fails closed.
+    Unavailable(StoreError),
+}
+
+impl Rejection {
+    /// The status of the default response: 429, 400 or 503.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Rejection::Limited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Rejection::MissingKey(_) => StatusCode::BAD_REQUEST,
+            Rejection::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The default response: a problem+json body saying what happened.
+    pub fn default_response(&self) -> Response<Bytes> {
+        match self {
+            Rejection::Limited {
+                decision,
+                policy,
+                cost,
+            } => limited(decision, policy, *cost),
+            Rejection::MissingKey(err) => response::missing_key(err),
+            Rejection::Unavailable(_) => response::unavailable(),
+        }
+    }
+}
+
+/// The 429 of a request over its quota, or that no wait would let in.
+fn limited(decision: &Decision, policy: &Policy, cost: u32) -> Response<Bytes> {
+    // A custom store may report a rule index of another policy: then no rule is named.
+    let rule = policy.rules().get(decision.rule_index());
+    let named = Named(rule);
+    let detail = match decision.outcome() {
+        Outcome::Never => format!(
+            "This request costs {cost} but the rate limit{named} admits at most {} at once; \
+             it can never be allowed, so do not retry it.",
+            decision.limit()
+        ),
+        _ => format!(
+            "Rate limit{named} exceeded. {}",
+            retry_sentence(retry_seconds(decision.retry_after().unwrap_or_default()))
+        ),
+    };
+    let mut problem = Problem::<()>::new(StatusCode::TOO_MANY_REQUESTS, detail);
+    problem.policy = rule.map(|rule| rule.name().to_owned());
+    problem.limit = Some(decision.limit());
+    if decision.outcome() != Outcome::Never {
+        problem.retry_after = Some(retry_seconds(decision.retry_after().unwrap_or_default()));
+    }
+    problem.into_response()
+}
+
+/// ` "name" (quota)` of the rule a 429 is about, or nothing when it is unknown; written into the
+/// detail in place, without an allocation of its own.
+struct Named<'a>(Option<&'a Rule>);
+
+impl fmt::Display for Named<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(rule) => write!(f, " \"{}\" ({})", rule.name(), rule.quota()),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use http::header::CONTENT_TYPE;
+
+    use super::*;
+    use crate::decision::RuleVerdict;
+    use crate::quota::Quota;
+
+    fn json(response: &Response<Bytes>) -> serde_json::Value {
+        assert_eq!(response.headers()[CONTENT_TYPE], "application/problem+json");
+        serde_json::from_slice(response.body()).unwrap()
+    }
+
+    #[test]
+    fn a_429_names_the_rule_and_the_wait() {
+        let policy = Policy::try_from(Rule::fixed_window(
+            "hello",
+            Quota::new(5, Duration::from_secs(10)),
+        ))
+        .unwrap();
+        let verdict = RuleVerdict::new(
+            Outcome::Denied,
+            0,
+            5,
+            Duration::from_secs(7),
+            Duration::from_millis(6_500),
+        );
+        let decision = Decision::from_verdicts(&policy, &[verdict]);
+        let response = Rejection::Limited {
+            decision,
+            policy,
+            cost: 1,
+        }
+        .default_response();
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        let body = json(&response);
+        assert_eq!(body["status"], 429);
+        assert_eq!(body["policy"], "hello");
+        assert_eq!(body["retry_after"], 7);
+        assert_eq!(
+            body["detail"],
+            "Rate limit \"hello\" (5 per 10s) exceeded. Retry after 7 seconds."
+        );
+    }
+
+    #[test]
+    fn a_request_that_can_never_pass_says_so_without_a_retry() {
+        let policy =
+            Policy::try_from(Rule::gcra("upload", Quota::per_second(10).with_burst(4))).unwrap();
+        let verdict = RuleVerdict::new(Outcome::Never, 4, 0, Duration::ZERO, Duration::ZERO);
+        let decision = Decision::from_verdicts(&policy, &[verdict]);
+        let body = json(
+            &Rejection::Limited {
+                decision,
+                policy,
+                cost: 9,
+            }
+            .default_response(),
+        );
+        assert!(body.get("retry_after").is_none());
+        assert!(
+            body["detail"]
+                .as_str()
+                .unwrap()
+                .contains("can never be allowed"),
+            "{body}"
+        );
+    }
+
+    #[test]
+    fn a_decision_about_a_rule_the_policy_lacks_names_no_rule() {
+        // A custom store answered with a decision about the second rule of another policy.
+        let other = Policy::new([
+            Rule::gcra("a", Quota::per_second(10)),
+            Rule::gcra("b", Quota::per_second(10).with_burst(4)),
+        ])
+        .unwrap();
+        let policy = Policy::try_from(Rule::gcra("only", Quota::per_second(10))).unwrap();
+        for (verdict, cost, detail) in [
+            (
+                RuleVerdict::new(
+                    Outcome::Denied,
+                    0,
+                    4,
+                    Duration::from_secs(1),
+                    Duration::from_millis(100),
+                ),
+                1,
+                "Rate limit exceeded. Retry after 1 second.",
+            ),
+            (
+                RuleVerdict::new(Outcome::Never, 4, 0, Duration::ZERO, Duration::ZERO),
+                9,
+                "This request costs 9 but the rate limit admits at most 4 at once; \
+                 it can never be allowed, so do not retry it.",
+            ),
+        ] {
+            let allowed = RuleVerdict::new(Outcome::Allowed, 9, 1, Duration::ZERO, Duration::ZERO);
+            let decision = Decision::from_verdicts(&other, &[allowed, verdict]);
+            assert_eq!(decision.rule_index(), 1);
+            let body = json(
+                &Rejection::Limited {
+                    decision,
+                    policy: policy.clone(),
+                    cost,
+                }
+                .default_response(),
+            );
+            assert_eq!(body["detail"], detail);
+            assert!(body.get("policy").is_none(), "{body}");
+            assert_eq!(body["limit"], 4);
+        }
+    }
+}

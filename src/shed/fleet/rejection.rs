@@ -1,0 +1,89 @@
+//! [`FleetRejection`]: why a [`FleetShedLayer`](crate::FleetShedLayer) refused a request.
+
+use bytes::Bytes;
+use http::{Response, StatusCode};
+
+use crate::concurrency::Busy;
+use crate::headers::retry_seconds;
+use crate::response::{self, Problem, retry_sentence};
+use crate::shed::Priority;
+use crate::store::StoreError;
+
+/// Why a [`FleetShedLayer`](crate::FleetShedLayer) answered a request itself: what its
+/// `on_rejection` hook receives. Both default responses are 503s with problem+json bodies.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum FleetRejection {
+    /// The fleet is too busy for requests of this priority.
+    Shed {
+        /// The fleet's slot: its capacity, this priority's share of it, how many are in use.
+        busy: Busy,
+        /// The refused request's priority.
+        priority: Priority,
+    },
+    /// The store failed and the layer fails closed.
+    Unavailable(StoreError),
+}
+
+impl FleetRejection {
+    /// The status of the default response: 503.
+    pub fn status(&self) -> StatusCode {
+        StatusCode::SERVICE_UNAVAILABLE
+    }
+
+    /// The default response: a problem+json body saying what happened.
+    pub fn default_response(&self) -> Response<Bytes> {
+        match self {
+            FleetRejection::Shed { busy, priority } => {
+                let seconds = retry_seconds(busy.retry_after());
+                let detail = format!(
+                    "The service is shedding load: {priority} requests may use {} of {} slots \
+                     and {} are in use. {}",
+                    busy.limit(),
+                    busy.capacity(),
+                    busy.in_flight(),
+                    retry_sentence(seconds)
+                );
+                let mut problem = Problem::new(StatusCode::SERVICE_UNAVAILABLE, detail);
+                problem.policy = Some(busy.name().to_owned());
+                problem.limit = Some(u64::from(busy.limit()));
+                problem.retry_after = Some(seconds);
+                problem.priority = Some(*priority);
+                problem.into_response()
+            }
+            FleetRejection::Unavailable(_) => response::unavailable(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_shed_request_is_a_503_that_names_its_priority_and_share() {
+        let busy = Busy {
+            name: "fleet".into(),
+            limit: 5,
+            capacity: 10,
+            in_flight: 5,
+            retry_after: Duration::from_millis(2_500),
+        };
+        let rejection = FleetRejection::Shed {
+            busy,
+            priority: Priority::Low,
+        };
+        let response = rejection.default_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let body: serde_json::Value = serde_json::from_slice(response.body()).unwrap();
+        assert_eq!(body["priority"], "low");
+        assert_eq!(body["retry_after"], 3);
+        assert_eq!(
+            body["detail"],
+            "The service is shedding load: low requests may use 5 of 10 slots and 5 are in use. \
+             Retry after 3 seconds."
+        );
+    }
+}
