@@ -15,18 +15,17 @@
 //! Arrival times are µs after `T0`, midnight UTC, so epoch-aligned sub-intervals of every size
 //! used here start at `T0`. A time may be earlier than the one before: the clock went back.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
-use support::RedisServer;
 use tower_redis_ratelimit::clock::ManualClock;
 use tower_redis_ratelimit::key::Key;
 use tower_redis_ratelimit::{
     Decision, MAX_PERIOD, MemoryStore, Outcome, Policy, Quota, RedisStore, Rule, Store,
 };
+
+use crate::support::RedisServer;
 
 /// 2023-11-14T00:00:00Z, in µs: a whole number of days.
 const T0: u64 = 1_699_920_000_000_000;

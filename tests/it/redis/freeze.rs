@@ -4,8 +4,6 @@
 //!
 //! Multi-thread runtimes: `redis-cli` and the process signals block the calling thread.
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -14,12 +12,13 @@ use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
 use http::{Response, StatusCode};
-use support::{RedisServer, header, text, timed_get};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tower_redis_ratelimit::key::HeaderKey;
 use tower_redis_ratelimit::{FailureMode, Quota, RateLimitLayer, RedisStore, Rule};
+
+use crate::support::{RedisServer, header, text, timed_get};
 
 const PEER: &str = "198.51.100.4:5000";
 const DEADLINE: Duration = Duration::from_millis(100);

@@ -3,16 +3,15 @@
 //! time instead of the server's), sends every request to both, and requires equal `Decision`s at
 //! every step, besides the exact values expected.
 
-mod support;
-
 use std::time::Duration;
 
-use support::RedisServer;
 use tower_redis_ratelimit::clock::{Clock, ManualClock};
 use tower_redis_ratelimit::key::Key;
 use tower_redis_ratelimit::{
     Decision, MemoryStore, Outcome, Policy, Quota, RedisStore, Rule, RuleVerdict, Store,
 };
+
+use crate::support::RedisServer;
 
 /// 2023-11-14T22:13:20Z, in µs.
 const T0: u64 = 1_700_000_000_000_000;

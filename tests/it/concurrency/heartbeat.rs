@@ -5,8 +5,6 @@
 //! leases and renewals are exact. Redis tests use the server's clock and real time, with leases
 //! long against the renewal period (the machine is shared and noisy).
 
-mod support;
-
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,7 +12,6 @@ use std::time::Duration;
 
 use axum::body::Body;
 use http::{Request, Response, StatusCode};
-use support::{RedisServer, eventually};
 use tokio::sync::Semaphore;
 use tower::{ServiceExt, service_fn};
 use tower_layer::Layer;
@@ -22,6 +19,8 @@ use tower_redis_ratelimit::clock::Clock;
 use tower_redis_ratelimit::concurrency::{Lease, PermitId, Slot};
 use tower_redis_ratelimit::key::HeaderKey;
 use tower_redis_ratelimit::{ConcurrencyLimitLayer, MemoryStore, RedisStore, Store};
+
+use crate::support::{RedisServer, eventually};
 
 /// Tokio's clock (paused in these tests) as the store's clock, plus a skew the test may add.
 struct TokioClock {

@@ -3,8 +3,6 @@
 //! getting 503 while critical ones pass; the in-flight count returns to zero after finished,
 //! cancelled, panicking and streamed requests.
 
-mod support;
-
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,13 +15,14 @@ use axum::routing::get;
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use support::{header, text};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 use tokio::time::advance;
 use tower::ServiceExt;
 use tower_redis_ratelimit::Rejection;
 use tower_redis_ratelimit::shed::{ControlLaw, Priority, UtilizationShedLayer};
+
+use crate::support::{header, text};
 
 const CAPACITY: usize = 4;
 

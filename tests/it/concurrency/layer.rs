@@ -3,8 +3,6 @@
 //! dropped, the client gone (future dropped), the handler panicking or failing, a permit moved out
 //! of the request and dropped later. Then the failure modes against a dead or frozen Redis.
 
-mod support;
-
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,7 +13,6 @@ use bytes::Bytes;
 use futures_util::stream;
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use support::{RedisServer, eventually, header};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tower::{BoxError, Service, ServiceExt, service_fn};
 use tower_layer::Layer;
@@ -25,6 +22,8 @@ use tower_redis_ratelimit::{
     ConcurrencyLimitLayer, ConcurrencyPermit, Decision, FailureMode, MemoryStore, MissingKey,
     Policy, RedisStore, Store, StoreFuture,
 };
+
+use crate::support::{RedisServer, eventually, header};
 
 /// Far above what a correct release needs; only a leak waits this long.
 const RELEASED_WITHIN: Duration = Duration::from_secs(10);
@@ -587,7 +586,7 @@ async fn clones_and_routers_share_one_limit() {
 }
 
 async fn text(response: Response<Body>) -> String {
-    support::text(response).await
+    crate::support::text(response).await
 }
 
 /// A custom rejection replaces the body; the layer still adds `Retry-After` and its headers.

@@ -3,8 +3,6 @@
 //! count against one limit, the slot is held for the life of the upgraded connection (not just
 //! the 101 response), and closing a socket makes room for a new one.
 
-mod support;
-
 use std::time::Duration;
 
 use axum::Router;
@@ -13,12 +11,13 @@ use axum::extract::{Extension, WebSocketUpgrade};
 use axum::response::Response;
 use axum::routing::get;
 use futures_util::{SinkExt, StreamExt};
-use support::{RedisServer, eventually};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::{self, Message as ClientMessage};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream, connect_async};
 use tower_redis_ratelimit::key::HeaderKey;
 use tower_redis_ratelimit::{ConcurrencyLimitLayer, ConcurrencyPermit, RedisStore};
+
+use crate::support::{RedisServer, eventually};
 
 const MAX_SOCKETS: u32 = 2;
 

@@ -4,8 +4,6 @@
 //! Each app shares its `MemoryStore` with the test, which peeks (cost 0) at exact keys to prove
 //! which key a request was counted against.
 
-mod support;
-
 use std::net::SocketAddr;
 
 use axum::Router;
@@ -16,7 +14,6 @@ use axum::middleware::{self, Next};
 use axum::routing::get;
 use http::request::Parts;
 use http::{Response, StatusCode};
-use support::{get as send, header, text};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tower::{ServiceBuilder, ServiceExt};
 use tower_redis_ratelimit::key::{
@@ -24,6 +21,8 @@ use tower_redis_ratelimit::key::{
     UserId,
 };
 use tower_redis_ratelimit::{MemoryStore, MissingKey, Policy, Quota, RateLimitLayer, Rule, Store};
+
+use crate::support::{get as send, header, text};
 
 /// Three requests per hour per key.
 const LIMIT: u64 = 3;

@@ -2,12 +2,10 @@
 //! a process, with the memory store and with Redis, spoken to over TCP with plain HTTP/1.1.
 //!
 //! `cargo test` builds the examples before it runs the integration tests. A filtered run
-//! (`cargo test --test quickstart`) does not: build them first with `cargo build --examples`.
+//! (`cargo test --test it quickstart`) does not: build them first with `cargo build --examples`.
 //!
 //! Waits are generous and polled (a loaded machine may be slow to start a process or connect to
 //! Redis); the limits themselves are checked exactly.
-
-mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -17,7 +15,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use support::RedisServer;
+use crate::support::RedisServer;
 
 /// How long the example may take to print its first line, and to exit after SIGTERM.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -26,8 +24,8 @@ const PATIENCE: Duration = Duration::from_secs(60);
 const RATE_LIMIT_HEADERS: [&str; 4] =
     ["rate-limiting-", "ratelimit", "x-ratelimit-", "retry-after"];
 
-/// The example binary: `target/<profile>/examples/quickstart`, next to this test's
-/// `target/<profile>/deps/quickstart-<hash>`.
+/// The example binary: `target/<profile>/examples/quickstart`, next to the test binary
+/// `target/<profile>/deps/it-<hash>`.
 fn example_binary() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
     let profile_dir = exe

@@ -4,14 +4,13 @@
 //!
 //! Plain `#[test]`s: each builds and drops its own runtimes.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::RedisServer;
 use tokio::runtime::Runtime;
 use tower_redis_ratelimit::key::Key;
 use tower_redis_ratelimit::{Outcome, Policy, Quota, RedisStore, Rule, Store};
+
+use crate::support::RedisServer;
 
 fn runtime() -> Runtime {
     tokio::runtime::Builder::new_current_thread()

@@ -4,8 +4,6 @@
 //! cluster), and a client key that is long, binary, or could break the tag is stored as `#` and 32
 //! hex digits of its SHA-256.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -14,9 +12,10 @@ use axum::routing::get;
 use http::StatusCode;
 use http::request::Parts;
 use sha2::{Digest, Sha256};
-use support::{RedisServer, get as send, header};
 use tower_redis_ratelimit::key::{Key, KeyError};
 use tower_redis_ratelimit::{Quota, RateLimitLayer, RedisStore, Rule};
+
+use crate::support::{RedisServer, get as send, header};
 
 const PEER: &str = "192.0.2.33:7000";
 

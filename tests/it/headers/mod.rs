@@ -8,8 +8,6 @@
 //! second), checked against the system time read around the request: never before the real reset,
 //! and less than a second after it.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -17,7 +15,6 @@ use axum::body::Body;
 use axum::routing::get;
 use axum::{Extension, Router};
 use http::Response;
-use support::{RedisServer, get as send, header, text};
 use tower_redis_ratelimit::clock::ManualClock;
 use tower_redis_ratelimit::concurrency::{Acquired, Lease, PermitId, Renewal, Slot};
 use tower_redis_ratelimit::key::{ClientIp, Key};
@@ -25,6 +22,8 @@ use tower_redis_ratelimit::{
     Decision, Headers, MemoryStore, Outcome, Policy, Quota, RateLimitLayer, RedisStore, Rule,
     RuleVerdict, Store, StoreError, StoreFuture,
 };
+
+use crate::support::{RedisServer, get as send, header, text};
 
 /// 2023-11-14T22:13:20Z: the stores' time. Headers with wall-clock instants use the system time.
 const T0: u64 = 1_700_000_000_000_000;

@@ -7,19 +7,18 @@
 //! most one warning per started second), and come down to exactly one on any machine that sends
 //! the requests within a second.
 
-mod support;
-
 use std::time::Instant;
 
 use axum::Router;
 use axum::routing::get;
-use support::logs::Logs;
-use support::{get as send, header};
 use tower_redis_ratelimit::concurrency::{Acquired, Lease, PermitId, Renewal, Slot};
 use tower_redis_ratelimit::key::{GlobalKey, Key};
 use tower_redis_ratelimit::{
     Decision, FailureMode, Policy, Quota, RateLimitLayer, Rule, Store, StoreError, StoreFuture,
 };
+
+use crate::support::logs::Logs;
+use crate::support::{get as send, header};
 
 const PEER: &str = "203.0.113.8:4000";
 const FAILED_OPEN: &str = "rate limiting skipped: the store failed and the layer fails open";

@@ -3,14 +3,13 @@
 //! what Redis holds: the key format, a TTL on every write, nothing written on a refusal, nothing
 //! left once every permit is given back.
 
-mod support;
-
 use std::time::Duration;
 
-use support::RedisServer;
 use tower_redis_ratelimit::clock::ManualClock;
 use tower_redis_ratelimit::concurrency::{Acquired, Lease, PermitId, Renewal, Slot};
 use tower_redis_ratelimit::{MemoryStore, RedisStore, Store};
+
+use crate::support::RedisServer;
 
 const LEASE: Lease = Lease::new(Duration::from_secs(10));
 

@@ -2,18 +2,19 @@
 //! microsecond. Window resets, GCRA bursts and spacing, retry times a client can rely on, requests
 //! that can never pass, and cost-0 peeks.
 
-mod support;
-
 use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
-use support::{get as send, header, text};
 use tower_redis_ratelimit::clock::ManualClock;
 use tower_redis_ratelimit::key::{ClientIp, Key};
 use tower_redis_ratelimit::{
     Decision, MemoryStore, Outcome, Policy, Quota, RateLimitLayer, Rule, RuleVerdict, Store,
 };
+
+use crate::support::{get as send, header, text};
+
+mod agreement;
 
 /// 2023-11-14T22:13:20Z, in µs.
 const T0: u64 = 1_700_000_000_000_000;

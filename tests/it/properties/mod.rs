@@ -23,8 +23,6 @@
 //! One `redis-server` serves every test of this file (each test uses its own key prefix and a
 //! fresh client key per case).
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -33,12 +31,13 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use support::RedisServer;
 use tower_redis_ratelimit::clock::ManualClock;
 use tower_redis_ratelimit::key::Key;
 use tower_redis_ratelimit::{
     Decision, MAX_PERIOD, MemoryStore, Outcome, Policy, Quota, RedisStore, Rule, Store,
 };
+
+use crate::support::RedisServer;
 
 /// 2023-11-14T22:13:20Z, in µs.
 const T0: u64 = 1_700_000_000_000_000;

@@ -4,19 +4,18 @@
 //! never help, and no state written. Even when the quota is exhausted it stays "never", not
 //! "denied": no wait would help.
 
-mod support;
-
 use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
 use http::request::Parts;
-use support::{RedisServer, get as send, header, text};
 use tower_redis_ratelimit::clock::ManualClock;
 use tower_redis_ratelimit::key::{GlobalKey, Key};
 use tower_redis_ratelimit::{
     MemoryStore, Outcome, Policy, Quota, RateLimitLayer, RedisStore, Rule, Store,
 };
+
+use crate::support::{RedisServer, get as send, header, text};
 
 const PEER: &str = "192.0.2.77:4000";
 

@@ -4,8 +4,6 @@
 //! Every test runs its own `redis-server` and kills or restarts it. Time bounds are generous (a
 //! shared, noisy machine) but far below what a hang would take.
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -13,9 +11,10 @@ use std::time::{Duration, Instant};
 use axum::routing::get;
 use axum::{Extension, Router};
 use http::StatusCode;
-use support::{RedisServer, header, text, timed_get};
 use tower_redis_ratelimit::key::HeaderKey;
 use tower_redis_ratelimit::{Decision, FailureMode, Quota, RateLimitLayer, RedisStore, Rule};
+
+use crate::support::{RedisServer, header, text, timed_get};
 
 const PEER: &str = "203.0.113.7:4000";
 /// Slack on top of a deadline for timer and scheduling delays on a busy machine: small enough

@@ -4,8 +4,6 @@
 //! been given back: nothing held in the store (memory count, Redis ZCARD), nothing left for the
 //! heartbeat to renew.
 
-mod support;
-
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -16,12 +14,13 @@ use axum::body::Body;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::BodyExt;
-use support::{RedisServer, eventually};
 use tower::{BoxError, ServiceExt, service_fn};
 use tower_layer::Layer;
 use tower_redis_ratelimit::concurrency::Slot;
 use tower_redis_ratelimit::key::HeaderKey;
 use tower_redis_ratelimit::{ConcurrencyLimitLayer, FailureMode, MemoryStore, RedisStore, Store};
+
+use crate::support::{RedisServer, eventually};
 
 const LIMIT: u32 = 3;
 const KEYS: [&str; 3] = ["k0", "k1", "k2"];

@@ -3,8 +3,6 @@
 //! (denied, never admissible, or a cost-0 peek) writes nothing at all, and state found far ahead
 //! of the server's clock is replaced rather than honoured.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
 
@@ -12,9 +10,10 @@ use axum::Router;
 use axum::routing::get;
 use http::StatusCode;
 use http::request::Parts;
-use support::{RedisServer, get as send, header};
 use tower_redis_ratelimit::key::{HeaderKey, Key};
 use tower_redis_ratelimit::{Outcome, Policy, Quota, RateLimitLayer, RedisStore, Rule, Store};
+
+use crate::support::{RedisServer, get as send, header};
 
 const PEER: &str = "192.0.2.9:6000";
 /// Long, so that these tests check what Redis holds, never a timeout on a busy machine.

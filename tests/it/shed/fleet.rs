@@ -3,8 +3,6 @@
 //! critical ones only when the fleet is full (the capacity is a hard bound). Servers sharing a
 //! Redis form one fleet. The priority decided is recorded for inner layers and the handler.
 
-mod support;
-
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -13,13 +11,14 @@ use axum::body::Body;
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use support::{RedisServer, eventually, header};
 use tokio::sync::Semaphore;
 use tower::{ServiceExt, service_fn};
 use tower_layer::Layer;
 use tower_redis_ratelimit::concurrency::Slot;
 use tower_redis_ratelimit::shed::{FleetShedLayer, Priority, UtilizationShedLayer};
 use tower_redis_ratelimit::{FailureMode, MemoryStore, RedisStore, Store};
+
+use crate::support::{RedisServer, eventually, header};
 
 fn priority(parts: &Parts) -> Priority {
     match parts.headers.get("x-priority").map(|v| v.as_bytes()) {

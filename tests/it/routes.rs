@@ -2,18 +2,17 @@
 //! `MethodRouter::layer`, `tower::ServiceBuilder`), nested limits, and services that share a
 //! limit through clones.
 
-mod support;
-
 use std::convert::Infallible;
 
 use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
 use http::{Method, Request, Response};
-use support::{RedisServer, get as send, header};
 use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
 use tower_redis_ratelimit::key::{ClientIp, GlobalKey, HeaderKey, KeyExtractor};
 use tower_redis_ratelimit::{MemoryStore, Quota, RateLimitLayer, RedisStore, Rule, Store};
+
+use crate::support::{RedisServer, get as send, header};
 
 const PEER: &str = "203.0.113.5:1000";
 
@@ -143,7 +142,7 @@ async fn router_wide_and_route_limits_both_apply() {
         lines(&response, "content-type"),
         ["application/problem+json"]
     );
-    let body = support::text(response).await;
+    let body = crate::support::text(response).await;
     assert!(body.contains(r#""policy":"route-a""#), "{body}");
 
     // No API key: the route answers 400 and names its policy, with no decision to report; the
