@@ -8,14 +8,13 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
-use http::request::Parts;
 use tower_redis_ratelimit::clock::ManualClock;
 use tower_redis_ratelimit::key::{GlobalKey, Key};
 use tower_redis_ratelimit::{
     MemoryStore, Outcome, Policy, Quota, RateLimitLayer, RedisStore, Rule, Store,
 };
 
-use crate::support::{RedisServer, get as send, header, text};
+use crate::support::{RedisServer, cost, get as send, header, text};
 
 const PEER: &str = "192.0.2.77:4000";
 
@@ -31,15 +30,6 @@ fn rules() -> Vec<(Rule, &'static str)> {
         (Rule::token_bucket("tb", bucket), "10 per 1s, burst 4"),
         (Rule::gcra("gcra", bucket), "10 per 1s, burst 4"),
     ]
-}
-
-/// The `x-cost` header, or 1.
-fn cost(parts: &Parts) -> u32 {
-    parts
-        .headers
-        .get("x-cost")
-        .and_then(|value| value.to_str().ok()?.parse().ok())
-        .unwrap_or(1)
 }
 
 async fn never_means_never(store: impl Store + Clone) {

@@ -269,3 +269,25 @@ where
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+// ---- Added when the integration tests became one binary (append-only). ----
+
+impl RedisServer {
+    /// A numeric field of `INFO <section>` (`rdb_changes_since_last_save`, `blocked_clients`...).
+    pub(crate) fn info(&self, section: &str, field: &str) -> u64 {
+        let info = self.cli(&["INFO", section]);
+        info.lines()
+            .find_map(|line| line.trim().strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|value| value.parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in INFO {section}: {info}"))
+    }
+}
+
+/// The request cost a test sends in an `x-cost` header: its value, or 1 without one.
+pub(crate) fn cost(parts: &http::request::Parts) -> u32 {
+    parts
+        .headers
+        .get("x-cost")
+        .and_then(|value| value.to_str().ok()?.parse().ok())
+        .unwrap_or(1)
+}

@@ -91,15 +91,6 @@ async fn a_frozen_redis_hits_the_deadline_and_leaks_nothing() {
     assert_eq!(response.status(), StatusCode::OK);
 }
 
-/// A counter of Redis's `INFO` section `section`.
-fn info(server: &RedisServer, section: &str, field: &str) -> u64 {
-    let info = server.cli(&["INFO", section]);
-    info.lines()
-        .find_map(|line| line.trim().strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|value| value.parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in {info}"))
-}
-
 /// The client goes away while Redis holds its acquisition (`CLIENT PAUSE WRITE` blocks the
 /// script call, which Redis reports as a blocked client): Redis admits the permit once it resumes,
 /// the release sent on cancellation follows it, and the slot is free again at once, not a lease
@@ -127,13 +118,13 @@ async fn cancelled_while_redis_holds_the_acquisition() {
         server.keys().is_empty()
     })
     .await;
-    let writes = || info(&server, "persistence", "rdb_changes_since_last_save");
+    let writes = || server.info("persistence", "rdb_changes_since_last_save");
     let before = writes();
 
     assert_eq!(server.cli(&["CLIENT", "PAUSE", "60000", "WRITE"]), "OK");
     let cancelled = tokio::spawn(svc.clone().oneshot(request("u", "/")));
     eventually(RELEASED_WITHIN, "Redis holds the acquisition", || async {
-        info(&server, "clients", "blocked_clients") == 1
+        server.info("clients", "blocked_clients") == 1
     })
     .await;
     cancelled.abort();

@@ -12,24 +12,14 @@ use std::time::{Duration, SystemTime};
 use axum::Router;
 use axum::routing::get;
 use http::StatusCode;
-use http::request::Parts;
 use tower_redis_ratelimit::key::{HeaderKey, Key};
 use tower_redis_ratelimit::{Outcome, Policy, Quota, RateLimitLayer, RedisStore, Rule, Store};
 
-use crate::support::{RedisServer, get as send, header};
+use crate::support::{RedisServer, cost, get as send, header};
 
 const PEER: &str = "192.0.2.9:6000";
 /// Long, so that these tests check what Redis holds, never a timeout on a busy machine.
 const DEADLINE: Duration = Duration::from_secs(2);
-
-/// The request cost: the `x-cost` header, or 1.
-fn cost(parts: &Parts) -> u32 {
-    parts
-        .headers
-        .get("x-cost")
-        .and_then(|value| value.to_str().ok()?.parse().ok())
-        .unwrap_or(1)
-}
 
 fn layer(store: &RedisStore, rules: Vec<Rule>) -> RateLimitLayer {
     let mut builder = RateLimitLayer::builder()
@@ -93,20 +83,11 @@ async fn request(app: &Router, uri: &str, client: &str, cost: u32) -> (StatusCod
 /// The server's count of writes (`rdb_changes_since_last_save`): any write by a script, even a
 /// TTL refresh alone, moves it.
 fn writes(redis: &RedisServer) -> u64 {
-    info_field(redis, "persistence", "rdb_changes_since_last_save")
+    redis.info("persistence", "rdb_changes_since_last_save")
 }
 
 fn cached_scripts(redis: &RedisServer) -> u64 {
-    info_field(redis, "memory", "number_of_cached_scripts")
-}
-
-fn info_field(redis: &RedisServer, section: &str, field: &str) -> u64 {
-    let info = redis.cli(&["INFO", section]);
-    info.lines()
-        .find_map(|line| line.trim().strip_prefix(field)?.strip_prefix(':'))
-        .unwrap_or_else(|| panic!("no {field} in INFO {section}: {info}"))
-        .parse()
-        .unwrap()
+    redis.info("memory", "number_of_cached_scripts")
 }
 
 /// After `SCRIPT FLUSH` the next EVALSHA gets NOSCRIPT; `redis::Script` loads the script again
