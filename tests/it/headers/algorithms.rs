@@ -5,12 +5,11 @@ use std::time::Duration;
 
 use tower_redis_ratelimit::{Decision, Headers, Outcome, Policy, Quota, Rule};
 
-use crate::support::{header, text};
-
 use super::{
     Env, T0, X_RATELIMIT, app, assert_expires_at, assert_x_reset, hello, memory, present, problem,
     redis, request, verdict,
 };
+use crate::support::{header, text};
 
 async fn fixed_window_headers(env: Env) {
     let app = app(&env, &[hello()], Headers::DEFAULT);

@@ -6,12 +6,11 @@ use std::time::Duration;
 use axum::body::Body;
 use tower_redis_ratelimit::{Headers, Quota, Rule};
 
-use crate::support::header;
-
 use super::{
     Env, IETF, RATE_LIMITING, X_RATELIMIT, app, assert_expires_at, assert_x_reset, hello, memory,
     present, redis, request,
 };
+use crate::support::header;
 
 async fn families(env: Env) {
     let everything: [&[&str]; 3] = [&RATE_LIMITING, &IETF, &X_RATELIMIT];

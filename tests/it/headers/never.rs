@@ -12,9 +12,8 @@ use tower_redis_ratelimit::{
     Decision, Headers, Outcome, Policy, Quota, Rule, Store, StoreError, StoreFuture,
 };
 
-use crate::support::header;
-
 use super::{Env, T0, app, assert_expires_at, hello, memory, problem, redis, request, verdict};
+use crate::support::header;
 
 async fn never_headers(env: Env) {
     let app = app(&env, &[hello()], Headers::DEFAULT);

@@ -9,9 +9,8 @@ use http::Response;
 use tower_redis_ratelimit::clock::ManualClock;
 use tower_redis_ratelimit::{Headers, MemoryStore, RedisStore, Store};
 
-use crate::support::{RedisServer, header};
-
 use super::{Env, T0, app, assert_rounded_up, hello, request};
+use crate::support::{RedisServer, header};
 
 async fn real_time_headers(store: Arc<dyn Store>) {
     let env = Env {

@@ -12,9 +12,8 @@ use tower_redis_ratelimit::key::{
 };
 use tower_redis_ratelimit::{MemoryStore, MissingKey, RateLimitLayer};
 
-use crate::support::{get as send, text};
-
 use super::{LIMIT, app, assert_bad_request, hit, layer, rule, used};
+use crate::support::{get as send, text};
 
 /// A stand-in authentication middleware: `authorization: user <id>` becomes a `UserId`.
 async fn authenticate(mut request: Request, next: Next) -> axum::response::Response {

@@ -4,9 +4,8 @@
 use tower_redis_ratelimit::MemoryStore;
 use tower_redis_ratelimit::key::HeaderKey;
 
-use crate::support::get as send;
-
 use super::{LIMIT, app, assert_bad_request, hit, used};
+use crate::support::get as send;
 
 #[tokio::test]
 async fn header_key_limits_each_value_and_trims_it() {

@@ -5,9 +5,8 @@
 use tower_redis_ratelimit::MemoryStore;
 use tower_redis_ratelimit::key::{ClientIp, ForwardedHeader};
 
-use crate::support::get as send;
-
 use super::{LIMIT, app, assert_bad_request, hit, used};
+use crate::support::get as send;
 
 const PROXY: &str = "10.0.0.1:443";
 const CLIENT: &str = "198.51.100.7";

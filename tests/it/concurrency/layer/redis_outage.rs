@@ -17,9 +17,8 @@ use tower_redis_ratelimit::{
     StoreFuture,
 };
 
-use crate::support::{RedisServer, eventually, header};
-
 use super::{RELEASED_WITHIN, WS_POLICY, request};
+use crate::support::{RedisServer, eventually, header};
 
 fn redis_layer(server: &RedisServer, failure: FailureMode) -> ConcurrencyLimitLayer {
     ConcurrencyLimitLayer::builder()
