@@ -6,6 +6,8 @@
 //! it never gets to release anything. Without a test harness, `main` runs the scenario and prints
 //! a closing line like cargo's.
 
+// The binary uses only the Redis server of the support shared with the `it` tests.
+#[allow(dead_code)]
 mod support;
 
 use std::io::{BufRead, BufReader, Write};

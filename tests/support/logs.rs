@@ -7,7 +7,7 @@ use tracing::subscriber::DefaultGuard;
 
 /// Captured log output, shared with the subscriber that writes it.
 #[derive(Clone, Default)]
-pub struct Logs(Arc<Mutex<Vec<u8>>>);
+pub(crate) struct Logs(Arc<Mutex<Vec<u8>>>);
 
 impl io::Write for Logs {
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
@@ -23,7 +23,7 @@ impl io::Write for Logs {
 impl Logs {
     /// Captures everything logged on this thread, at every level, while the guard lives: for
     /// tests whose logging happens on their own thread (a current-thread runtime).
-    pub fn capture() -> (Self, DefaultGuard) {
+    pub(crate) fn capture() -> (Self, DefaultGuard) {
         let logs = Logs::default();
         let writer = logs.clone();
         let subscriber = tracing_subscriber::fmt()
@@ -37,7 +37,7 @@ impl Logs {
     /// Captures what the crate logs at debug level and above, on every thread, for the rest of the
     /// process: for logging from tasks on other threads. It installs the global subscriber, so a
     /// test binary can call it once.
-    pub fn capture_globally() -> Self {
+    pub(crate) fn capture_globally() -> Self {
         let logs = Logs::default();
         let writer = logs.clone();
         tracing_subscriber::fmt()
@@ -49,12 +49,12 @@ impl Logs {
     }
 
     /// Everything captured so far.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
     }
 
     /// The captured lines that contain `message`.
-    pub fn lines_with(&self, message: &str) -> Vec<String> {
+    pub(crate) fn lines_with(&self, message: &str) -> Vec<String> {
         self.text()
             .lines()
             .filter(|line| line.contains(message))

@@ -2,9 +2,8 @@
 //!
 //! Every test starts its own `redis-server` on a free port, so tests run in parallel and may kill,
 //! freeze and restart their server. A missing `redis-server` fails the test with instructions.
-#![allow(dead_code, unreachable_pub)]
 
-pub mod logs;
+pub(crate) mod logs;
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
@@ -18,7 +17,7 @@ use http_body_util::BodyExt;
 use tower::ServiceExt;
 
 /// A `redis-server` child process owned by one test.
-pub struct RedisServer {
+pub(crate) struct RedisServer {
     child: Option<Child>,
     port: u16,
     binary: PathBuf,
@@ -26,7 +25,7 @@ pub struct RedisServer {
 
 impl RedisServer {
     /// Starts a server on a free port and waits until it answers.
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let binary = find_binary("redis-server");
         for _ in 0..20 {
             let port = free_port();
@@ -43,16 +42,16 @@ impl RedisServer {
     }
 
     /// `redis://127.0.0.1:<port>`.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
-    pub fn port(&self) -> u16 {
+    pub(crate) fn port(&self) -> u16 {
         self.port
     }
 
     /// Kills the server at once (SIGKILL): connections drop, state is lost.
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -60,7 +59,7 @@ impl RedisServer {
     }
 
     /// Starts the server again on the same port (empty, as after a crash).
-    pub fn restart(&mut self) {
+    pub(crate) fn restart(&mut self) {
         self.kill();
         let deadline = Instant::now() + Duration::from_secs(10);
         while !self.spawn() {
@@ -74,17 +73,17 @@ impl RedisServer {
     }
 
     /// Freezes the process (SIGSTOP): TCP stays open, nothing answers.
-    pub fn freeze(&self) {
+    pub(crate) fn freeze(&self) {
         self.signal("-STOP");
     }
 
     /// Thaws a frozen process (SIGCONT).
-    pub fn thaw(&self) {
+    pub(crate) fn thaw(&self) {
         self.signal("-CONT");
     }
 
     /// Runs `redis-cli` against this server and returns its output.
-    pub fn cli(&self, args: &[&str]) -> String {
+    pub(crate) fn cli(&self, args: &[&str]) -> String {
         let output = Command::new(find_binary("redis-cli"))
             .args(["-p", &self.port.to_string()])
             .args(args)
@@ -94,7 +93,7 @@ impl RedisServer {
     }
 
     /// Every key in the server.
-    pub fn keys(&self) -> Vec<String> {
+    pub(crate) fn keys(&self) -> Vec<String> {
         let out = self.cli(&["--scan"]);
         out.lines()
             .filter(|line| !line.is_empty())
@@ -161,7 +160,7 @@ fn free_port() -> u16 {
 }
 
 /// Finds a binary on PATH, or fails the test saying how to install it.
-pub fn find_binary(name: &str) -> PathBuf {
+pub(crate) fn find_binary(name: &str) -> PathBuf {
     let found = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|dir| dir.join(name))
@@ -176,7 +175,12 @@ pub fn find_binary(name: &str) -> PathBuf {
 }
 
 /// Sends a GET through `app` as if from `peer`, with the given headers.
-pub async fn get<S>(app: &S, uri: &str, peer: &str, headers: &[(&str, &str)]) -> Response<Body>
+pub(crate) async fn get<S>(
+    app: &S,
+    uri: &str,
+    peer: &str,
+    headers: &[(&str, &str)],
+) -> Response<Body>
 where
     S: tower::Service<Request<Body>, Response = Response<Body>, Error = std::convert::Infallible>
         + Clone,
@@ -192,7 +196,7 @@ where
 }
 
 /// A header's value as text ("" when absent).
-pub fn header<B>(response: &Response<B>, name: &str) -> String {
+pub(crate) fn header<B>(response: &Response<B>, name: &str) -> String {
     response
         .headers()
         .get(name)
@@ -201,7 +205,7 @@ pub fn header<B>(response: &Response<B>, name: &str) -> String {
 }
 
 /// The response body as text.
-pub async fn text(response: Response<Body>) -> String {
+pub(crate) async fn text(response: Response<Body>) -> String {
     let bytes = response
         .into_body()
         .collect()
@@ -215,7 +219,7 @@ pub async fn text(response: Response<Body>) -> String {
 
 impl RedisServer {
     /// `PTTL key` in milliseconds: -1 when the key has no TTL, -2 when it does not exist.
-    pub fn pttl(&self, key: &str) -> i64 {
+    pub(crate) fn pttl(&self, key: &str) -> i64 {
         let out = self.cli(&["PTTL", key]);
         out.parse()
             .unwrap_or_else(|_| panic!("PTTL {key} answered {out:?}"))
@@ -223,7 +227,7 @@ impl RedisServer {
 }
 
 /// Sends a GET like [`get`] and also returns how long the answer took.
-pub async fn timed_get<S>(
+pub(crate) async fn timed_get<S>(
     app: &S,
     uri: &str,
     peer: &str,
@@ -242,7 +246,7 @@ where
 
 impl RedisServer {
     /// `ZCARD key`: the permits (live or expired, not yet dropped) of a concurrency slot.
-    pub fn zcard(&self, key: &str) -> u64 {
+    pub(crate) fn zcard(&self, key: &str) -> u64 {
         let out = self.cli(&["ZCARD", key]);
         out.parse()
             .unwrap_or_else(|_| panic!("ZCARD {key} answered {out:?}"))
@@ -251,7 +255,7 @@ impl RedisServer {
 
 /// Polls `condition` every 10 ms until it holds, failing the test after `within` (a bound far
 /// above what a correct implementation needs, to catch a condition that never comes true).
-pub async fn eventually<F, Fut>(within: Duration, what: &str, mut condition: F)
+pub(crate) async fn eventually<F, Fut>(within: Duration, what: &str, mut condition: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -264,4 +268,26 @@ where
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+// ---- Added when the integration tests became one binary (append-only). ----
+
+impl RedisServer {
+    /// A numeric field of `INFO <section>` (`rdb_changes_since_last_save`, `blocked_clients`...).
+    pub(crate) fn info(&self, section: &str, field: &str) -> u64 {
+        let info = self.cli(&["INFO", section]);
+        info.lines()
+            .find_map(|line| line.trim().strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|value| value.parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in INFO {section}: {info}"))
+    }
+}
+
+/// The request cost a test sends in an `x-cost` header: its value, or 1 without one.
+pub(crate) fn cost(parts: &http::request::Parts) -> u32 {
+    parts
+        .headers
+        .get("x-cost")
+        .and_then(|value| value.to_str().ok()?.parse().ok())
+        .unwrap_or(1)
 }
