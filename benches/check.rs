@@ -25,7 +25,6 @@ use http::{Request, Response};
 use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
 use tower_redis_ratelimit::key::{GlobalKey, Key};
 use tower_redis_ratelimit::{MemoryStore, Policy, Quota, RateLimitLayer, RedisStore, Rule, Store};
-
 /// Enough keys that they do not fit in the CPU caches together.
 const MANY_KEYS: usize = 100_000;
 

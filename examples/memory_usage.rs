@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 use tower_redis_ratelimit::clock::ManualClock;
 use tower_redis_ratelimit::key::Key;
 use tower_redis_ratelimit::{Policy, Quota, RedisStore, Rule, Store};
-
 type BoxError = Box<dyn std::error::Error>;
 
 /// A `redis-server` child process, killed when dropped.

@@ -25,7 +25,6 @@ use axum::routing::get;
 use tower_redis_ratelimit::admission::FailureMode;
 use tower_redis_ratelimit::key::{ClientIp, HeaderKey};
 use tower_redis_ratelimit::{MemoryStore, Quota, RateLimitLayer, RedisStore, Rule, Store};
-
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()

@@ -17,7 +17,6 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use tower_redis_ratelimit::shed::{ControlLaw, Priority, ShedControl};
-
 /// The simulated time, in seconds, and the sampling step.
 const END: f64 = 720.0;
 const STEP: f64 = 0.5;

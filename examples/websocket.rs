@@ -26,8 +26,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::ws::{Message, WebSocket};
 use axum::extract::WebSocketUpgrade;
+use axum::extract::ws::{Message, WebSocket};
 use axum::response::Response;
 use axum::routing::get;
 use http::request::Parts;
@@ -35,7 +35,6 @@ use tower_redis_ratelimit::concurrency::ConcurrencyPermit;
 use tower_redis_ratelimit::key::{Key, KeyError};
 use tower_redis_ratelimit::store::lease::LeaseStore;
 use tower_redis_ratelimit::{ConcurrencyLimitLayer, MemoryStore, RedisStore};
-
 /// The user named in the query string: browsers cannot set headers on a WebSocket handshake.
 fn user(parts: &Parts) -> Result<Key, KeyError> {
     parts

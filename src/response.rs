@@ -64,7 +64,8 @@ pub(crate) fn missing_key(err: &KeyError) -> Response<Bytes> {
 
 /// The 503 of a layer that fails closed while its store fails.
 pub(crate) fn unavailable() -> Response<Bytes> {
-    let detail = "Rate limiting is temporarily unavailable, so requests are refused. Retry shortly.";
+    let detail =
+        "Rate limiting is temporarily unavailable, so requests are refused. Retry shortly.";
     let mut problem = Problem::<()>::new(StatusCode::SERVICE_UNAVAILABLE, detail.into());
     problem.retry_after = Some(1);
     problem.into_response()

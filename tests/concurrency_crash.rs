@@ -15,9 +15,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::RedisServer;
-use tower_redis_ratelimit::concurrency::{Lease, PermitId, Slot};
-use tower_redis_ratelimit::{RedisStore, Store};
-
+use tower_redis_ratelimit::RedisStore;
+use tower_redis_ratelimit::store::lease::{Lease, LeaseStore, PermitId, Slot};
 const CHILD_ENV: &str = "CRASH_CHILD_REDIS_URL";
 /// A lease long against the renewal period: the child's slots survive unless it gets no CPU for
 /// almost 3 s, which a loaded CI machine may do for a second but not for that long.

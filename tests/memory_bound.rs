@@ -14,7 +14,6 @@ use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 use tower_redis_ratelimit::clock::ManualClock;
 use tower_redis_ratelimit::key::Key;
 use tower_redis_ratelimit::{Decision, MemoryStore, Policy, Quota, Rule, Store};
-
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 

@@ -38,7 +38,11 @@ pub trait Admit: Send + Sync + 'static {
 
     /// Starts the check of a request with its key: the store's answer (ready at once for an
     /// in-process store) and what deciding on it needs.
-    fn check(&self, key: Self::Key, parts: &mut Parts) -> (StoreFuture<Self::Answer>, Self::Pending);
+    fn check(
+        &self,
+        key: Self::Key,
+        parts: &mut Parts,
+    ) -> (StoreFuture<Self::Answer>, Self::Pending);
 
     /// The verdict on the store's answer. May put what the handler should see (a decision, a
     /// permit) into the request's `extensions`.

@@ -171,7 +171,10 @@ mod tests {
     async fn a_refusal_is_its_bytes_and_an_empty_one_has_ended() {
         let mut body = ResponseBody::<Full<Bytes>, ()>::rejection(Bytes::from_static(b"no"));
         assert_eq!(body.size_hint().exact(), Some(2));
-        assert_eq!(body.frame().await.unwrap().unwrap().into_data().unwrap(), "no");
+        assert_eq!(
+            body.frame().await.unwrap().unwrap().into_data().unwrap(),
+            "no"
+        );
         assert!(body.is_end_stream());
         let empty = ResponseBody::<Full<Bytes>, ()>::rejection(Bytes::new());
         assert!(empty.is_end_stream());

@@ -8,8 +8,8 @@ use http::Response;
 
 use super::admit::Admit;
 use super::core::{Core, OnFailure};
-use super::keys::Keys;
 use super::failure::{FailureMode, MissingKey};
+use super::keys::Keys;
 use super::layer::AdmissionLayer;
 use super::responder::{Hook, Responder};
 use crate::error::ConfigError;

@@ -110,9 +110,11 @@ impl<A: Admit> Core<A> {
     /// Carries out a verdict on `request`.
     pub(crate) fn follow<B>(&self, verdict: Verdict<A>, request: Request<B>) -> Next<B, A::Held> {
         match verdict.outcome {
-            Outcome::Pass(held) => {
-                Next::Pass(request, verdict.report.map(|report| self.stamp(report)), held)
-            }
+            Outcome::Pass(held) => Next::Pass(
+                request,
+                verdict.report.map(|report| self.stamp(report)),
+                held,
+            ),
             Outcome::Refuse(rejection) => Next::Reject(self.respond(&rejection, verdict.report)),
         }
     }

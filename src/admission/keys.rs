@@ -75,4 +75,3 @@ impl<R> KeySource<R> for NoKeys {
         None
     }
 }
-

@@ -34,12 +34,12 @@ pub(crate) use self::admit::{Admit, Verdict};
 pub use self::body::ResponseBody;
 pub use self::builder::LayerBuilder;
 pub(crate) use self::builder::{Configure, Keyed, Stored};
+pub use self::failure::{FailureMode, MissingKey};
+pub use self::future::ResponseFuture;
 #[cfg(feature = "concurrency")]
 pub(crate) use self::keys::KeySource;
 pub(crate) use self::keys::Keys;
 #[cfg(feature = "shed")]
 pub(crate) use self::keys::NoKeys;
-pub use self::failure::{FailureMode, MissingKey};
-pub use self::future::ResponseFuture;
 pub use self::layer::AdmissionLayer;
 pub use self::service::Admission;

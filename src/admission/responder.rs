@@ -41,6 +41,8 @@ impl<R> Hook<R> {
         F: Fn(&R) -> Response<B> + Send + Sync + 'static,
         B: Into<Bytes>,
     {
-        Hook(Arc::new(move |rejection: &R| respond(rejection).map(Into::into)))
+        Hook(Arc::new(move |rejection: &R| {
+            respond(rejection).map(Into::into)
+        }))
     }
 }

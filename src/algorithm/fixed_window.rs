@@ -54,7 +54,11 @@ mod tests {
     #[test]
     fn a_window_starting_more_than_a_period_ahead_is_foreign() {
         // 5 per 10 s, all used in a window starting at T0 + 20 s.
-        let params = Params::new("fw", Algorithm::FixedWindow, Quota::new(5, Duration::from_secs(10)))
+        let params = Params::new(
+            "fw",
+            Algorithm::FixedWindow,
+            Quota::new(5, Duration::from_secs(10)),
+        )
         .unwrap();
         let state = State {
             start: T0 + 20 * SECOND,

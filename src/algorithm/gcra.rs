@@ -25,8 +25,8 @@ pub(super) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::{Outcome, RuleVerdict};
     use crate::algorithm::Algorithm;
+    use crate::algorithm::{Outcome, RuleVerdict};
     use crate::quota::Quota;
 
     const SECOND: i64 = 1_000_000;

@@ -139,9 +139,17 @@ mod tests {
         let period = MAX_PERIOD - Duration::from_micros(1);
         let period_us = period.as_micros() as u64;
         let max = MAX_EXACT / period_us;
-        let fits = ("a", Algorithm::TokenBucket, Quota::new(1, period).with_burst(max as u32));
+        let fits = (
+            "a",
+            Algorithm::TokenBucket,
+            Quota::new(1, period).with_burst(max as u32),
+        );
         assert!(Params::new(fits.0, fits.1, fits.2).is_ok());
-        let too_big = ("a", Algorithm::Gcra, Quota::new(1, period).with_burst(max as u32 + 1));
+        let too_big = (
+            "a",
+            Algorithm::Gcra,
+            Quota::new(1, period).with_burst(max as u32 + 1),
+        );
         assert_eq!(
             Params::new(too_big.0, too_big.1, too_big.2).unwrap_err(),
             ConfigError::BurstTooLarge {
@@ -164,7 +172,11 @@ mod tests {
             })
         ));
         let window = |period: Duration, n: u16| {
-            Params::new("a", Algorithm::SlidingWindow { sub_intervals: n }, Quota::new(5, period))
+            Params::new(
+                "a",
+                Algorithm::SlidingWindow { sub_intervals: n },
+                Quota::new(5, period),
+            )
         };
         assert_eq!(window(Duration::from_secs(60), 60).unwrap().extra, 60);
         assert_eq!(window(Duration::from_secs(1), 100).unwrap().extra, 100);
@@ -192,7 +204,11 @@ mod tests {
             ("a", Algorithm::FixedWindow, Quota::per_second(1)),
             ("a", Algorithm::Gcra, Quota::per_second(1)),
             ("a", Algorithm::SlidingLog, Quota::per_second(1)),
-            ("a", Algorithm::SlidingWindow { sub_intervals: 10 }, Quota::per_second(1)),
+            (
+                "a",
+                Algorithm::SlidingWindow { sub_intervals: 10 },
+                Quota::per_second(1),
+            ),
             ("a", Algorithm::TokenBucket, Quota::per_second(1)),
         ]
         .iter()

@@ -131,7 +131,11 @@ mod tests {
     impl Log {
         /// 3 per 10 seconds.
         fn new() -> Self {
-            let rule = ("log", Algorithm::SlidingLog, Quota::new(3, Duration::from_secs(10)));
+            let rule = (
+                "log",
+                Algorithm::SlidingLog,
+                Quota::new(3, Duration::from_secs(10)),
+            );
             Log {
                 params: Params::new(rule.0, rule.1, rule.2).unwrap(),
                 state: None,

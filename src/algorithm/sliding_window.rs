@@ -328,8 +328,8 @@ impl Window {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::RuleVerdict;
     use crate::algorithm::Algorithm;
+    use crate::algorithm::RuleVerdict;
     use crate::quota::Quota;
 
     /// 2023-11-14T00:00:00Z: a whole number of days, so every sub-interval used here starts on it.
@@ -418,7 +418,11 @@ mod tests {
 
     #[test]
     fn a_billion_a_day_uses_coarser_exact_steps() {
-        let params = Params::new("sw", Algorithm::SlidingWindow { sub_intervals: 1 }, Quota::per_day(1_000_000_000))
+        let params = Params::new(
+            "sw",
+            Algorithm::SlidingWindow { sub_intervals: 1 },
+            Quota::per_day(1_000_000_000),
+        )
         .unwrap();
         let Geometry {
             size,
@@ -444,7 +448,12 @@ mod tests {
         // 4e9 counted a day ago under a far higher limit, read by 10^5 a day: 10^5 * 86_400 s is
         // past 2^52 µs, so the steps are of 2 µs, 4.32e10 of them, and the trailing count times
         // the steps left passes 2^53 (and an i64). The script's product rounds there.
-        let params = Params::new("sw", Algorithm::SlidingWindow { sub_intervals: 1 }, Quota::per_day(100_000)).unwrap();
+        let params = Params::new(
+            "sw",
+            Algorithm::SlidingWindow { sub_intervals: 1 },
+            Quota::per_day(100_000),
+        )
+        .unwrap();
         let Geometry {
             size,
             quantum,

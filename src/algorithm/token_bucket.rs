@@ -39,8 +39,8 @@ pub(super) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::Outcome;
     use crate::algorithm::Algorithm;
+    use crate::algorithm::Outcome;
     use crate::quota::Quota;
 
     const T0: i64 = 1_700_000_000_000_000;
@@ -55,7 +55,11 @@ mod tests {
     #[test]
     fn a_full_bucket_empties_then_refills_a_token_per_interval() {
         // Capacity 4, 2 tokens per second: gcd(2, 1e6) = 2, so a token is 500_000 units.
-        let rule = ("t", Algorithm::TokenBucket, Quota::per_second(2).with_burst(4));
+        let rule = (
+            "t",
+            Algorithm::TokenBucket,
+            Quota::per_second(2).with_burst(4),
+        );
         let params = Params::new(rule.0, rule.1, rule.2).unwrap();
         let mut state = None;
         for left in (0..4).rev() {
@@ -76,7 +80,11 @@ mod tests {
     #[test]
     fn the_ttl_is_never_zero_for_a_tiny_bucket_at_a_high_rate() {
         // Stripe's sketch's TTL, floor(2 * capacity / rate), is 0 here: 1 token at 10^9 per second.
-        let rule = ("t", Algorithm::TokenBucket, Quota::per_second(1_000_000_000).with_burst(1));
+        let rule = (
+            "t",
+            Algorithm::TokenBucket,
+            Quota::per_second(1_000_000_000).with_burst(1),
+        );
         let params = Params::new(rule.0, rule.1, rule.2).unwrap();
         let step = step(&params, None, T0, 1);
         assert_eq!(step.verdict.outcome, Outcome::Allowed);
@@ -87,7 +95,11 @@ mod tests {
 
     #[test]
     fn a_clock_behind_the_bucket_takes_tokens_without_refilling_or_moving_it_back() {
-        let rule = ("t", Algorithm::TokenBucket, Quota::per_second(2).with_burst(4));
+        let rule = (
+            "t",
+            Algorithm::TokenBucket,
+            Quota::per_second(2).with_burst(4),
+        );
         let params = Params::new(rule.0, rule.1, rule.2).unwrap();
         let ahead = written(&step(&params, None, T0 + 1_000_000, 2));
         let behind = step(&params, Some(&ahead), T0, 1);
@@ -108,8 +120,12 @@ mod tests {
     #[test]
     fn a_bucket_time_further_ahead_than_a_full_bucket_refills_is_foreign() {
         // Capacity 4 at 2 per second: an empty bucket refills in 2 s.
-        let params =
-            Params::new("t", Algorithm::TokenBucket, Quota::per_second(2).with_burst(4)).unwrap();
+        let params = Params::new(
+            "t",
+            Algorithm::TokenBucket,
+            Quota::per_second(2).with_burst(4),
+        )
+        .unwrap();
         let empty = |since| State { since, tokens: 0 };
         let behind = step(&params, Some(&empty(T0 + 2_000_000)), T0, 0).verdict;
         assert_eq!((behind.used, behind.reset_after_us), (4, 4_000_000));

@@ -16,9 +16,7 @@ use http::{HeaderMap, HeaderValue};
 use sfv::{KeyRef, ListSerializer};
 
 use super::HeaderFamilies;
-use super::format::{
-    fill, header_value, retry_after, rfc3339, sf_integer, sf_name, whole_seconds,
-};
+use super::format::{fill, header_value, retry_after, rfc3339, sf_integer, sf_name, whole_seconds};
 use super::names::{
     EXPIRES_AT, RATELIMIT, RATELIMIT_POLICY, STATE, TOTAL_REQUESTS, X_LIMIT, X_REMAINING, X_USED,
 };

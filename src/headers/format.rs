@@ -16,7 +16,11 @@ pub(crate) fn fill(headers: &mut HeaderMap, name: HeaderName, value: HeaderValue
 
 /// `Retry-After` in whole seconds, rounded up, at least 1.
 pub(crate) fn retry_after(headers: &mut HeaderMap, after: Duration) {
-    fill(headers, RETRY_AFTER, HeaderValue::from(retry_seconds(after)));
+    fill(
+        headers,
+        RETRY_AFTER,
+        HeaderValue::from(retry_seconds(after)),
+    );
 }
 
 /// A wait as `Retry-After` states it: whole seconds, rounded up, at least 1.

@@ -2,9 +2,9 @@
 //! Made once per layer, when it is built.
 
 use http::HeaderValue;
-use sfv::{ListSerializer, key_ref};
 #[cfg(feature = "concurrency")]
 use sfv::{KeyRef, StringRef};
+use sfv::{ListSerializer, key_ref};
 
 use super::format::{header_value, sf_integer, sf_name, whole_seconds};
 use crate::policy::Rule;

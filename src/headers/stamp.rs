@@ -51,7 +51,11 @@ pub(crate) enum Undecided {
 
 impl Report {
     /// A decision on `policy`, made now; `policy_header` is the policy's `RateLimit-Policy`.
-    pub(crate) fn decided(decision: Decision, policy: &Policy, policy_header: &HeaderValue) -> Self {
+    pub(crate) fn decided(
+        decision: Decision,
+        policy: &Policy,
+        policy_header: &HeaderValue,
+    ) -> Self {
         Report::Decided(Decided {
             decision,
             policy: policy.clone(),
@@ -127,7 +131,10 @@ mod tests {
 
     #[test]
     fn skipped_limiting_is_announced() {
-        assert_eq!(header(HeaderFamilies::DEFAULT, Undecided::Skipped, None)[&STATE], "Skipped");
+        assert_eq!(
+            header(HeaderFamilies::DEFAULT, Undecided::Skipped, None)[&STATE],
+            "Skipped"
+        );
         assert!(header(HeaderFamilies::IETF, Undecided::Skipped, None).is_empty());
     }
 

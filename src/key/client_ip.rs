@@ -359,10 +359,16 @@ mod tests {
         let mut parts = crate::key::test_support::parts(&[]);
         let peer: SocketAddr = "203.0.113.5:1000".parse().unwrap();
         parts.extensions.insert(ConnectInfo(peer));
-        assert_eq!(ClientIp::peer().extract(&parts).unwrap().to_string(), "203.0.113.5");
+        assert_eq!(
+            ClientIp::peer().extract(&parts).unwrap().to_string(),
+            "203.0.113.5"
+        );
         let mut parts = crate::key::test_support::parts(&[]);
         parts.extensions.insert(MockConnectInfo(peer));
-        assert_eq!(ClientIp::peer().extract(&parts).unwrap().to_string(), "203.0.113.5");
+        assert_eq!(
+            ClientIp::peer().extract(&parts).unwrap().to_string(),
+            "203.0.113.5"
+        );
     }
 
     #[test]

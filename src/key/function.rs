@@ -76,17 +76,20 @@ mod tests {
 
     #[test]
     fn a_closure_without_annotations_keys_requests() {
-        let by_header = from_fn(|parts| parts.headers.get("x-tenant").map(|v| v.as_bytes().to_vec()));
+        let by_header =
+            from_fn(|parts| parts.headers.get("x-tenant").map(|v| v.as_bytes().to_vec()));
         assert_eq!(
             by_header.extract(&parts(&[("x-tenant", "acme")])).unwrap(),
             Key::from("acme")
         );
         let err = by_header.extract(&parts(&[])).unwrap_err();
         assert_eq!(err.kind(), KeyErrorKind::Missing);
-        let strict = from_fn(|parts| match parts.headers.get_all("x-tenant").iter().count() {
-            1 => Ok(Key::from("one")),
-            _ => Err(KeyError::invalid("send `x-tenant` exactly once")),
-        });
+        let strict = from_fn(
+            |parts| match parts.headers.get_all("x-tenant").iter().count() {
+                1 => Ok(Key::from("one")),
+                _ => Err(KeyError::invalid("send `x-tenant` exactly once")),
+            },
+        );
         assert_eq!(
             strict.extract(&parts(&[])).unwrap_err().kind(),
             KeyErrorKind::Invalid

@@ -98,7 +98,10 @@ mod tests {
     fn periods_are_spelled_in_the_largest_exact_unit() {
         let period = |us: u64| Period(us).to_string();
         assert_eq!(period(86_400_000_000), "1d");
-        assert_eq!(period(crate::clock::micros(crate::quota::MAX_PERIOD)), "3650d");
+        assert_eq!(
+            period(crate::clock::micros(crate::quota::MAX_PERIOD)),
+            "3650d"
+        );
         assert_eq!(period(90_000_000), "90s");
         assert_eq!(period(5_400_000_000), "90m");
         assert_eq!(period(1_500_000), "1500ms");

@@ -351,7 +351,9 @@ mod tests {
         assert!(message(ControlLaw::STRIPE.delay(Duration::ZERO)).contains("delay"));
         assert!(message(ControlLaw::STRIPE.ramp(Duration::from_secs(90_000))).contains("ramp"));
         assert!(message(ControlLaw::STRIPE.priorities([])).contains("at least one"));
-        assert!(message(ControlLaw::STRIPE.priorities([Priority::Critical])).contains("never shed"));
+        assert!(
+            message(ControlLaw::STRIPE.priorities([Priority::Critical])).contains("never shed")
+        );
         assert!(ControlLaw::STRIPE.dead_zone(0.75, 0.75).validate().is_ok());
     }
 

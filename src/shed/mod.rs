@@ -17,7 +17,9 @@ mod shedding;
 mod utilization;
 
 pub use self::control::{ControlLaw, ShedControl};
-pub use self::fleet::{FleetRejection, FleetShares, FleetShed, FleetShedLayer, FleetShedLayerBuilder};
+pub use self::fleet::{
+    FleetRejection, FleetShares, FleetShed, FleetShedLayer, FleetShedLayerBuilder,
+};
 pub use self::priority::{ParsePriorityError, Priority};
 pub use self::shedding::Shedding;
 pub use self::utilization::{

@@ -188,7 +188,10 @@ mod tests {
         assert_eq!(priority_of(&mut get, &by_method), Priority::Normal);
         assert_eq!(get.extensions.get::<Priority>(), Some(&Priority::Normal));
         // A second shedder with another classifier sees the first one's answer.
-        assert_eq!(priority_of(&mut get, &|_: &Parts| Priority::Critical), Priority::Normal);
+        assert_eq!(
+            priority_of(&mut get, &|_: &Parts| Priority::Critical),
+            Priority::Normal
+        );
         let mut post = parts("POST", "/");
         assert_eq!(priority_of(&mut post, &by_method), Priority::High);
     }

@@ -13,7 +13,7 @@
 //! - Redis keys ([`StorageKey`]) are printable and free of the `{` `}` that delimit the cluster
 //!   hash tag; digests there start with `#`, which no verbatim key may contain.
 
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::LazyLock;
 
 use crate::key::Key;
@@ -64,9 +64,7 @@ static DIGEST_KEYS: LazyLock<[std::collections::hash_map::RandomState; 2]> =
 fn keyed_digest(bytes: &[u8]) -> [u8; 16] {
     let mut digest = [0; 16];
     for (half, keys) in digest.chunks_exact_mut(8).zip(DIGEST_KEYS.iter()) {
-        let mut hasher = keys.build_hasher();
-        bytes.hash(&mut hasher);
-        half.copy_from_slice(&hasher.finish().to_le_bytes());
+        half.copy_from_slice(&keys.hash_one(bytes).to_le_bytes());
     }
     digest
 }

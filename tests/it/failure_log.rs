@@ -9,16 +9,14 @@
 
 use std::time::Instant;
 
-use axum::Router;
-use axum::routing::get;
-use tower_redis_ratelimit::concurrency::{Acquired, Lease, PermitId, Renewal, Slot};
-use tower_redis_ratelimit::key::{GlobalKey, Key};
-use tower_redis_ratelimit::{
-    Decision, FailureMode, Policy, Quota, RateLimitLayer, Rule, Store, StoreError, StoreFuture,
-};
-
 use crate::support::logs::Logs;
 use crate::support::{get as send, header};
+use axum::Router;
+use axum::routing::get;
+use tower_redis_ratelimit::admission::FailureMode;
+use tower_redis_ratelimit::key::{GlobalKey, Key};
+use tower_redis_ratelimit::store::{StoreError, StoreFuture};
+use tower_redis_ratelimit::{Decision, Policy, Quota, RateLimitLayer, Rule, Store};
 
 const PEER: &str = "203.0.113.8:4000";
 const FAILED_OPEN: &str = "rate limiting skipped: the store failed and the layer fails open";
@@ -33,18 +31,6 @@ fn down<T>() -> StoreFuture<T> {
 
 impl Store for DownStore {
     fn check(&self, _: &Key, _: &Policy, _: u32) -> StoreFuture<Decision> {
-        down()
-    }
-
-    fn acquire(&self, _: &Slot, _: PermitId, _: u32, _: Lease) -> StoreFuture<Acquired> {
-        down()
-    }
-
-    fn release(&self, _: &Slot, _: PermitId) -> StoreFuture<bool> {
-        down()
-    }
-
-    fn renew(&self, _: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
         down()
     }
 }

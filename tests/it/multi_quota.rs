@@ -9,14 +9,13 @@
 
 use std::time::Duration;
 
+use crate::support::{RedisServer, get as send, header};
 use axum::Router;
 use axum::routing::get;
 use http::StatusCode;
 use tower_redis_ratelimit::clock::ManualClock;
 use tower_redis_ratelimit::key::HeaderKey;
 use tower_redis_ratelimit::{MemoryStore, Quota, RateLimitLayer, RedisStore, Rule, Store};
-
-use crate::support::{RedisServer, get as send, header};
 
 /// 2023-11-14T00:00:00Z: the hour's sub-intervals start on it.
 const T0: u64 = 1_699_920_000_000_000;

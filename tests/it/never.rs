@@ -6,15 +6,13 @@
 
 use std::time::Duration;
 
+use crate::support::{RedisServer, cost, get as send, header, text};
 use axum::Router;
 use axum::routing::get;
 use tower_redis_ratelimit::clock::ManualClock;
+use tower_redis_ratelimit::decision::Outcome;
 use tower_redis_ratelimit::key::{GlobalKey, Key};
-use tower_redis_ratelimit::{
-    MemoryStore, Outcome, Policy, Quota, RateLimitLayer, RedisStore, Rule, Store,
-};
-
-use crate::support::{RedisServer, cost, get as send, header, text};
+use tower_redis_ratelimit::{MemoryStore, Policy, Quota, RateLimitLayer, RedisStore, Rule, Store};
 
 const PEER: &str = "192.0.2.77:4000";
 

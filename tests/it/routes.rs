@@ -4,6 +4,7 @@
 
 use std::convert::Infallible;
 
+use crate::support::{RedisServer, get as send, header};
 use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
@@ -11,8 +12,6 @@ use http::{Method, Request, Response};
 use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
 use tower_redis_ratelimit::key::{ClientIp, GlobalKey, HeaderKey, KeyExtractor};
 use tower_redis_ratelimit::{MemoryStore, Quota, RateLimitLayer, RedisStore, Rule, Store};
-
-use crate::support::{RedisServer, get as send, header};
 
 const PEER: &str = "203.0.113.5:1000";
 

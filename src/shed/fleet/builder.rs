@@ -38,7 +38,10 @@ impl Default for Settings {
 impl FleetShedLayer {
     /// A builder for a shedder.
     pub fn builder() -> FleetShedLayerBuilder {
-        LayerBuilder::new(ConcurrencySettings::new(Some("fleet")), HeaderFamilies::NONE)
+        LayerBuilder::new(
+            ConcurrencySettings::new(Some("fleet")),
+            HeaderFamilies::NONE,
+        )
     }
 }
 

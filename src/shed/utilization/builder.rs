@@ -132,7 +132,10 @@ impl LayerBuilder<UtilizationShedder> {
             control: Mutex::new(ShedControl::new(settings.law, Instant::now())?),
             in_flight: InFlight::default(),
             retry_after: settings.retry_after,
-            random: settings.random.take().unwrap_or_else(|| Arc::new(fastrand::f64)),
+            random: settings
+                .random
+                .take()
+                .unwrap_or_else(|| Arc::new(fastrand::f64)),
             shed_log: Throttled::new(Duration::from_secs(1)),
         };
         // It asks no store, so it never fails: no refusal for that.

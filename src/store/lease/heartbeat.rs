@@ -30,8 +30,8 @@ use tokio::time::{Instant, sleep_until, timeout};
 
 use super::{Lease, PermitId, Renewal, Slot};
 use crate::clock::micros;
-use crate::store::StoreError;
 use crate::log::Throttled;
+use crate::store::StoreError;
 use crate::store::StoreFuture;
 
 /// Renewals per store call: bounds the size of one script call or one lock hold.

@@ -15,9 +15,7 @@ use super::{Inner, MemoryStore, Padded};
 use crate::clock::micros;
 use crate::store::key::BoundedKey;
 use crate::store::lease::heartbeat::{Heartbeat, Renews};
-use crate::store::lease::{
-    Acquired, Lease, LeaseStore, PermitId, Renewal, Slot, lease_micros,
-};
+use crate::store::lease::{Acquired, Lease, LeaseStore, PermitId, Renewal, Slot, lease_micros};
 use crate::store::{StoreError, StoreFuture};
 
 /// The leases of a store: its tables, sharded like its keys, and their heartbeat.

@@ -241,12 +241,24 @@ mod tests {
         }
         // At t=20 ms key 1 has expired: it goes, nothing else does.
         insert(&mut shard, 4, 20_000, 100_000);
-        assert!(shard.find(1, &BoundedKey::Verbatim(&1u64.to_le_bytes())).is_none());
+        assert!(
+            shard
+                .find(1, &BoundedKey::Verbatim(&1u64.to_le_bytes()))
+                .is_none()
+        );
         assert_eq!(shard.len(), 3);
         // Nothing expired: the entry closest to expiry (key 3, at 30 ms) goes.
         insert(&mut shard, 5, 25_000, 100_000);
-        assert!(shard.find(3, &BoundedKey::Verbatim(&3u64.to_le_bytes())).is_none());
-        assert!(shard.find(2, &BoundedKey::Verbatim(&2u64.to_le_bytes())).is_some());
+        assert!(
+            shard
+                .find(3, &BoundedKey::Verbatim(&3u64.to_le_bytes()))
+                .is_none()
+        );
+        assert!(
+            shard
+                .find(2, &BoundedKey::Verbatim(&2u64.to_le_bytes()))
+                .is_some()
+        );
         assert_eq!(shard.len(), 3);
     }
 
@@ -345,10 +357,29 @@ mod tests {
         let entry = shard.entry(1, &BoundedKey::Verbatim(b"k"), 0);
         entry.update(1, state(), 0, 100);
         entry.update(2, state(), 0, 300);
-        assert!(shard.find(1, &BoundedKey::Verbatim(b"k")).unwrap().state(1, 150).is_none());
-        assert!(shard.find(1, &BoundedKey::Verbatim(b"k")).unwrap().state(2, 150).is_some());
+        assert!(
+            shard
+                .find(1, &BoundedKey::Verbatim(b"k"))
+                .unwrap()
+                .state(1, 150)
+                .is_none()
+        );
+        assert!(
+            shard
+                .find(1, &BoundedKey::Verbatim(b"k"))
+                .unwrap()
+                .state(2, 150)
+                .is_some()
+        );
         assert_eq!(shard.evict_expired(150), 0);
-        assert_eq!(shard.find(1, &BoundedKey::Verbatim(b"k")).unwrap().rules.len(), 1);
+        assert_eq!(
+            shard
+                .find(1, &BoundedKey::Verbatim(b"k"))
+                .unwrap()
+                .rules
+                .len(),
+            1
+        );
         assert_eq!(shard.evict_expired(300), 1);
         assert_eq!(shard.len(), 0);
     }

@@ -11,9 +11,7 @@ use super::{Inner, RedisStore};
 use crate::clock::micros;
 use crate::store::key::StorageKey;
 use crate::store::lease::heartbeat::{Heartbeat, Renews};
-use crate::store::lease::{
-    Acquired, Lease, LeaseStore, PermitId, Renewal, Slot, lease_micros,
-};
+use crate::store::lease::{Acquired, Lease, LeaseStore, PermitId, Renewal, Slot, lease_micros};
 use crate::store::{StoreError, StoreFuture};
 
 /// The lease script; `redis::Script` sends EVALSHA and loads it on NOSCRIPT.

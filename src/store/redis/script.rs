@@ -5,8 +5,8 @@ use std::sync::LazyLock;
 use redis::{Script, ScriptInvocation};
 
 use crate::decision::{Combined, Decision, Outcome, RuleVerdict};
-use crate::store::StoreError;
 use crate::policy::{Policy, Rule};
+use crate::store::StoreError;
 
 /// The one script every decision runs: shared helpers, each algorithm, then the entry point
 /// (`lua/check.lua`, which holds the KEYS/ARGV/reply contract). `redis::Script` sends EVALSHA

@@ -10,17 +10,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::support::{RedisServer, eventually};
 use axum::body::Body;
 use http::{Request, Response, StatusCode};
 use tokio::sync::Semaphore;
 use tower::{ServiceExt, service_fn};
 use tower_layer::Layer;
 use tower_redis_ratelimit::clock::Clock;
-use tower_redis_ratelimit::concurrency::{Lease, PermitId, Slot};
 use tower_redis_ratelimit::key::HeaderKey;
-use tower_redis_ratelimit::{ConcurrencyLimitLayer, MemoryStore, RedisStore, Store};
-
-use crate::support::{RedisServer, eventually};
+use tower_redis_ratelimit::store::lease::{Lease, LeaseStore, PermitId, Slot};
+use tower_redis_ratelimit::{ConcurrencyLimitLayer, MemoryStore, RedisStore};
 
 /// Tokio's clock (paused in these tests) as the store's clock, plus a skew the test may add.
 struct TokioClock {

@@ -10,18 +10,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::support::logs::Logs;
+use crate::support::{RedisServer, eventually};
 use axum::body::Body;
 use http::{Request, Response, StatusCode};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tower::{ServiceExt, service_fn};
 use tower_layer::Layer;
-use tower_redis_ratelimit::concurrency::PermitId;
+use tower_redis_ratelimit::concurrency::ConcurrencyPermit;
 use tower_redis_ratelimit::key::HeaderKey;
-use tower_redis_ratelimit::{ConcurrencyLimitLayer, ConcurrencyPermit, RedisStore};
-
-use crate::support::logs::Logs;
-use crate::support::{RedisServer, eventually};
+use tower_redis_ratelimit::store::lease::PermitId;
+use tower_redis_ratelimit::{ConcurrencyLimitLayer, RedisStore};
 
 /// A TCP proxy in front of Redis. Cut, it closes its connections and every new one as soon as it
 /// is accepted, so nothing gets through; healed, it forwards again.

@@ -10,17 +10,18 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::{RedisServer, eventually};
 use axum::body::Body;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::BodyExt;
 use tower::{BoxError, ServiceExt, service_fn};
 use tower_layer::Layer;
-use tower_redis_ratelimit::concurrency::Slot;
+use tower_redis_ratelimit::admission::FailureMode;
 use tower_redis_ratelimit::key::HeaderKey;
-use tower_redis_ratelimit::{ConcurrencyLimitLayer, FailureMode, MemoryStore, RedisStore, Store};
-
-use crate::support::{RedisServer, eventually};
+use tower_redis_ratelimit::store::lease::LeaseStore;
+use tower_redis_ratelimit::store::lease::Slot;
+use tower_redis_ratelimit::{ConcurrencyLimitLayer, MemoryStore, RedisStore};
 
 const LIMIT: u32 = 3;
 const KEYS: [&str; 3] = ["k0", "k1", "k2"];
@@ -75,7 +76,11 @@ fn quiet_expected_panics() {
     });
 }
 
-async fn soak(store: impl Store + Clone, held: impl Fn(&str) -> u64, renewing: impl Fn() -> usize) {
+async fn soak(
+    store: impl LeaseStore + Clone,
+    held: impl Fn(&str) -> u64,
+    renewing: impl Fn() -> usize,
+) {
     quiet_expected_panics();
     let refused = Arc::new(AtomicU32::new(0));
     let running = Arc::new(Mutex::new(Running::default()));

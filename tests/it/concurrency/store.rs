@@ -5,11 +5,10 @@
 
 use std::time::Duration;
 
-use tower_redis_ratelimit::clock::ManualClock;
-use tower_redis_ratelimit::concurrency::{Acquired, Lease, PermitId, Renewal, Slot};
-use tower_redis_ratelimit::{MemoryStore, RedisStore, Store};
-
 use crate::support::RedisServer;
+use tower_redis_ratelimit::clock::ManualClock;
+use tower_redis_ratelimit::store::lease::{Acquired, Lease, LeaseStore, PermitId, Renewal, Slot};
+use tower_redis_ratelimit::{MemoryStore, RedisStore};
 
 const LEASE: Lease = Lease::new(Duration::from_secs(10));
 
@@ -22,7 +21,7 @@ fn renewal(slot: &Slot, permit: PermitId) -> Renewal {
 }
 
 /// One scenario, step by step; every answer is asserted exactly.
-async fn lease_semantics(store: &impl Store, clock: &ManualClock) {
+async fn lease_semantics(store: &impl LeaseStore, clock: &ManualClock) {
     let slot = Slot::new("ws", "user-1").unwrap();
     let other = Slot::new("ws", "user-2").unwrap();
     let [a, b, c, d, e] = [(); 5].map(|_| PermitId::next());

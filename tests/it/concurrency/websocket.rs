@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use crate::support::{RedisServer, eventually};
 use axum::Router;
 use axum::extract::ws::{Message, WebSocket};
 use axum::extract::{Extension, WebSocketUpgrade};
@@ -14,10 +15,9 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::{self, Message as ClientMessage};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream, connect_async};
+use tower_redis_ratelimit::concurrency::ConcurrencyPermit;
 use tower_redis_ratelimit::key::HeaderKey;
-use tower_redis_ratelimit::{ConcurrencyLimitLayer, ConcurrencyPermit, RedisStore};
-
-use crate::support::{RedisServer, eventually};
+use tower_redis_ratelimit::{ConcurrencyLimitLayer, RedisStore};
 
 const MAX_SOCKETS: u32 = 2;
 

@@ -1,8 +1,7 @@
 //! The tables keep covering every algorithm and edge case, whatever is added to them.
 
-use tower_redis_ratelimit::Outcome;
-
 use super::{Algo, DAY, MS, Scenario, quota_changes, scenarios};
+use tower_redis_ratelimit::decision::Outcome;
 
 /// The table keeps covering every edge case for every algorithm, whatever is added to it.
 #[test]

@@ -29,10 +29,13 @@ mod stores;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use tower_redis_ratelimit::{MAX_PERIOD, Outcome, Quota, Rule};
+use tower_redis_ratelimit::{Quota, Rule};
+
+use tower_redis_ratelimit::decision::Outcome;
 
 use self::stores::Stores;
 use crate::support::RedisServer;
+use tower_redis_ratelimit::policy::MAX_PERIOD;
 
 /// 2023-11-14T00:00:00Z, in µs: a whole number of days.
 const T0: u64 = 1_699_920_000_000_000;

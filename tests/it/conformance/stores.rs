@@ -4,13 +4,13 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
-use tower_redis_ratelimit::clock::ManualClock;
-use tower_redis_ratelimit::key::Key;
-use tower_redis_ratelimit::{Decision, MemoryStore, Outcome, Policy, RedisStore, Store};
-
 use super::{QuotaChange, Req, RuleSpec, Scenario, T0};
 use crate::support::RedisServer;
+use redis::aio::MultiplexedConnection;
+use tower_redis_ratelimit::clock::ManualClock;
+use tower_redis_ratelimit::decision::Outcome;
+use tower_redis_ratelimit::key::Key;
+use tower_redis_ratelimit::{Decision, MemoryStore, Policy, RedisStore, Store};
 
 /// A scenario's stores, on one clock, and a plain connection to inspect Redis.
 pub(super) struct Stores {

@@ -3,16 +3,19 @@
 
 use std::time::Duration;
 
-use tower_redis_ratelimit::{Decision, Headers, Outcome, Policy, Quota, Rule};
+use tower_redis_ratelimit::{Decision, Policy, Quota, Rule};
+
+use tower_redis_ratelimit::decision::Outcome;
 
 use super::{
     Env, T0, X_RATELIMIT, app, assert_expires_at, assert_x_reset, hello, memory, present, problem,
     redis, request, verdict,
 };
 use crate::support::{header, text};
+use tower_redis_ratelimit::headers::HeaderFamilies;
 
 async fn fixed_window_headers(env: Env) {
-    let app = app(&env, &[hello()], Headers::DEFAULT);
+    let app = app(&env, &[hello()], HeaderFamilies::DEFAULT);
     let policy = Policy::try_from(hello()).unwrap();
     for used in 1..=5u64 {
         let (response, before, after) = request(&app, &[]).await;
@@ -115,7 +118,7 @@ async fn redis_fixed_window_headers_are_exact() {
 async fn gcra_headers(env: Env) {
     // 3 per 10 s, burst 3: one request drains every 3.333334 s (rounded up to the microsecond).
     let rule = Rule::gcra("burst", Quota::new(3, Duration::from_secs(10)));
-    let app = app(&env, &[rule], Headers::ALL);
+    let app = app(&env, &[rule], HeaderFamilies::ALL);
     // When the bucket is empty again after each request: 1, 2 and 3 requests' worth of 10/3 s,
     // each rounded up to the microsecond; the denied fourth leaves it full.
     let resets = [3_333_334, 6_666_667, 10_000_000, 10_000_000].map(Duration::from_micros);
@@ -175,7 +178,7 @@ async fn multi_rule_headers(env: Env) {
         hello(),
         Rule::gcra("per-minute", Quota::per_minute(100).with_burst(10)),
     ];
-    let app = app(&env, &rules, Headers::DEFAULT);
+    let app = app(&env, &rules, HeaderFamilies::DEFAULT);
     let policy = Policy::new(rules.clone()).unwrap();
     let (response, _, _) = request(&app, &[]).await;
     assert_eq!(response.status(), 200);

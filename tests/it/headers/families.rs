@@ -3,24 +3,24 @@
 
 use std::time::Duration;
 
-use axum::body::Body;
-use tower_redis_ratelimit::{Headers, Quota, Rule};
-
 use super::{
     Env, IETF, RATE_LIMITING, X_RATELIMIT, app, assert_expires_at, assert_x_reset, hello, memory,
     present, redis, request,
 };
 use crate::support::header;
+use axum::body::Body;
+use tower_redis_ratelimit::headers::HeaderFamilies;
+use tower_redis_ratelimit::{Quota, Rule};
 
 async fn families(env: Env) {
     let everything: [&[&str]; 3] = [&RATE_LIMITING, &IETF, &X_RATELIMIT];
-    let cases: [(Headers, Vec<&str>); 5] = [
-        (Headers::NONE, vec![]),
-        (Headers::RATE_LIMITING, RATE_LIMITING.to_vec()),
-        (Headers::IETF, IETF.to_vec()),
-        (Headers::X_RATELIMIT, X_RATELIMIT.to_vec()),
+    let cases: [(HeaderFamilies, Vec<&str>); 5] = [
+        (HeaderFamilies::NONE, vec![]),
+        (HeaderFamilies::RATE_LIMITING, RATE_LIMITING.to_vec()),
+        (HeaderFamilies::IETF, IETF.to_vec()),
+        (HeaderFamilies::X_RATELIMIT, X_RATELIMIT.to_vec()),
         (
-            Headers::IETF | Headers::X_RATELIMIT,
+            HeaderFamilies::IETF | HeaderFamilies::X_RATELIMIT,
             [IETF.as_slice(), &X_RATELIMIT].concat(),
         ),
     ];
@@ -80,7 +80,7 @@ async fn redis_writes_only_the_chosen_families() {
 // GitHub style.
 
 async fn x_ratelimit_headers(env: Env) {
-    let app = app(&env, &[hello()], Headers::ALL);
+    let app = app(&env, &[hello()], HeaderFamilies::ALL);
     for used in 1..=6u64 {
         let (response, before, after) = request(&app, &[]).await;
         let allowed = used <= 5;

@@ -20,18 +20,18 @@ mod real_time;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::support::{RedisServer, get as send, header, text};
 use axum::body::Body;
 use axum::routing::get;
 use axum::{Extension, Router};
 use http::Response;
 use tower_redis_ratelimit::clock::ManualClock;
+use tower_redis_ratelimit::decision::{Outcome, RuleVerdict};
+use tower_redis_ratelimit::headers::HeaderFamilies;
 use tower_redis_ratelimit::key::ClientIp;
 use tower_redis_ratelimit::{
-    Decision, Headers, MemoryStore, Outcome, Quota, RateLimitLayer, RedisStore, Rule, RuleVerdict,
-    Store,
+    Decision, MemoryStore, Quota, RateLimitLayer, RedisStore, Rule, Store,
 };
-
-use crate::support::{RedisServer, get as send, header, text};
 
 /// 2023-11-14T22:13:20Z: the stores' time. Headers with wall-clock instants use the system time.
 const T0: u64 = 1_700_000_000_000_000;
@@ -85,7 +85,7 @@ async fn report(Extension(decision): Extension<Decision>) -> String {
     format!("{decision:?}")
 }
 
-fn app(env: &Env, rules: &[Rule], headers: Headers) -> Router {
+fn app(env: &Env, rules: &[Rule], headers: HeaderFamilies) -> Router {
     let mut builder = RateLimitLayer::builder()
         .key(ClientIp::peer())
         .store(env.store.clone())

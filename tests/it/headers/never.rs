@@ -5,18 +5,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tower_redis_ratelimit::clock::ManualClock;
-use tower_redis_ratelimit::concurrency::{Acquired, Lease, PermitId, Renewal, Slot};
-use tower_redis_ratelimit::key::Key;
-use tower_redis_ratelimit::{
-    Decision, Headers, Outcome, Policy, Quota, Rule, Store, StoreError, StoreFuture,
-};
-
 use super::{Env, T0, app, assert_expires_at, hello, memory, problem, redis, request, verdict};
 use crate::support::header;
+use tower_redis_ratelimit::clock::ManualClock;
+use tower_redis_ratelimit::decision::Outcome;
+use tower_redis_ratelimit::headers::HeaderFamilies;
+use tower_redis_ratelimit::key::Key;
+use tower_redis_ratelimit::store::StoreFuture;
+use tower_redis_ratelimit::{Decision, Policy, Quota, Rule, Store};
 
 async fn never_headers(env: Env) {
-    let app = app(&env, &[hello()], Headers::DEFAULT);
+    let app = app(&env, &[hello()], HeaderFamilies::DEFAULT);
     let (response, before, after) = request(&app, &[("x-cost", "9")]).await;
     assert_eq!(response.status(), 429);
     assert_eq!(header(&response, "retry-after"), "", "retrying cannot help");
@@ -63,18 +62,6 @@ impl Store for ForeignDecisions {
     fn check(&self, _: &Key, _: &Policy, _: u32) -> StoreFuture<Decision> {
         StoreFuture::ready(Ok(self.decision.clone()))
     }
-
-    fn acquire(&self, _: &Slot, _: PermitId, _: u32, _: Lease) -> StoreFuture<Acquired> {
-        StoreFuture::ready(Err(StoreError::Protocol("no permits here".into())))
-    }
-
-    fn release(&self, _: &Slot, _: PermitId) -> StoreFuture<bool> {
-        StoreFuture::ready(Err(StoreError::Protocol("no permits here".into())))
-    }
-
-    fn renew(&self, _: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
-        StoreFuture::ready(Err(StoreError::Protocol("no permits here".into())))
-    }
 }
 
 #[tokio::test]
@@ -102,7 +89,7 @@ async fn a_decision_about_a_rule_the_policy_lacks_is_reported_without_it() {
             clock: ManualClock::new(T0),
             _redis: None,
         };
-        let app = app(&env, &[hello()], Headers::ALL);
+        let app = app(&env, &[hello()], HeaderFamilies::ALL);
         let (response, before, after) = request(&app, &[]).await;
         assert_eq!(response.status(), status);
         // What does not need the rule is still told; `RateLimit` would have to name it.

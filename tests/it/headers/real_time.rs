@@ -4,13 +4,13 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use super::{Env, T0, app, assert_rounded_up, hello, request};
+use crate::support::{RedisServer, header};
 use axum::body::Body;
 use http::Response;
 use tower_redis_ratelimit::clock::ManualClock;
-use tower_redis_ratelimit::{Headers, MemoryStore, RedisStore, Store};
-
-use super::{Env, T0, app, assert_rounded_up, hello, request};
-use crate::support::{RedisServer, header};
+use tower_redis_ratelimit::headers::HeaderFamilies;
+use tower_redis_ratelimit::{MemoryStore, RedisStore, Store};
 
 async fn real_time_headers(store: Arc<dyn Store>) {
     let env = Env {
@@ -18,7 +18,7 @@ async fn real_time_headers(store: Arc<dyn Store>) {
         clock: ManualClock::new(T0),
         _redis: None,
     };
-    let app = app(&env, &[hello()], Headers::DEFAULT);
+    let app = app(&env, &[hello()], HeaderFamilies::DEFAULT);
     let start = std::time::Instant::now();
     // The window starts with the first request, so it ends 10 s after a moment between the
     // system times read around that request. The store keeps its own time (the memory store

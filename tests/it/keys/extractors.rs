@@ -1,19 +1,19 @@
 //! The other extractors: a `UserId` set by an earlier middleware (axum or tower), `GlobalKey`,
 //! closures and their errors, `or`, and `MissingKey::Skip`.
 
+use super::{LIMIT, app, assert_bad_request, hit, layer, rule, used};
+use crate::support::{get as send, text};
 use axum::Router;
 use axum::extract::Request;
 use axum::middleware::{self, Next};
 use axum::routing::get;
 use http::request::Parts;
 use tower::ServiceBuilder;
+use tower_redis_ratelimit::admission::MissingKey;
 use tower_redis_ratelimit::key::{
     ClientIp, GlobalKey, HeaderKey, Key, KeyError, KeyExtractorExt, UserId,
 };
-use tower_redis_ratelimit::{MemoryStore, MissingKey, RateLimitLayer};
-
-use super::{LIMIT, app, assert_bad_request, hit, layer, rule, used};
-use crate::support::{get as send, text};
+use tower_redis_ratelimit::{MemoryStore, RateLimitLayer};
 
 /// A stand-in authentication middleware: `authorization: user <id>` becomes a `UserId`.
 async fn authenticate(mut request: Request, next: Next) -> axum::response::Response {

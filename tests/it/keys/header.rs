@@ -1,11 +1,10 @@
 //! `HeaderKey`: each value of a header is a key, trimmed; a missing, blank or repeated header is a
 //! 400 naming it; several headers join into one key without ambiguity.
 
-use tower_redis_ratelimit::MemoryStore;
-use tower_redis_ratelimit::key::HeaderKey;
-
 use super::{LIMIT, app, assert_bad_request, hit, used};
 use crate::support::get as send;
+use tower_redis_ratelimit::MemoryStore;
+use tower_redis_ratelimit::key::HeaderKey;
 
 #[tokio::test]
 async fn header_key_limits_each_value_and_trims_it() {

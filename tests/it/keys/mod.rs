@@ -8,19 +8,19 @@
 //! (`ClientIp::behind_proxies`), and `extractors` (`UserId`, `GlobalKey`, closures, `or`,
 //! `MissingKey::Skip`).
 
+mod digests;
 mod extractors;
 mod header;
 mod peer;
 mod proxies;
 
+use crate::support::{get as send, header, text};
 use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
 use http::{Response, StatusCode};
 use tower_redis_ratelimit::key::{Key, KeyExtractor};
 use tower_redis_ratelimit::{MemoryStore, Policy, Quota, RateLimitLayer, Rule, Store};
-
-use crate::support::{get as send, header, text};
 
 /// Three requests per hour per key.
 const LIMIT: u64 = 3;

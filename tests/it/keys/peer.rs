@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 
+use super::{LIMIT, app, assert_bad_request, hit, layer, used};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::Request;
@@ -12,8 +13,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tower::ServiceExt;
 use tower_redis_ratelimit::MemoryStore;
 use tower_redis_ratelimit::key::ClientIp;
-
-use super::{LIMIT, app, assert_bad_request, hit, layer, used};
 
 #[tokio::test]
 async fn peer_addresses_have_their_own_limits() {
@@ -102,9 +101,27 @@ async fn a_request_without_a_peer_address_is_a_400() {
     let response = app.oneshot(request).await.unwrap();
     assert_bad_request(
         response,
-        "the client address is unknown: serve with `into_make_service_with_connect_info::<SocketAddr>()`",
+        "the client address is unknown: serve with `into_make_service_with_connect_info::<SocketAddr>()` \
+         (axum), or put the peer's `SocketAddr` into the request extensions",
     )
     .await;
+}
+
+/// A server that is not axum (hyper, tonic, an accept loop of one's own) names the peer with a
+/// plain `SocketAddr` in the request extensions.
+#[tokio::test]
+async fn a_socket_addr_that_any_server_can_provide_names_the_peer() {
+    let store = MemoryStore::new();
+    let app = app(ClientIp::peer(), &store);
+    for expected in ["1", "2"] {
+        let mut request = Request::get("/").body(Body::empty()).unwrap();
+        request
+            .extensions_mut()
+            .insert("203.0.113.77:4711".parse::<SocketAddr>().unwrap());
+        let response = app.clone().oneshot(request).await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["rate-limiting-total-requests"], expected);
+    }
 }
 
 #[tokio::test]

@@ -2,11 +2,10 @@
 //! `X-Forwarded-For` or `Forwarded` (only the configured one) is the key; from an untrusted peer the
 //! header is ignored, and an unusable hop where the client should be is a 400.
 
-use tower_redis_ratelimit::MemoryStore;
-use tower_redis_ratelimit::key::{ClientIp, ForwardedHeader};
-
 use super::{LIMIT, app, assert_bad_request, hit, used};
 use crate::support::get as send;
+use tower_redis_ratelimit::MemoryStore;
+use tower_redis_ratelimit::key::{ClientIp, ForwardedHeader};
 
 const PROXY: &str = "10.0.0.1:443";
 const CLIENT: &str = "198.51.100.7";

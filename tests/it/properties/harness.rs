@@ -4,17 +4,17 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use futures_util::FutureExt;
-use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use tower_redis_ratelimit::clock::ManualClock;
-use tower_redis_ratelimit::key::Key;
-use tower_redis_ratelimit::{MemoryStore, Outcome, Policy, RedisStore, Store};
-
 use super::models::{Expected, Model, Prediction, expected_decision, reported};
 use super::strategies::{Spec, trace};
 use super::{DAY, LATEST, T0};
 use crate::support::RedisServer;
+use futures_util::FutureExt;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use tower_redis_ratelimit::clock::ManualClock;
+use tower_redis_ratelimit::decision::Outcome;
+use tower_redis_ratelimit::key::Key;
+use tower_redis_ratelimit::{MemoryStore, Policy, RedisStore, Store};
 
 /// One Redis server for every property test: started by the first that needs it, stopped when
 /// the last one still running lets go of it.

@@ -31,11 +31,10 @@ mod models;
 mod strategies;
 mod window_model;
 
-use proptest::prelude::*;
-use tower_redis_ratelimit::MAX_PERIOD;
-
 use self::harness::check;
 use self::strategies::{Algo, bucket, fixed_window, sliding_log, sliding_window};
+use proptest::prelude::*;
+use tower_redis_ratelimit::policy::MAX_PERIOD;
 
 /// 2023-11-14T22:13:20Z, in µs.
 const T0: u64 = 1_700_000_000_000_000;

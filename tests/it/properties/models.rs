@@ -1,10 +1,11 @@
 //! The reference models of the fixed window, the sliding log and the buckets (the sliding window's
 //! is in `window_model`), and the rule a decision of several rules must report.
 
-use tower_redis_ratelimit::{Decision, Outcome};
+use tower_redis_ratelimit::Decision;
 
 use super::strategies::{Algo, Spec};
 use super::window_model::{WindowBounds, WindowModel};
+use tower_redis_ratelimit::decision::Outcome;
 
 /// What a rule says about one request, as the model computes it.
 #[derive(Clone, Copy, Debug, PartialEq)]

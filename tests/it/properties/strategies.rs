@@ -2,10 +2,9 @@
 
 use std::time::Duration;
 
+use super::{DAY, MS, S, TEN_YEARS};
 use proptest::prelude::*;
 use tower_redis_ratelimit::{Policy, Quota, Rule};
-
-use super::{DAY, MS, S, TEN_YEARS};
 
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Algo {

@@ -4,10 +4,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use tower_redis_ratelimit::{Decision, Outcome};
+use tower_redis_ratelimit::Decision;
 
 use super::WEIGHT_RANGE;
 use super::models::{Model, Prediction, ceil_div, expected};
+use tower_redis_ratelimit::decision::Outcome;
 
 /// Every admitted request `(time, cost)`; sub-interval counts are recomputed from them, and the
 /// trailing sub-interval weighs exactly the fraction of it still in the window: at `offset` µs

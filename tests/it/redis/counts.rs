@@ -2,12 +2,11 @@
 
 use std::time::Duration;
 
+use crate::support::{RedisServer, get as send};
 use axum::Router;
 use axum::routing::get;
 use tower_redis_ratelimit::key::GlobalKey;
 use tower_redis_ratelimit::{Quota, RateLimitLayer, RedisStore, Rule};
-
-use crate::support::{RedisServer, get as send};
 
 /// Four independent layers (as four replicas would have), each with its own store handle and
 /// connection, share one Redis: of 200 concurrent requests against a quota of 50, exactly 50 pass.

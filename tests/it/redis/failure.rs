@@ -8,13 +8,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::support::{RedisServer, header, text, timed_get};
 use axum::routing::get;
 use axum::{Extension, Router};
 use http::StatusCode;
+use tower_redis_ratelimit::admission::FailureMode;
 use tower_redis_ratelimit::key::HeaderKey;
-use tower_redis_ratelimit::{Decision, FailureMode, Quota, RateLimitLayer, RedisStore, Rule};
-
-use crate::support::{RedisServer, header, text, timed_get};
+use tower_redis_ratelimit::{Decision, Quota, RateLimitLayer, RedisStore, Rule};
 
 const PEER: &str = "203.0.113.7:4000";
 /// Slack on top of a deadline for timer and scheduling delays on a busy machine: small enough

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::support::{RedisServer, header, text, timed_get};
 use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
@@ -15,10 +16,9 @@ use http::{Response, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
+use tower_redis_ratelimit::admission::FailureMode;
 use tower_redis_ratelimit::key::HeaderKey;
-use tower_redis_ratelimit::{FailureMode, Quota, RateLimitLayer, RedisStore, Rule};
-
-use crate::support::{RedisServer, header, text, timed_get};
+use tower_redis_ratelimit::{Quota, RateLimitLayer, RedisStore, Rule};
 
 const PEER: &str = "198.51.100.4:5000";
 const DEADLINE: Duration = Duration::from_millis(100);

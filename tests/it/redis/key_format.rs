@@ -7,6 +7,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use crate::support::{RedisServer, get as send, header};
 use axum::Router;
 use axum::routing::get;
 use http::StatusCode;
@@ -14,8 +15,6 @@ use http::request::Parts;
 use sha2::{Digest, Sha256};
 use tower_redis_ratelimit::key::{Key, KeyError};
 use tower_redis_ratelimit::{Quota, RateLimitLayer, RedisStore, Rule};
-
-use crate::support::{RedisServer, get as send, header};
 
 const PEER: &str = "192.0.2.33:7000";
 

@@ -6,11 +6,11 @@
 
 use std::time::{Duration, Instant};
 
-use tokio::runtime::Runtime;
-use tower_redis_ratelimit::key::Key;
-use tower_redis_ratelimit::{Outcome, Policy, Quota, RedisStore, Rule, Store};
-
 use crate::support::RedisServer;
+use tokio::runtime::Runtime;
+use tower_redis_ratelimit::decision::Outcome;
+use tower_redis_ratelimit::key::Key;
+use tower_redis_ratelimit::{Policy, Quota, RedisStore, Rule, Store};
 
 fn runtime() -> Runtime {
     tokio::runtime::Builder::new_current_thread()

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use tokio::time::{Instant, advance};
 use tower_redis_ratelimit::shed::{ControlLaw, Priority, ShedControl};
-
 const EPSILON: f64 = 1e-9;
 /// The most the shedding amount may move in one second under the seed's law: 1 / 120.
 const MAX_STEP: f64 = 1.0 / 120.0;

@@ -7,6 +7,7 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::{RedisServer, eventually, header};
 use axum::body::Body;
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
@@ -14,11 +15,10 @@ use http_body_util::BodyExt;
 use tokio::sync::Semaphore;
 use tower::{ServiceExt, service_fn};
 use tower_layer::Layer;
-use tower_redis_ratelimit::concurrency::Slot;
+use tower_redis_ratelimit::admission::FailureMode;
 use tower_redis_ratelimit::shed::{FleetShedLayer, Priority, UtilizationShedLayer};
-use tower_redis_ratelimit::{FailureMode, MemoryStore, RedisStore, Store};
-
-use crate::support::{RedisServer, eventually, header};
+use tower_redis_ratelimit::store::lease::{LeaseStore, Slot};
+use tower_redis_ratelimit::{MemoryStore, RedisStore};
 
 fn priority(parts: &Parts) -> Priority {
     match parts.headers.get("x-priority").map(|v| v.as_bytes()) {
@@ -36,7 +36,7 @@ fn request(priority: &str) -> Request<Body> {
 }
 
 /// Two "servers" (two layers, two store handles) sharing one fleet slot, capacity 10.
-async fn sheds_by_priority(stores: [impl Store + Clone; 2], held: impl Fn() -> u64) {
+async fn sheds_by_priority(stores: [impl LeaseStore + Clone; 2], held: impl Fn() -> u64) {
     let gate = Arc::new(Semaphore::new(0));
     let servers = stores.map(|store| {
         let wait = gate.clone();
@@ -170,7 +170,7 @@ async fn the_decided_priority_is_recorded_for_inner_layers() {
     });
     let utilisation = UtilizationShedLayer::builder()
         .capacity(100)
-        .classify(Priority::Low)
+        .classify(|_| Priority::Low)
         .build()
         .unwrap();
     let fleet = FleetShedLayer::builder()
@@ -216,7 +216,7 @@ async fn redis_failures_fail_open_or_closed_within_the_deadline() {
             }))
     };
     let (open, closed) = (fleet(None), fleet(Some(FailureMode::Closed)));
-    let answer = |server: &tower_redis_ratelimit::concurrency::ConcurrencyLimit<_>| {
+    let answer = |server: &tower_redis_ratelimit::shed::FleetShed<_>| {
         let server = server.clone();
         async move {
             let started = Instant::now();

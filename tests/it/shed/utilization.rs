@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::support::{header, text};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::Extension;
@@ -19,10 +20,8 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 use tokio::time::advance;
 use tower::ServiceExt;
-use tower_redis_ratelimit::Rejection;
-use tower_redis_ratelimit::shed::{ControlLaw, Priority, UtilizationShedLayer};
-
-use crate::support::{header, text};
+use tower_redis_ratelimit::UtilizationShedLayer;
+use tower_redis_ratelimit::shed::{ControlLaw, Priority, Shedding};
 
 const CAPACITY: usize = 4;
 
@@ -342,12 +341,9 @@ async fn a_utilisation_function_and_a_custom_rejection() {
         .control_law(ControlLaw::default().priorities([Priority::Normal]))
         .random_source(|| 0.0)
         .retry_after(Duration::from_millis(1_500))
-        .on_rejection(|rejection: &Rejection<'_>| {
-            let Rejection::Shed(shedding) = rejection else {
-                unreachable!("this layer only sheds")
-            };
+        .on_rejection(|shedding: &Shedding| {
             Response::builder()
-                .status(rejection.status())
+                .status(shedding.status())
                 .body(format!("busy, {} traffic waits", shedding.priority()))
                 .unwrap()
         })

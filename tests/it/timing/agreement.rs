@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
-use tower_redis_ratelimit::{Outcome, Policy, Quota, Rule};
+use tower_redis_ratelimit::{Policy, Quota, Rule};
 
 use super::{Stores, fixed_window, gcra};
+use tower_redis_ratelimit::decision::Outcome;
 
 /// A few thousand random steps (times, keys, costs, policies) against both stores.
 #[tokio::test]

@@ -3,9 +3,8 @@
 
 use std::time::Duration;
 
-use tower_redis_ratelimit::Outcome;
-
 use super::{Stores, T0, expect, fixed_window, micros};
+use tower_redis_ratelimit::decision::Outcome;
 
 on_both_stores!(
     fixed_window_resets_exactly_at_the_end_of_the_window,

@@ -3,9 +3,8 @@
 
 use std::time::Duration;
 
-use tower_redis_ratelimit::Outcome;
-
 use super::{Stores, T0, expect, gcra, micros};
+use tower_redis_ratelimit::decision::Outcome;
 
 on_both_stores!(
     gcra_admits_the_burst_back_to_back_then_refuses,

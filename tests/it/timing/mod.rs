@@ -39,17 +39,16 @@ mod rules;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::RedisServer;
 use axum::Router;
 use axum::routing::get;
 use tower_redis_ratelimit::clock::{Clock, ManualClock};
-use tower_redis_ratelimit::concurrency::{Acquired, Lease, PermitId, Renewal, Slot};
+use tower_redis_ratelimit::decision::{Outcome, RuleVerdict};
 use tower_redis_ratelimit::key::{ClientIp, Key};
+use tower_redis_ratelimit::store::StoreFuture;
 use tower_redis_ratelimit::{
-    Decision, MemoryStore, Outcome, Policy, Quota, RateLimitLayer, RedisStore, Rule, RuleVerdict,
-    Store, StoreFuture,
+    Decision, MemoryStore, Policy, Quota, RateLimitLayer, RedisStore, Rule, Store,
 };
-
-use crate::support::RedisServer;
 
 /// 2023-11-14T22:13:20Z, in µs.
 const T0: u64 = 1_700_000_000_000_000;
@@ -161,24 +160,6 @@ impl Store for Compared {
             );
             Ok(in_redis)
         })
-    }
-
-    fn acquire(
-        &self,
-        slot: &Slot,
-        permit: PermitId,
-        limit: u32,
-        lease: Lease,
-    ) -> StoreFuture<Acquired> {
-        self.redis.acquire(slot, permit, limit, lease)
-    }
-
-    fn release(&self, slot: &Slot, permit: PermitId) -> StoreFuture<bool> {
-        self.redis.release(slot, permit)
-    }
-
-    fn renew(&self, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
-        self.redis.renew(renewals)
     }
 }
 

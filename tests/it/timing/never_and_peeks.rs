@@ -4,10 +4,11 @@
 
 use std::time::Duration;
 
-use tower_redis_ratelimit::{Outcome, Policy, Quota, Rule};
+use tower_redis_ratelimit::{Policy, Quota, Rule};
 
 use super::{PEER, Stores, app, expect, fixed_window, gcra, micros};
 use crate::support::{get as send, header, text};
+use tower_redis_ratelimit::decision::Outcome;
 
 on_both_stores!(
     cost_above_the_burst_can_never_pass,

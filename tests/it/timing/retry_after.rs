@@ -3,10 +3,9 @@
 
 use std::time::Duration;
 
-use tower_redis_ratelimit::{Quota, Rule};
-
 use super::{PEER, Stores, app, micros};
 use crate::support::{get as send, header, text};
+use tower_redis_ratelimit::{Quota, Rule};
 
 on_both_stores!(
     retry_after_header_is_enough_and_rounded_up,

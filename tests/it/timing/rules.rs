@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
-use tower_redis_ratelimit::{Decision, Outcome, Policy, Quota, Rule, RuleVerdict};
+use tower_redis_ratelimit::{Decision, Policy, Quota, Rule};
 
 use super::{Stores, micros};
+use tower_redis_ratelimit::decision::{Outcome, RuleVerdict};
 
 on_both_stores!(
     a_request_denied_by_one_rule_consumes_none,

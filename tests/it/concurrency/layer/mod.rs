@@ -10,6 +10,7 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::{RedisServer, eventually, header};
 use axum::body::Body;
 use bytes::Bytes;
 use futures_util::stream;
@@ -18,13 +19,11 @@ use http_body_util::BodyExt;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tower::{BoxError, Service, ServiceExt, service_fn};
 use tower_layer::Layer;
-use tower_redis_ratelimit::concurrency::Slot;
+use tower_redis_ratelimit::admission::MissingKey;
+use tower_redis_ratelimit::concurrency::ConcurrencyPermit;
 use tower_redis_ratelimit::key::HeaderKey;
-use tower_redis_ratelimit::{
-    ConcurrencyLimitLayer, ConcurrencyPermit, MemoryStore, MissingKey, RedisStore,
-};
-
-use crate::support::{RedisServer, eventually, header};
+use tower_redis_ratelimit::store::lease::Slot;
+use tower_redis_ratelimit::{ConcurrencyLimitLayer, MemoryStore, RedisStore};
 
 /// Far above what a correct release needs; only a leak waits this long.
 const RELEASED_WITHIN: Duration = Duration::from_secs(10);
@@ -383,12 +382,14 @@ async fn custom_rejections_keep_the_headers() {
         .key(HeaderKey::new("x-user"))
         .store(store.clone())
         .retry_after(Duration::from_secs(5))
-        .on_rejection(|rejection: &tower_redis_ratelimit::Rejection<'_>| {
-            Response::builder()
-                .status(rejection.status())
-                .body("busy, come back later")
-                .unwrap()
-        })
+        .on_rejection(
+            |rejection: &tower_redis_ratelimit::concurrency::Rejection| {
+                Response::builder()
+                    .status(rejection.status())
+                    .body("busy, come back later")
+                    .unwrap()
+            },
+        )
         .build()
         .unwrap();
     let handler = Handler::new();

@@ -6,19 +6,18 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::{RELEASED_WITHIN, WS_POLICY, request};
+use crate::support::{RedisServer, eventually, header};
 use axum::body::Body;
 use http::{Request, Response, StatusCode};
 use tower::{ServiceExt, service_fn};
 use tower_layer::Layer;
-use tower_redis_ratelimit::concurrency::{Acquired, Lease, PermitId, Renewal, Slot};
+use tower_redis_ratelimit::admission::FailureMode;
+use tower_redis_ratelimit::concurrency::ConcurrencyPermit;
 use tower_redis_ratelimit::key::{HeaderKey, Key};
-use tower_redis_ratelimit::{
-    ConcurrencyLimitLayer, ConcurrencyPermit, Decision, FailureMode, Policy, RedisStore, Store,
-    StoreFuture,
-};
-
-use super::{RELEASED_WITHIN, WS_POLICY, request};
-use crate::support::{RedisServer, eventually, header};
+use tower_redis_ratelimit::store::StoreFuture;
+use tower_redis_ratelimit::store::lease::{Acquired, Lease, LeaseStore, PermitId, Renewal, Slot};
+use tower_redis_ratelimit::{ConcurrencyLimitLayer, Decision, Policy, RedisStore, Store};
 
 fn redis_layer(server: &RedisServer, failure: FailureMode) -> ConcurrencyLimitLayer {
     ConcurrencyLimitLayer::builder()
@@ -151,7 +150,9 @@ impl Store for CountingReleases {
     fn check(&self, key: &Key, policy: &Policy, cost: u32) -> StoreFuture<Decision> {
         self.redis.check(key, policy, cost)
     }
+}
 
+impl LeaseStore for CountingReleases {
     fn acquire(
         &self,
         slot: &Slot,

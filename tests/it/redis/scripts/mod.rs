@@ -9,13 +9,13 @@ mod writes;
 
 use std::time::{Duration, SystemTime};
 
+use crate::support::{RedisServer, cost, get as send, header};
 use axum::Router;
 use axum::routing::get;
 use http::StatusCode;
+use tower_redis_ratelimit::decision::Outcome;
 use tower_redis_ratelimit::key::{HeaderKey, Key};
-use tower_redis_ratelimit::{Outcome, Policy, Quota, RateLimitLayer, RedisStore, Rule, Store};
-
-use crate::support::{RedisServer, cost, get as send, header};
+use tower_redis_ratelimit::{Policy, Quota, RateLimitLayer, RedisStore, Rule, Store};
 
 const PEER: &str = "192.0.2.9:6000";
 /// Long, so that these tests check what Redis holds, never a timeout on a busy machine.

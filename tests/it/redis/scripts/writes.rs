@@ -3,13 +3,12 @@
 
 use std::collections::BTreeSet;
 
+use super::{app, layer, period_ms, request, writes};
+use crate::support::RedisServer;
 use axum::Router;
 use axum::routing::get;
 use http::StatusCode;
 use tower_redis_ratelimit::{Quota, RedisStore, Rule};
-
-use super::{app, layer, period_ms, request, writes};
-use crate::support::RedisServer;
 
 /// After a mix of allowed, denied, never-admissible and cost-0 requests from several clients on
 /// a fixed window, a GCRA rule and a two-rule policy, exactly the expected keys exist and every
