@@ -18,6 +18,7 @@ use crate::decision::Decision;
 
 /// `Option<Decision>`: the rate limit's decision on this request, if one was made (see
 /// [`Decision`]).
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 impl<S: Send + Sync> OptionalFromRequestParts<S> for Decision {
     type Rejection = Infallible;
 
@@ -28,6 +29,7 @@ impl<S: Send + Sync> OptionalFromRequestParts<S> for Decision {
 
 /// `Option<ConcurrencyPermit>`: the slot this request holds, if it holds one.
 #[cfg(feature = "concurrency")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 impl<S: Send + Sync> OptionalFromRequestParts<S> for ConcurrencyPermit {
     type Rejection = Infallible;
 

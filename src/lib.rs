@@ -29,6 +29,7 @@ pub mod shed;
 pub mod store;
 
 #[cfg(feature = "concurrency")]
+#[cfg_attr(docsrs, doc(cfg(feature = "concurrency")))]
 pub use concurrency::ConcurrencyLimitLayer;
 pub use decision::Decision;
 pub use error::ConfigError;
@@ -36,8 +37,10 @@ pub use policy::{Policy, Rule};
 pub use quota::Quota;
 pub use rate::RateLimitLayer;
 #[cfg(feature = "shed")]
+#[cfg_attr(docsrs, doc(cfg(feature = "shed")))]
 pub use shed::{FleetShedLayer, UtilizationShedLayer};
 #[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use store::RedisStore;
 pub use store::{MemoryStore, Store};
 
