@@ -11,16 +11,43 @@
 //!   deadline), and the attempt runs on its own task, so it completes even if they give up;
 //! - an attempt whose task never finished (it panicked, or its runtime shut down) counts as a
 //!   failed one, so the next call after the backoff tries again;
-//! - after a failed attempt, calls fail at once until a backoff (doubling, up to a cap) expires,
-//!   so an outage costs no network round trips and no connect storms;
+//! - after a failed attempt, whatever the error, calls fail at once until a backoff (doubling, up
+//!   to a cap) expires, so an outage costs no network round trips and no connect storms;
 //! - a connection that has left a request unanswered for `stale_after` (a partition, a frozen
-//!   server: TCP stays open but nothing comes back) is presumed dead and replaced.
+//!   server: TCP stays open but nothing comes back) is presumed dead and replaced;
+//! - READONLY or MASTERDOWN (a replica, typically after a failover) drops the connection, so the
+//!   next one finds the new primary.
+//!
+//! # Why not redis-rs's `ConnectionManager`
+//!
+//! `redis::aio::ConnectionManager` (redis 1.8, as its source reads) keeps one multiplexed
+//! connection and reconnects in the background too, but:
+//! - callers wait on reconnect attempts instead of failing fast: its backoff runs inside the
+//!   reconnect future (up to `number_of_retries` attempts with sleeps between them), which every
+//!   call awaits; once that future fails, the next call that sees an I/O error starts another at
+//!   once. With no retries there is no wait at all: each failed attempt is followed at once by
+//!   another, started by the next call;
+//! - a failed connect that is not an I/O error (a wrong password, a refused SELECT) stays in
+//!   place: every later call returns it and nothing reconnects;
+//! - a connection that stops answering (a frozen server, a partition) is kept: it reconnects only
+//!   on `is_unrecoverable_error()`, and a response timeout (I/O `TimedOut`) is not one; besides,
+//!   that timeout runs in the caller's future, so a caller that gives up at its own, shorter
+//!   deadline reports nothing;
+//! - READONLY is `RefreshSlotsAndRetry`, not unrecoverable, so after a failover it keeps its
+//!   connection to the demoted replica;
+//! - it calls `tokio::spawn` when created, so it cannot be made before a runtime runs (this store
+//!   is built before), and its first connection is not spawned: it advances only while a caller
+//!   awaits it.
+//!
+//! What it does have, this supervisor has too: one reconnect at a time, shared by every caller
+//! and spawned so it completes if they give up; and a reconnect task that dies does not wedge it
+//! (its callers drive the shared future themselves).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use deadpool_redis::Pool;
+use deadpool_redis::{Pool, PoolError};
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
 use redis::aio::MultiplexedConnection;
@@ -28,6 +55,25 @@ use redis::{ErrorKind, RedisError, ServerErrorKind};
 use tokio::task::JoinError;
 
 use crate::store::StoreError;
+
+#[cfg(test)]
+mod tests;
+
+/// Makes one new connection. The supervisor runs at most one at a time, on its own task.
+///
+/// Its errors are pool errors: `StoreError::never_sent` tells a failed connection (no command
+/// sent) by that type.
+pub(super) type Connect =
+    Box<dyn Fn() -> BoxFuture<'static, Result<MultiplexedConnection, PoolError>> + Send + Sync>;
+
+/// Connections made by `pool`, each taken out of it for good (so none is ever recycled, and the
+/// pool's size never limits a replacement).
+pub(super) fn from_pool(pool: Pool) -> Connect {
+    Box::new(move || {
+        let pool = pool.clone();
+        async move { pool.get().await.map(deadpool_redis::Connection::take) }.boxed()
+    })
+}
 
 /// How a connection is doing: the moment (ms since `epoch`) since which a request has been
 /// waiting for a reply, or 0 when every request was answered.
@@ -63,7 +109,7 @@ enum State {
 }
 
 pub(super) struct SharedConnection {
-    pool: Pool,
+    connect: Connect,
     state: Mutex<State>,
     /// Consecutive failed attempts, for the backoff.
     failures: AtomicU64,
@@ -77,12 +123,12 @@ pub(super) struct SharedConnection {
 
 impl SharedConnection {
     pub(super) fn new(
-        pool: Pool,
+        connect: Connect,
         stale_after: Duration,
         backoff: (Duration, Duration),
     ) -> Arc<Self> {
         Arc::new(Self {
-            pool,
+            connect,
             state: Mutex::new(State::Idle),
             failures: AtomicU64::new(0),
             attempts: AtomicU64::new(0),
@@ -144,17 +190,34 @@ impl SharedConnection {
     ) -> Result<T, StoreError> {
         let mut lease = self.get().await?;
         lease.health.sending(self.now_ms());
-        match invocation.invoke_async::<T>(&mut lease.connection).await {
+        let reply = invocation.invoke_async::<T>(&mut lease.connection).await;
+        self.settle(&lease, reply)
+    }
+
+    /// Runs one command on the shared connection, keeping its health record.
+    pub(super) async fn query<T: redis::FromRedisValue>(
+        self: &Arc<Self>,
+        command: &redis::Cmd,
+    ) -> Result<T, StoreError> {
+        let mut lease = self.get().await?;
+        lease.health.sending(self.now_ms());
+        let reply = command.query_async::<T>(&mut lease.connection).await;
+        self.settle(&lease, reply)
+    }
+
+    /// Records the reply to a call made on `lease`.
+    fn settle<T>(&self, lease: &Lease, reply: redis::RedisResult<T>) -> Result<T, StoreError> {
+        match reply {
             Ok(reply) => {
                 lease.health.answered();
                 Ok(reply)
             }
-            Err(err) => Err(self.failed(&lease, err)),
+            Err(err) => Err(self.failed(lease, err)),
         }
     }
 
     /// Reports a failed call; connection-level failures drop the connection they happened on.
-    pub(super) fn failed(&self, lease: &Lease, err: RedisError) -> StoreError {
+    fn failed(&self, lease: &Lease, err: RedisError) -> StoreError {
         lease.health.answered();
         if !breaks_connection(&err) {
             return StoreError::backend(err);
@@ -175,7 +238,7 @@ impl SharedConnection {
     ) -> Shared<BoxFuture<'static, Result<(), StoreError>>> {
         let this = self.clone();
         let task = tokio::spawn(async move {
-            let result = this.pool.get().await.map(deadpool_redis::Connection::take);
+            let result = (this.connect)().await;
             this.finish_connect(result)
         });
         // Weak: the outcome is kept in the state, and must not keep the connection alive.
@@ -192,7 +255,7 @@ impl SharedConnection {
 
     fn finish_connect(
         &self,
-        result: Result<MultiplexedConnection, deadpool_redis::PoolError>,
+        result: Result<MultiplexedConnection, PoolError>,
     ) -> Result<(), StoreError> {
         let mut state = self.lock();
         match result {
@@ -218,8 +281,7 @@ impl SharedConnection {
     /// Records a failed attempt: calls fail at once with `error` until the backoff expires.
     fn back_off(&self, state: &mut State, error: StoreError) {
         let failures = self.failures.fetch_add(1, Ordering::Relaxed);
-        let (first, max) = self.backoff;
-        let wait = first.saturating_mul(1 << failures.min(16)).min(max);
+        let wait = backoff_delay(failures, self.backoff);
         tracing::warn!(error = %error, retry_in = ?wait, "cannot connect to Redis");
         *state = State::Failed {
             retry_at: Instant::now() + wait,
@@ -233,7 +295,7 @@ impl SharedConnection {
     }
 
     /// Milliseconds since this connection manager was made, never 0 (0 means "nothing waiting").
-    pub(super) fn now_ms(&self) -> u64 {
+    fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64 + 1
     }
 
@@ -244,14 +306,22 @@ impl SharedConnection {
     }
 }
 
+/// The wait after the failed attempt that follows `failures` failed ones: `first`, doubling per
+/// failure, at most `max` (the builder keeps `max` within an hour).
+fn backoff_delay(failures: u64, (first, max): (Duration, Duration)) -> Duration {
+    first.saturating_mul(1 << failures.min(16)).min(max)
+}
+
 /// The outcome of an attempt whose task ended without recording one: it panicked, or its runtime
 /// shut down (a store first used on a runtime that is gone, e.g. in tests). Left alone, the state
 /// would stay `Connecting` on this finished attempt and every later call would get its error at
-/// once without ever connecting again.
+/// once without ever connecting again. A pool error, as every failed attempt's: nothing was sent.
 fn abandon_connect(this: &Weak<SharedConnection>, attempt: u64, join: &JoinError) -> StoreError {
-    let error = StoreError::unavailable(std::io::Error::other(format!(
-        "the Redis connect task failed: {join}"
-    )));
+    let error = StoreError::unavailable(PoolError::Backend(RedisError::from((
+        ErrorKind::Client,
+        "the Redis connect task ended without an outcome",
+        join.to_string(),
+    ))));
     if let Some(this) = this.upgrade() {
         let mut state = this.lock();
         if matches!(&*state, State::Connecting { attempt: current, .. } if *current == attempt) {
@@ -275,12 +345,19 @@ impl Health {
     }
 }
 
-/// Whether an error means the connection itself is unusable (rather than one command failing).
-/// READONLY means we are talking to a replica, typically after a failover: reconnect to find the
-/// new primary.
+/// Whether an error means the connection itself is unusable (rather than one command failing):
+/// any I/O error (reset, closed, timed out: the multiplexed connection reports a dead one as a
+/// broken pipe), and READONLY or MASTERDOWN, which mean we are talking to a replica, typically
+/// after a failover: reconnect to find the new primary.
+///
+/// Not a parse error, though redis-rs calls it unrecoverable: its kind also covers a reply of an
+/// unexpected type, and reconnecting on that would connect once per call. A real protocol desync
+/// ends the connection's driver, so the next call fails with an I/O error.
 fn breaks_connection(err: &RedisError) -> bool {
     err.is_io_error()
-        || err.is_unrecoverable_error()
         || err.is_connection_dropped()
-        || err.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
+        || matches!(
+            err.kind(),
+            ErrorKind::Server(ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown)
+        )
 }

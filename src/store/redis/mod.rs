@@ -1,5 +1,6 @@
 //! The Redis store: state shared by every replica, one atomic script call per decision.
 
+mod builder;
 mod connection;
 #[cfg(feature = "concurrency")]
 mod permits;
@@ -7,11 +8,8 @@ mod script;
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
-use deadpool_redis::{Manager, Pool, Runtime};
-use redis::AsyncConnectionConfig;
-
+pub use self::builder::RedisStoreBuilder;
 use self::connection::SharedConnection;
 use super::key::StorageKey;
 #[cfg(feature = "concurrency")]
@@ -33,6 +31,9 @@ use crate::policy::Policy;
 ///   stored as digests.
 /// - One multiplexed connection carries every decision; a broken one is replaced through the
 ///   deadpool-redis pool, with backoff, so an outage costs no round trips.
+/// - Configured by a URL ([`open`](Self::open), [`builder`](Self::builder)) or by a
+///   [`deadpool_redis::Config`] ([`from_config`](Self::from_config)), as deadpool-redis users
+///   already configure Redis.
 ///
 /// Keys look like `<prefix>:<rule>:<code>:{<client key>}`, the code naming the algorithm and the
 /// time base of its state (`fw-1h`, `log-1m`, `sw60-1h`, `tb20-10/1s`, `gcra-10/1s`: a changed
@@ -54,7 +55,8 @@ struct Inner {
     prefix: Box<str>,
     clock: Option<Arc<dyn Clock>>,
     min_ttl_ms: u64,
-    url: Box<str>,
+    /// The server's address, without its password: `redacted_url`.
+    redacted_url: Box<str>,
     #[cfg(feature = "concurrency")]
     heartbeat: Heartbeat,
 }
@@ -69,14 +71,49 @@ impl RedisStore {
 
     /// Settings for a store at `url`.
     pub fn builder(url: &str) -> RedisStoreBuilder {
-        RedisStoreBuilder {
-            url: url.to_owned(),
-            prefix: "ratelimit".to_owned(),
-            connect_timeout: Duration::from_secs(1),
-            stale_after: Duration::from_secs(2),
-            backoff: (Duration::from_millis(50), Duration::from_secs(1)),
-            clock: None,
-        }
+        RedisStoreBuilder::new(builder::Target::Url(url.to_owned()))
+    }
+
+    /// A store configured by a [`deadpool_redis::Config`] (its `url` or `connection`, and its
+    /// create timeout), with default settings otherwise; see
+    /// [`RedisStoreBuilder::from_config`] for what is used. Nothing connects until the first
+    /// decision.
+    ///
+    /// The config deserializes with serde (this crate turns on deadpool-redis's `serde` feature),
+    /// from a file or from environment variables as deadpool-redis documents:
+    ///
+    /// ```
+    /// use tower_redis_ratelimit::RedisStore;
+    ///
+    /// let config: deadpool_redis::Config = serde_json::from_str(
+    ///     r#"{
+    ///         "url": "redis://app:s3cret@10.0.0.5:6379/2",
+    ///         "pool": { "max_size": 16, "timeouts": { "create": { "secs": 2, "nanos": 0 } } }
+    ///     }"#,
+    /// )?;
+    /// let store = RedisStore::from_config(config)?;
+    /// assert_eq!(store.redacted_url(), "redis://app:***@10.0.0.5:6379/2");
+    ///
+    /// // Connection settings instead of a URL; setting both is a configuration error.
+    /// let both: deadpool_redis::Config = serde_json::from_str(
+    ///     r#"{
+    ///         "url": "redis://10.0.0.5:6379",
+    ///         "connection": {
+    ///             "addr": { "Tcp": ["10.0.0.5", 6379] },
+    ///             "db": 2, "username": "app", "password": "s3cret", "protocol": "RESP2"
+    ///         }
+    ///     }"#,
+    /// )?;
+    /// let error = RedisStore::from_config(both).unwrap_err();
+    /// assert_eq!(
+    ///     error.to_string(),
+    ///     "invalid store configuration: the deadpool_redis::Config sets both `url` and \
+    ///      `connection`: set one of them"
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_config(config: deadpool_redis::Config) -> Result<Self, ConfigError> {
+        RedisStoreBuilder::from_config(config).build()
     }
 
     /// The Redis keys that `policy` keeps for the client `key`, one per rule in rule order (for
@@ -106,7 +143,10 @@ impl RedisStore {
             .collect()
     }
 
-    /// The server's URL with its password replaced by `***`, for logs and start-up messages.
+    /// The server's URL with its password replaced by `***`, for logs and start-up messages. A
+    /// store configured with connection settings rather than a URL shows them as one:
+    /// `redis://[user:***@]host:port/db`, `rediss://` for TLS, `redis+unix:///path?db=N` for a
+    /// socket.
     ///
     /// ```
     /// use tower_redis_ratelimit::RedisStore;
@@ -116,21 +156,13 @@ impl RedisStore {
     /// # Ok::<(), tower_redis_ratelimit::ConfigError>(())
     /// ```
     pub fn redacted_url(&self) -> String {
-        redact(&self.inner.url)
+        self.inner.redacted_url.to_string()
     }
 
     /// Sends a PING: a readiness check for the store (connecting first if needed).
     pub async fn ping(&self) -> Result<(), StoreError> {
-        let mut lease = self.inner.connection.get().await?;
-        lease.health.sending(self.inner.connection.now_ms());
-        let reply: Result<String, _> = redis::cmd("PING").query_async(&mut lease.connection).await;
-        match reply {
-            Ok(_) => {
-                lease.health.answered();
-                Ok(())
-            }
-            Err(err) => Err(self.inner.connection.failed(&lease, err)),
-        }
+        let _: String = self.inner.connection.query(&redis::cmd("PING")).await?;
+        Ok(())
     }
 }
 
@@ -159,159 +191,8 @@ impl Store for RedisStore {
 impl fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisStore")
-            .field("url", &redact(&self.inner.url))
+            .field("url", &self.inner.redacted_url)
             .field("prefix", &self.inner.prefix)
             .finish_non_exhaustive()
-    }
-}
-
-/// Settings for a [`RedisStore`].
-#[must_use]
-pub struct RedisStoreBuilder {
-    url: String,
-    prefix: String,
-    connect_timeout: Duration,
-    stale_after: Duration,
-    backoff: (Duration, Duration),
-    clock: Option<Arc<dyn Clock>>,
-}
-
-impl RedisStoreBuilder {
-    /// The first part of every key (default `ratelimit`): separates applications sharing one
-    /// Redis. Printable ASCII without spaces or braces, at most 64 characters.
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-
-    /// How long establishing a connection may take (default 1 s). Requests never wait longer
-    /// than the layer's deadline; this bounds the background attempt.
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// How long a connection may leave a request unanswered before it is presumed dead and
-    /// replaced (default 2 s). Catches partitions and frozen servers, where TCP stays open.
-    pub fn stale_after(mut self, after: Duration) -> Self {
-        self.stale_after = after;
-        self
-    }
-
-    /// The wait after a failed connection attempt: `first`, doubling per further failure, at most
-    /// `max` (default 50 ms to 1 s). Calls during the wait fail at once, without network.
-    pub fn reconnect_backoff(mut self, first: Duration, max: Duration) -> Self {
-        self.backoff = (first, max.max(first));
-        self
-    }
-
-    /// Sends the time from `clock` instead of reading the Redis server clock. Meant for tests that
-    /// drive time by hand (the conformance suite does). Since such a clock may run slower than
-    /// real time, written keys then live at least ten minutes, so Redis never expires state that
-    /// is still live in the caller's time; the scripts ignore stale state by its content.
-    pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Some(Arc::new(clock));
-        self
-    }
-
-    /// The store. Validates the settings; does not connect.
-    pub fn build(self) -> Result<RedisStore, ConfigError> {
-        validate_prefix(&self.prefix)?;
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.connect_timeout))
-            .set_response_timeout(None);
-        let manager = Manager::new_with_config(self.url.as_str(), config).map_err(|err| {
-            ConfigError::Store(format!("invalid Redis URL {}: {err}", redact(&self.url)))
-        })?;
-        let pool = Pool::builder(manager)
-            .max_size(2)
-            .runtime(Runtime::Tokio1)
-            .create_timeout(Some(self.connect_timeout))
-            .wait_timeout(Some(self.connect_timeout))
-            .build()
-            .map_err(|err| ConfigError::Store(format!("cannot build the Redis pool: {err}")))?;
-        let min_ttl_ms = if self.clock.is_some() {
-            10 * 60 * 1000
-        } else {
-            0
-        };
-        Ok(RedisStore {
-            inner: Arc::new(Inner {
-                connection: SharedConnection::new(pool, self.stale_after, self.backoff),
-                prefix: self.prefix.into(),
-                clock: self.clock,
-                min_ttl_ms,
-                url: self.url.into(),
-                #[cfg(feature = "concurrency")]
-                heartbeat: Heartbeat::new(),
-            }),
-        })
-    }
-}
-
-fn validate_prefix(prefix: &str) -> Result<(), ConfigError> {
-    let valid = !prefix.is_empty()
-        && prefix.len() <= 64
-        && prefix
-            .bytes()
-            .all(|b| b.is_ascii_graphic() && !matches!(b, b'{' | b'}'));
-    if valid {
-        Ok(())
-    } else {
-        Err(ConfigError::Store(format!(
-            "invalid key prefix {prefix:?}: use 1 to 64 printable ASCII characters without spaces or braces"
-        )))
-    }
-}
-
-/// The URL without its password, for logs and errors.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let credentials = &url[scheme + 3..at];
-            match credentials.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
-                None => url.to_owned(),
-            }
-        }
-        _ => url.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bad_urls_and_prefixes_are_configuration_errors() {
-        assert!(matches!(
-            RedisStore::open("http://localhost"),
-            Err(ConfigError::Store(_))
-        ));
-        assert!(matches!(
-            RedisStore::builder("redis://localhost")
-                .prefix("a{b}")
-                .build(),
-            Err(ConfigError::Store(_))
-        ));
-        assert!(matches!(
-            RedisStore::builder("redis://localhost").prefix("").build(),
-            Err(ConfigError::Store(_))
-        ));
-        assert!(RedisStore::open("redis://127.0.0.1:6379/2").is_ok());
-    }
-
-    #[test]
-    fn passwords_never_reach_logs() {
-        assert_eq!(
-            redact("redis://user:secret@host:6379"),
-            "redis://user:***@host:6379"
-        );
-        assert_eq!(redact("redis://:secret@host"), "redis://:***@host");
-        assert_eq!(redact("redis://host"), "redis://host");
-        let error = RedisStore::open("http://user:secret@host")
-            .unwrap_err()
-            .to_string();
-        assert!(!error.contains("secret"), "{error}");
     }
 }

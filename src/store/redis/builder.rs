@@ -1,0 +1,355 @@
+//! [`RedisStoreBuilder`]: a Redis store's settings, from a URL or a `deadpool_redis::Config`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_redis::{ConnectionAddr, ConnectionInfo, Manager, Pool, ProtocolVersion, Runtime};
+use redis::{AsyncConnectionConfig, IntoConnectionInfo};
+
+use super::connection::{self, SharedConnection};
+use super::{Inner, RedisStore};
+use crate::clock::Clock;
+use crate::error::ConfigError;
+#[cfg(feature = "concurrency")]
+use crate::store::lease::heartbeat::Heartbeat;
+
+/// The longest reconnect backoff accepted: longer would keep limiting off for that long after
+/// Redis returns.
+const MAX_BACKOFF: Duration = Duration::from_secs(60 * 60);
+
+/// Where a store connects.
+pub(super) enum Target {
+    /// A URL, parsed at `build()`.
+    Url(String),
+    /// Connection settings from a `deadpool_redis::Config`.
+    Connection(ConnectionInfo),
+    /// A `deadpool_redis::Config` that sets both `url` and `connection`: refused at `build()`.
+    UrlAndConnection,
+}
+
+/// Settings for a [`RedisStore`]: from [`RedisStore::builder`] (a URL) or
+/// [`RedisStoreBuilder::from_config`] (a [`deadpool_redis::Config`]).
+#[must_use]
+pub struct RedisStoreBuilder {
+    target: Target,
+    prefix: String,
+    connect_timeout: Duration,
+    stale_after: Duration,
+    backoff: (Duration, Duration),
+    clock: Option<Arc<dyn Clock>>,
+}
+
+impl RedisStoreBuilder {
+    pub(super) fn new(target: Target) -> Self {
+        Self {
+            target,
+            prefix: "ratelimit".to_owned(),
+            connect_timeout: Duration::from_secs(1),
+            stale_after: Duration::from_secs(2),
+            backoff: (Duration::from_millis(50), Duration::from_secs(1)),
+            clock: None,
+        }
+    }
+
+    /// Settings for a store configured the way deadpool-redis is, by a
+    /// [`deadpool_redis::Config`] (deserialized with serde, e.g. from environment variables with
+    /// the `config` crate). The other settings keep their defaults until changed here; a
+    /// setting made after this call wins.
+    ///
+    /// What the store takes from the config:
+    /// - `url` (as for [`RedisStore::builder`]) or `connection` (address: TCP, TLS or a Unix
+    ///   socket; database, username, password, protocol), not both; neither means
+    ///   `127.0.0.1:6379`, as for deadpool-redis;
+    /// - `pool.timeouts.create`, when set, as the [connect timeout](Self::connect_timeout);
+    ///   unset, the store keeps its own 1 s (an unbounded attempt would hold off every
+    ///   reconnect for as long as a dropped SYN takes).
+    ///
+    /// `pool.max_size`, `pool.timeouts.wait`, `pool.timeouts.recycle` and `pool.queue_mode` do
+    /// not apply: the store keeps one multiplexed connection for every decision and uses the
+    /// pool only to make a replacement, so nothing waits for a slot and nothing is recycled.
+    ///
+    /// A config that sets both `url` and `connection`, a URL that does not parse or a zero
+    /// create timeout is a [`ConfigError`] from [`build`](Self::build).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tower_redis_ratelimit::store::RedisStoreBuilder;
+    ///
+    /// // REDIS__URL=redis://app:s3cret@redis.internal:6379/2
+    /// // REDIS__POOL__MAX_SIZE=16
+    /// // REDIS__POOL__TIMEOUTS__CREATE__SECS=2
+    /// // REDIS__POOL__TIMEOUTS__CREATE__NANOS=0
+    /// #[derive(serde::Deserialize)]
+    /// struct Settings {
+    ///     redis: deadpool_redis::Config,
+    /// }
+    ///
+    /// let settings: Settings = config::Config::builder()
+    ///     .add_source(config::Environment::default().separator("__"))
+    ///     .build()?
+    ///     .try_deserialize()?;
+    /// let store = RedisStoreBuilder::from_config(settings.redis)
+    ///     .prefix("checkout")
+    ///     .stale_after(Duration::from_secs(1))
+    ///     .build()?;
+    /// println!("rate limits in {}", store.redacted_url());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_config(config: deadpool_redis::Config) -> Self {
+        let target = match (config.url, config.connection) {
+            (Some(url), None) => Target::Url(url),
+            (None, Some(connection)) => Target::Connection(connection),
+            (None, None) => Target::Connection(ConnectionInfo::default()),
+            (Some(_), Some(_)) => Target::UrlAndConnection,
+        };
+        let mut builder = Self::new(target);
+        if let Some(create) = config.pool.and_then(|pool| pool.timeouts.create) {
+            builder.connect_timeout = create;
+        }
+        builder
+    }
+
+    /// The first part of every key (default `ratelimit`): separates applications sharing one
+    /// Redis. Printable ASCII without spaces or braces, at most 64 characters.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// How long establishing a connection may take (default 1 s, above zero). Requests never
+    /// wait longer than the layer's deadline; this bounds the background attempt.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long a connection may leave a request unanswered before it is presumed dead and
+    /// replaced (default 2 s, above zero). Catches partitions and frozen servers, where TCP stays
+    /// open.
+    pub fn stale_after(mut self, after: Duration) -> Self {
+        self.stale_after = after;
+        self
+    }
+
+    /// The wait after a failed connection attempt: `first`, doubling per further failure, at most
+    /// `max` (default 50 ms to 1 s; `max` at most an hour). Calls during the wait fail at once,
+    /// without network.
+    pub fn reconnect_backoff(mut self, first: Duration, max: Duration) -> Self {
+        self.backoff = (first, max.max(first));
+        self
+    }
+
+    /// Sends the time from `clock` instead of reading the Redis server clock. Meant for tests that
+    /// drive time by hand (the conformance suite does). Since such a clock may run slower than
+    /// real time, written keys then live at least ten minutes, so Redis never expires state that
+    /// is still live in the caller's time; the scripts ignore stale state by its content.
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// The store. Validates the settings; does not connect.
+    pub fn build(self) -> Result<RedisStore, ConfigError> {
+        validate_prefix(&self.prefix)?;
+        if self.connect_timeout.is_zero() {
+            return Err(invalid(
+                "the connect timeout (a config's create timeout) is zero",
+            ));
+        }
+        if self.stale_after.is_zero() {
+            return Err(invalid("`stale_after` is zero"));
+        }
+        if self.backoff.1 > MAX_BACKOFF {
+            return Err(invalid(format!(
+                "the reconnect backoff of up to {:?} is longer than an hour",
+                self.backoff.1
+            )));
+        }
+        let (info, redacted_url) = resolve(self.target)?;
+        let pool = pool(info, self.connect_timeout)?;
+        let min_ttl_ms = if self.clock.is_some() {
+            10 * 60 * 1000
+        } else {
+            0
+        };
+        let connect = connection::from_pool(pool);
+        Ok(RedisStore {
+            inner: Arc::new(Inner {
+                connection: SharedConnection::new(connect, self.stale_after, self.backoff),
+                prefix: self.prefix.into(),
+                clock: self.clock,
+                min_ttl_ms,
+                redacted_url: redacted_url.into(),
+                #[cfg(feature = "concurrency")]
+                heartbeat: Heartbeat::new(),
+            }),
+        })
+    }
+}
+
+/// The connection settings of `target`, and how to show them without the password.
+fn resolve(target: Target) -> Result<(redis::ConnectionInfo, String), ConfigError> {
+    let (info, shown) = match target {
+        Target::Url(url) => {
+            let shown = redact(&url);
+            let info = url
+                .as_str()
+                .into_connection_info()
+                .map_err(|err| invalid(format!("invalid Redis URL {shown}: {err}")))?;
+            (info, shown)
+        }
+        Target::Connection(info) => {
+            let shown = describe(&info);
+            match &info.addr {
+                ConnectionAddr::Tcp(host, _) | ConnectionAddr::TcpTls { host, .. }
+                    if host.is_empty() =>
+                {
+                    return Err(invalid(format!("the Redis address {shown} has no host")));
+                }
+                _ => {}
+            }
+            (info.into(), shown)
+        }
+        Target::UrlAndConnection => {
+            return Err(invalid(
+                "the deadpool_redis::Config sets both `url` and `connection`: set one of them",
+            ));
+        }
+    };
+    if !info.addr().is_supported() {
+        return Err(invalid(format!(
+            "cannot connect to {shown} with this build of redis-rs (TLS needs its `tls-rustls` or \
+             `tls-native-tls` feature; Unix sockets need a Unix platform)"
+        )));
+    }
+    Ok((info, shown))
+}
+
+/// The pool that makes the store's connections, each bounded by `connect_timeout`, with no
+/// response timeout (a call is bounded by the layer's deadline, and a silent connection is
+/// caught by `stale_after`).
+pub(super) fn pool(
+    info: redis::ConnectionInfo,
+    connect_timeout: Duration,
+) -> Result<Pool, ConfigError> {
+    let config = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(connect_timeout))
+        .set_response_timeout(None);
+    let manager = Manager::new_with_config(info, config)
+        .map_err(|err| invalid(format!("invalid Redis connection settings: {err}")))?;
+    Pool::builder(manager)
+        .max_size(2)
+        .runtime(Runtime::Tokio1)
+        .create_timeout(Some(connect_timeout))
+        .wait_timeout(Some(connect_timeout))
+        .build()
+        .map_err(|err| invalid(format!("cannot build the Redis pool: {err}")))
+}
+
+fn invalid(message: impl Into<String>) -> ConfigError {
+    ConfigError::Store(message.into())
+}
+
+fn validate_prefix(prefix: &str) -> Result<(), ConfigError> {
+    let valid = !prefix.is_empty()
+        && prefix.len() <= 64
+        && prefix
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && !matches!(b, b'{' | b'}'));
+    if valid {
+        Ok(())
+    } else {
+        Err(invalid(format!(
+            "invalid key prefix {prefix:?}: use 1 to 64 printable ASCII characters without spaces or braces"
+        )))
+    }
+}
+
+/// The URL without its password, for logs and errors: the password of the user information,
+/// and the `pass` parameter of a Unix socket URL, become `***`.
+fn redact(url: &str) -> String {
+    let (scheme, rest) = match url.find("://") {
+        Some(at) => url.split_at(at + 3),
+        None => ("", url),
+    };
+    let shown = match rest.rfind('@') {
+        Some(at) => match rest[..at].split_once(':') {
+            Some((user, _)) => format!("{scheme}{user}:***{}", &rest[at..]),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    };
+    let Some((base, query)) = shown.split_once('?') else {
+        return shown;
+    };
+    let (query, fragment) = match query.split_once('#') {
+        Some((query, fragment)) => (query, Some(fragment)),
+        None => (query, None),
+    };
+    let query: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((key @ ("pass" | "password"), _)) => format!("{key}=***"),
+            _ => pair.to_owned(),
+        })
+        .collect();
+    let mut redacted = format!("{base}?{}", query.join("&"));
+    if let Some(fragment) = fragment {
+        redacted = format!("{redacted}#{fragment}");
+    }
+    redacted
+}
+
+/// Connection settings as a URL for logs, the password shown as `***`:
+/// `redis://[user:***@]host:port/db`, `rediss://…` for TLS, `redis+unix:///path?db=N…`.
+fn describe(info: &ConnectionInfo) -> String {
+    let redis = &info.redis;
+    let resp3 = redis.protocol == ProtocolVersion::RESP3;
+    let host_port = |host: &str, port: u16| {
+        if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        }
+    };
+    let credentials = match (&redis.username, &redis.password) {
+        (Some(user), Some(_)) => format!("{user}:***@"),
+        (Some(user), None) => format!("{user}@"),
+        (None, Some(_)) => ":***@".to_owned(),
+        (None, None) => String::new(),
+    };
+    let protocol = if resp3 { "?protocol=resp3" } else { "" };
+    match &info.addr {
+        ConnectionAddr::Tcp(host, port) => format!(
+            "redis://{credentials}{}/{}{protocol}",
+            host_port(host, *port),
+            redis.db
+        ),
+        ConnectionAddr::TcpTls {
+            host,
+            port,
+            insecure,
+        } => format!(
+            "rediss://{credentials}{}/{}{protocol}{}",
+            host_port(host, *port),
+            redis.db,
+            if *insecure { "#insecure" } else { "" }
+        ),
+        ConnectionAddr::Unix(path) => {
+            let mut url = format!("redis+unix://{}?db={}", path.display(), redis.db);
+            if let Some(user) = &redis.username {
+                url.push_str(&format!("&user={user}"));
+            }
+            if redis.password.is_some() {
+                url.push_str("&pass=***");
+            }
+            if resp3 {
+                url.push_str("&protocol=resp3");
+            }
+            url
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
