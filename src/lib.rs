@@ -34,6 +34,7 @@ pub use concurrency::ConcurrencyLimitLayer;
 /// deadpool-redis, whose `Config` can configure a [`RedisStore`] ([`RedisStore::from_config`]),
 /// with its `serde` feature on: use this re-export to be sure of a matching version.
 #[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use deadpool_redis;
 pub use decision::Decision;
 pub use error::ConfigError;
