@@ -39,11 +39,9 @@ pub(super) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::Algorithm;
-    use crate::algorithm::Outcome;
+    use crate::algorithm::testing::{T0, params};
+    use crate::algorithm::{Algorithm, Outcome};
     use crate::quota::Quota;
-
-    const T0: i64 = 1_700_000_000_000_000;
 
     fn written(step: &Step) -> State {
         match &step.write {
@@ -55,12 +53,7 @@ mod tests {
     #[test]
     fn a_full_bucket_empties_then_refills_a_token_per_interval() {
         // Capacity 4, 2 tokens per second: gcd(2, 1e6) = 2, so a token is 500_000 units.
-        let rule = (
-            "t",
-            Algorithm::TokenBucket,
-            Quota::per_second(2).with_burst(4),
-        );
-        let params = Params::new(rule.0, rule.1, rule.2).unwrap();
+        let params = params(Algorithm::TokenBucket, Quota::per_second(2).with_burst(4));
         let mut state = None;
         for left in (0..4).rev() {
             let step = step(&params, state.as_ref(), T0, 1);
@@ -80,12 +73,10 @@ mod tests {
     #[test]
     fn the_ttl_is_never_zero_for_a_tiny_bucket_at_a_high_rate() {
         // Stripe's sketch's TTL, floor(2 * capacity / rate), is 0 here: 1 token at 10^9 per second.
-        let rule = (
-            "t",
+        let params = params(
             Algorithm::TokenBucket,
             Quota::per_second(1_000_000_000).with_burst(1),
         );
-        let params = Params::new(rule.0, rule.1, rule.2).unwrap();
         let step = step(&params, None, T0, 1);
         assert_eq!(step.verdict.outcome, Outcome::Allowed);
         // A token refills in 1 ns: the state matters for (rounded up) 1 µs.
@@ -95,12 +86,7 @@ mod tests {
 
     #[test]
     fn a_clock_behind_the_bucket_takes_tokens_without_refilling_or_moving_it_back() {
-        let rule = (
-            "t",
-            Algorithm::TokenBucket,
-            Quota::per_second(2).with_burst(4),
-        );
-        let params = Params::new(rule.0, rule.1, rule.2).unwrap();
+        let params = params(Algorithm::TokenBucket, Quota::per_second(2).with_burst(4));
         let ahead = written(&step(&params, None, T0 + 1_000_000, 2));
         let behind = step(&params, Some(&ahead), T0, 1);
         assert_eq!((behind.verdict.remaining, behind.verdict.used), (1, 3));
@@ -120,12 +106,7 @@ mod tests {
     #[test]
     fn a_bucket_time_further_ahead_than_a_full_bucket_refills_is_foreign() {
         // Capacity 4 at 2 per second: an empty bucket refills in 2 s.
-        let params = Params::new(
-            "t",
-            Algorithm::TokenBucket,
-            Quota::per_second(2).with_burst(4),
-        )
-        .unwrap();
+        let params = params(Algorithm::TokenBucket, Quota::per_second(2).with_burst(4));
         let empty = |since| State { since, tokens: 0 };
         let behind = step(&params, Some(&empty(T0 + 2_000_000)), T0, 0).verdict;
         assert_eq!((behind.used, behind.reset_after_us), (4, 4_000_000));
@@ -139,7 +120,7 @@ mod tests {
 
     #[test]
     fn tokens_above_a_lowered_burst_count_as_a_full_bucket() {
-        let params = Params::new("t", Algorithm::TokenBucket, Quota::per_second(1)).unwrap();
+        let params = params(Algorithm::TokenBucket, Quota::per_second(1));
         let overfull = State {
             since: T0,
             tokens: 10 * params.period,
