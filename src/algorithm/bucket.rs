@@ -34,30 +34,21 @@ pub(super) fn evaluate(
     let need = cost.saturating_mul(period);
     // The level can exceed the capacity when a rule's burst was lowered while state was live.
     let room = (capacity - level).max(0);
-    if need > capacity {
+    // A refused request leaves the bucket as it is, and reports it so.
+    let refused = |outcome, retry_after| {
         let (remaining, used) = requests(room, level, burst, period);
-        let v = verdict(
-            Outcome::Never,
-            remaining,
-            used,
-            from_now(ceil_div(level, limit), lead),
-            0,
-        );
-        return (v, None);
+        let reset_after = from_now(ceil_div(level, limit), lead);
+        verdict(outcome, remaining, used, reset_after, retry_after)
+    };
+    if need > capacity {
+        return (refused(Outcome::Never, 0), None);
     }
     // `capacity - need` first: `level + need` could pass 2^53 when the level is near a capacity
     // close to it; this order keeps every intermediate value within [-capacity, capacity].
     let excess = level - (capacity - need);
     if excess > 0 {
-        let (remaining, used) = requests(room, level, burst, period);
-        let v = verdict(
-            Outcome::Denied,
-            remaining,
-            used,
-            from_now(ceil_div(level, limit), lead),
-            from_now(ceil_div(excess, limit), lead),
-        );
-        return (v, None);
+        let retry_after = from_now(ceil_div(excess, limit), lead);
+        return (refused(Outcome::Denied, retry_after), None);
     }
     let new_level = level + need;
     let (remaining, used) = requests(capacity - new_level, new_level, burst, period);
