@@ -77,14 +77,16 @@ pub(crate) fn retry_sentence(seconds: u64) -> String {
     format!("Retry after {seconds} second{plural}.")
 }
 
+/// The body of a refusal, checked to be problem+json: for the tests of every default response.
+#[cfg(test)]
+pub(crate) fn problem_body(response: &Response<Bytes>) -> serde_json::Value {
+    assert_eq!(response.headers()[CONTENT_TYPE], "application/problem+json");
+    serde_json::from_slice(response.body()).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn json(response: &Response<Bytes>) -> serde_json::Value {
-        assert_eq!(response.headers()[CONTENT_TYPE], "application/problem+json");
-        serde_json::from_slice(response.body()).unwrap()
-    }
 
     #[test]
     fn missing_keys_and_outages_have_their_own_status() {
@@ -92,12 +94,12 @@ mod tests {
         let response = missing_key(&err);
         assert_eq!(response.status(), StatusCode::BAD_REQUEST);
         assert_eq!(
-            json(&response)["detail"],
+            problem_body(&response)["detail"],
             "This request cannot be rate limited: the `x-api-key` header is missing."
         );
         let response = unavailable();
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(json(&response)["retry_after"], 1);
+        assert_eq!(problem_body(&response)["retry_after"], 1);
     }
 
     #[test]

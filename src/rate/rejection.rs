@@ -107,16 +107,10 @@ impl fmt::Display for Named<'_> {
 mod tests {
     use std::time::Duration;
 
-    use http::header::CONTENT_TYPE;
-
     use super::*;
     use crate::decision::RuleVerdict;
     use crate::quota::Quota;
-
-    fn json(response: &Response<Bytes>) -> serde_json::Value {
-        assert_eq!(response.headers()[CONTENT_TYPE], "application/problem+json");
-        serde_json::from_slice(response.body()).unwrap()
-    }
+    use crate::response::problem_body;
 
     #[test]
     fn a_429_names_the_rule_and_the_wait() {
@@ -140,7 +134,7 @@ mod tests {
         }
         .default_response();
         assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
-        let body = json(&response);
+        let body = problem_body(&response);
         assert_eq!(body["status"], 429);
         assert_eq!(body["policy"], "hello");
         assert_eq!(body["retry_after"], 7);
@@ -156,7 +150,7 @@ mod tests {
             Policy::try_from(Rule::gcra("upload", Quota::per_second(10).with_burst(4))).unwrap();
         let verdict = RuleVerdict::new(Outcome::Never, 4, 0, Duration::ZERO, Duration::ZERO);
         let decision = Decision::from_verdicts(&policy, &[verdict]);
-        let body = json(
+        let body = problem_body(
             &Rejection::Limited {
                 decision,
                 policy,
@@ -205,7 +199,7 @@ mod tests {
             let allowed = RuleVerdict::new(Outcome::Allowed, 9, 1, Duration::ZERO, Duration::ZERO);
             let decision = Decision::from_verdicts(&other, &[allowed, verdict]);
             assert_eq!(decision.rule_index(), 1);
-            let body = json(
+            let body = problem_body(
                 &Rejection::Limited {
                     decision,
                     policy: policy.clone(),

@@ -79,13 +79,14 @@ impl Shedding {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::response::problem_body;
 
     #[test]
     fn a_shed_request_is_told_its_priority_and_when_to_retry() {
         let shedding = Shedding::new(Priority::Low, 0.25, 1.0, Duration::from_millis(4_100));
         let response = shedding.default_response();
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
-        let body: serde_json::Value = serde_json::from_slice(response.body()).unwrap();
+        let body = problem_body(&response);
         assert_eq!(body["status"], 503);
         assert_eq!(body["priority"], "low");
         assert_eq!(body["retry_after"], 5);

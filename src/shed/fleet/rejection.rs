@@ -61,6 +61,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::response::problem_body;
 
     #[test]
     fn a_shed_request_is_a_503_that_names_its_priority_and_share() {
@@ -77,7 +78,7 @@ mod tests {
         };
         let response = rejection.default_response();
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
-        let body: serde_json::Value = serde_json::from_slice(response.body()).unwrap();
+        let body = problem_body(&response);
         assert_eq!(body["priority"], "low");
         assert_eq!(body["retry_after"], 3);
         assert_eq!(
