@@ -81,8 +81,7 @@ mod tests {
         let rejection = Rejection::Busy(busy);
         assert_eq!(rejection.status(), StatusCode::TOO_MANY_REQUESTS);
         let response = rejection.default_response();
-        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
-        let body = problem_body(&response);
+        let body = problem_body(&response, StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(body["retry_after"], 3);
         assert_eq!(body["limit"], 5);
         assert_eq!(

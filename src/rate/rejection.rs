@@ -133,9 +133,7 @@ mod tests {
             cost: 1,
         }
         .default_response();
-        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
-        let body = problem_body(&response);
-        assert_eq!(body["status"], 429);
+        let body = problem_body(&response, StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(body["policy"], "hello");
         assert_eq!(body["retry_after"], 7);
         assert_eq!(
@@ -157,6 +155,7 @@ mod tests {
                 cost: 9,
             }
             .default_response(),
+            StatusCode::TOO_MANY_REQUESTS,
         );
         assert!(body.get("retry_after").is_none());
         assert!(
@@ -206,6 +205,7 @@ mod tests {
                     cost,
                 }
                 .default_response(),
+                StatusCode::TOO_MANY_REQUESTS,
             );
             assert_eq!(body["detail"], detail);
             assert!(body.get("policy").is_none(), "{body}");

@@ -77,8 +77,7 @@ mod tests {
             priority: Priority::Low,
         };
         let response = rejection.default_response();
-        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
-        let body = problem_body(&response);
+        let body = problem_body(&response, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(body["priority"], "low");
         assert_eq!(body["retry_after"], 3);
         assert_eq!(
