@@ -357,29 +357,13 @@ mod tests {
         let entry = shard.entry(1, &BoundedKey::Verbatim(b"k"), 0);
         entry.update(1, state(), 0, 100);
         entry.update(2, state(), 0, 300);
-        assert!(
-            shard
-                .find(1, &BoundedKey::Verbatim(b"k"))
-                .unwrap()
-                .state(1, 150)
-                .is_none()
-        );
-        assert!(
-            shard
-                .find(1, &BoundedKey::Verbatim(b"k"))
-                .unwrap()
-                .state(2, 150)
-                .is_some()
-        );
+        fn found(shard: &Shard) -> &Entry {
+            shard.find(1, &BoundedKey::Verbatim(b"k")).unwrap()
+        }
+        assert!(found(&shard).state(1, 150).is_none());
+        assert!(found(&shard).state(2, 150).is_some());
         assert_eq!(shard.evict_expired(150), 0);
-        assert_eq!(
-            shard
-                .find(1, &BoundedKey::Verbatim(b"k"))
-                .unwrap()
-                .rules
-                .len(),
-            1
-        );
+        assert_eq!(found(&shard).rules.len(), 1);
         assert_eq!(shard.evict_expired(300), 1);
         assert_eq!(shard.len(), 0);
     }
