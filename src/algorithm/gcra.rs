@@ -1,8 +1,8 @@
 //! GCRA, as `lua/gcra.lua`: requests spaced `period / limit` apart on average, up to `burst` back
 //! to back. Kept in its exact bucket-level form: the theoretical arrival time is
-//! `since + level / limit`.
+//! `since + level / limit`. Its step is the bucket meter's ([`bucket::step`]).
 
-use super::{Params, Step, Write, bucket};
+use super::bucket;
 
 /// The level (units of 1/period request) at time `since` (µs since the epoch, never moved back).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -11,23 +11,30 @@ pub(crate) struct State {
     pub(crate) level: i64,
 }
 
-#[inline(always)]
-pub(super) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) -> Step {
-    let (level, at) = state.map_or((0, now), |state| {
-        let capacity = params.burst * params.period;
-        bucket::at(state.level, state.since, now, params.limit, capacity)
-    });
-    let (verdict, new_level) = bucket::evaluate(params, level, at - now, cost);
-    let write = new_level.map(|level| Write::Set(super::State::Gcra(State { since: at, level })));
-    Step::new(verdict, write, verdict.reset_after_us)
+impl bucket::Stored for State {
+    #[inline(always)]
+    fn level(&self, _capacity: i64) -> (i64, i64) {
+        (self.level, self.since)
+    }
+
+    #[inline(always)]
+    fn store(since: i64, level: i64, _capacity: i64) -> super::State {
+        super::State::Gcra(State { since, level })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algorithm::bucket;
     use crate::algorithm::testing::{OneKey, SECOND, T0};
-    use crate::algorithm::{Algorithm, Outcome, RuleVerdict};
+    use crate::algorithm::{Algorithm, Outcome, Params, RuleVerdict, Step, Write};
     use crate::quota::Quota;
+
+    /// A GCRA rule's step.
+    fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) -> Step {
+        bucket::step(params, state, now, cost)
+    }
 
     fn params(quota: Quota) -> Params {
         crate::algorithm::testing::params(Algorithm::Gcra, quota)

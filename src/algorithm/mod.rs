@@ -133,14 +133,14 @@ pub(crate) fn step_then<R>(
                 Some(State::TokenBucket(state)) => Some(state),
                 _ => None,
             };
-            then(token_bucket::step(params, state, now, cost))
+            then(bucket::step(params, state, now, cost))
         }
         Algorithm::Gcra => {
             let state = match state {
                 Some(State::Gcra(state)) => Some(state),
                 _ => None,
             };
-            then(gcra::step(params, state, now, cost))
+            then(bucket::step(params, state, now, cost))
         }
     }
 }

@@ -3,10 +3,10 @@
 //!
 //! The same meter as GCRA (`bucket`), kept as the tokens left rather than the level used: in
 //! units of 1/period of a token, `tokens = burst * period - level`, and refilling `limit` units
-//! per microsecond is draining the level at that rate. So both decide alike; only the stored form
-//! differs.
+//! per microsecond is draining the level at that rate. So both decide alike, in one step
+//! ([`bucket::step`]); only the stored form differs.
 
-use super::{Params, Step, Write, bucket};
+use super::bucket;
 
 /// The tokens left (units of 1/period of a token) at time `since` (µs since the epoch, never moved
 /// back).
@@ -16,32 +16,35 @@ pub(crate) struct State {
     pub(crate) tokens: i64,
 }
 
-#[inline(always)]
-pub(super) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) -> Step {
-    let capacity = params.burst * params.period;
-    // More tokens than the capacity (the burst was lowered while the state was live) is a full
-    // bucket.
-    let (level, at) = state.map_or((0, now), |state| {
-        let level = (capacity - state.tokens).max(0);
-        bucket::at(level, state.since, now, params.limit, capacity)
-    });
-    let (verdict, new_level) = bucket::evaluate(params, level, at - now, cost);
-    let write = new_level.map(|level| {
-        Write::Set(super::State::TokenBucket(State {
-            since: at,
+impl bucket::Stored for State {
+    #[inline(always)]
+    fn level(&self, capacity: i64) -> (i64, i64) {
+        // More tokens than the capacity (the burst was lowered while the state was live) is a full
+        // bucket.
+        ((capacity - self.tokens).max(0), self.since)
+    }
+
+    #[inline(always)]
+    fn store(since: i64, level: i64, capacity: i64) -> super::State {
+        super::State::TokenBucket(State {
+            since,
             tokens: capacity - level,
-        }))
-    });
-    // The state matters until the bucket is full again.
-    Step::new(verdict, write, verdict.reset_after_us)
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algorithm::bucket;
     use crate::algorithm::testing::{T0, params};
-    use crate::algorithm::{Algorithm, Outcome};
+    use crate::algorithm::{Algorithm, Outcome, Params, Step, Write};
     use crate::quota::Quota;
+
+    /// A token bucket rule's step.
+    fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) -> Step {
+        bucket::step(params, state, now, cost)
+    }
 
     fn written(step: &Step) -> State {
         match &step.write {
