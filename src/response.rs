@@ -77,27 +77,31 @@ pub(crate) fn retry_sentence(seconds: u64) -> String {
     format!("Retry after {seconds} second{plural}.")
 }
 
+/// The body of a refusal with `status`, checked to be problem+json stating that status: for the
+/// tests of every default response.
+#[cfg(test)]
+pub(crate) fn problem_body(response: &Response<Bytes>, status: StatusCode) -> serde_json::Value {
+    assert_eq!(response.status(), status);
+    assert_eq!(response.headers()[CONTENT_TYPE], "application/problem+json");
+    let body: serde_json::Value = serde_json::from_slice(response.body()).unwrap();
+    assert_eq!(body["status"], status.as_u16(), "{body}");
+    body
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn json(response: &Response<Bytes>) -> serde_json::Value {
-        assert_eq!(response.headers()[CONTENT_TYPE], "application/problem+json");
-        serde_json::from_slice(response.body()).unwrap()
-    }
-
     #[test]
     fn missing_keys_and_outages_have_their_own_status() {
         let err = KeyError::missing("the `x-api-key` header is missing");
-        let response = missing_key(&err);
-        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        let body = problem_body(&missing_key(&err), StatusCode::BAD_REQUEST);
         assert_eq!(
-            json(&response)["detail"],
+            body["detail"],
             "This request cannot be rate limited: the `x-api-key` header is missing."
         );
-        let response = unavailable();
-        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(json(&response)["retry_after"], 1);
+        let body = problem_body(&unavailable(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body["retry_after"], 1);
     }
 
     #[test]

@@ -33,6 +33,15 @@ pub trait Keyed: Configure {}
 #[allow(unreachable_pub)]
 pub trait Stored: Configure {}
 
+/// A middleware whose refusals cannot know when a retry would pass, so send a `Retry-After` hint
+/// (the concurrency limit and both shedders: the `shed` feature implies `concurrency`).
+#[cfg(feature = "concurrency")]
+#[allow(unreachable_pub)]
+pub trait Hinted: Configure {
+    /// The hint unless the user sets one.
+    const DEFAULT_RETRY_AFTER: Duration;
+}
+
 /// Configures a layer: the settings every middleware shares (below), and those of middleware `A`
 /// (its builder alias documents them: [`RateLimitLayerBuilder`](crate::rate::RateLimitLayerBuilder),
 /// ...). Only the settings that apply to `A` are offered.
@@ -44,6 +53,8 @@ pub struct LayerBuilder<A: Configure> {
     failure: FailureMode,
     deadline: Duration,
     headers: HeaderFamilies,
+    #[cfg(feature = "concurrency")]
+    retry_after: Option<Duration>,
     on_rejection: Option<Hook<A::Rejection>>,
 }
 
@@ -60,6 +71,8 @@ impl<A: Configure> LayerBuilder<A> {
             failure: FailureMode::default(),
             deadline: DEFAULT_DEADLINE,
             headers,
+            #[cfg(feature = "concurrency")]
+            retry_after: None,
             on_rejection: None,
         }
     }
@@ -161,5 +174,23 @@ impl<A: Stored> LayerBuilder<A> {
     pub fn headers(mut self, headers: HeaderFamilies) -> Self {
         self.headers = headers;
         self
+    }
+}
+
+#[cfg(feature = "concurrency")]
+impl<A: Hinted> LayerBuilder<A> {
+    /// The `Retry-After` sent with a refusal (rounded up to whole seconds, at least 1). Default:
+    /// 1 s for a concurrency limit and the fleet shedder, where a slot frees when some request
+    /// ends, which no one can predict: pick a hint near your typical request duration. 5 s for the
+    /// utilisation shedder, whose drop probability changes over tens of seconds, so a client that
+    /// retries at once mostly adds load.
+    pub fn retry_after(mut self, hint: Duration) -> Self {
+        self.retry_after = Some(hint);
+        self
+    }
+
+    /// The `Retry-After` hint the user set, or the middleware's default.
+    pub(crate) fn retry_hint(&self) -> Duration {
+        self.retry_after.unwrap_or(A::DEFAULT_RETRY_AFTER)
     }
 }

@@ -32,6 +32,8 @@ mod service;
 
 pub(crate) use self::admit::{Admit, Verdict};
 pub use self::body::ResponseBody;
+#[cfg(feature = "concurrency")]
+pub(crate) use self::builder::Hinted;
 pub use self::builder::LayerBuilder;
 pub(crate) use self::builder::{Configure, Keyed, Stored};
 pub use self::failure::{FailureMode, MissingKey};

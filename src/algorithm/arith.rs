@@ -108,6 +108,16 @@ mod tests {
         q
     }
 
+    /// 100,000 pseudo-random numbers from `seed` (xorshift), to draw test operands from.
+    fn xorshift(mut x: u64) -> impl Iterator<Item = u64> {
+        (0..100_000).map(move |_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        })
+    }
+
     #[test]
     fn divisions_are_exact_where_the_fpu_rounds() {
         // 2^53 - 1 over 3: the FPU's quotient is correct here, but near 2^53 neighbours collapse.
@@ -130,12 +140,8 @@ mod tests {
 
     #[test]
     fn integer_division_agrees_with_the_scripts_steps_below_2_pow_53() {
-        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-        for _ in 0..100_000 {
-            // xorshift: operands spread over every magnitude below 2^53, of either sign.
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+        for x in xorshift(0x9E37_79B9_7F4A_7C15) {
+            // Operands spread over every magnitude below 2^53, of either sign.
             let a = ((x >> 11) >> (x % 53)) as i64;
             let a = if x & (1 << 7) == 0 { a } else { -a };
             let b = (((x.rotate_left(29) >> 11) >> (x % 47)) as i64).max(1);
@@ -173,11 +179,7 @@ mod tests {
         // Exact: the integer path.
         assert_eq!(ceil_div_product(3, 5, 4), 4);
         assert_eq!(ceil_div_product(0, MAX_EXACT, 7), 0);
-        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
-        for _ in 0..100_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+        for x in xorshift(0x2545_F491_4F6C_DD1D) {
             // A count up to 2^32 and a number of steps up to 2^52, their product often past 2^53
             // (and past 2^63).
             let a = ((x >> 32) >> (x % 32)) as i64;

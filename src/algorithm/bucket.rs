@@ -1,5 +1,6 @@
 //! The meter shared by GCRA and the token bucket, as `bucket`, `from_now`, `drain` and
-//! `bucket_at` in `lua/common.lua`.
+//! `bucket_at` in `lua/common.lua`, and the step both scripts take around them; each algorithm's
+//! file holds the form it stores the meter in.
 //!
 //! A level is measured in units of 1/period of a request: one request adds `period` units and the
 //! bucket drains `limit` units per microsecond, so levels stay exact integers. `limit` and `period`
@@ -7,7 +8,33 @@
 //! is exact in the scripts' doubles as in an `i64`.
 
 use super::arith::{ceil_div, floor_div, lua_rounded};
-use super::{Outcome, Params, RuleVerdict, verdict};
+use super::{Outcome, Params, RuleVerdict, State, Step, Write, verdict};
+
+/// How a bucket algorithm stores the meter: GCRA the level used, the token bucket the tokens left.
+/// Only the stored form differs; both decide alike.
+pub(super) trait Stored {
+    /// The level (units) this state holds and the time it holds it at (µs since the epoch,
+    /// `since`), for a bucket of `capacity` units.
+    fn level(&self, capacity: i64) -> (i64, i64);
+
+    /// The state holding `level` units at `since`, for a bucket of `capacity` units.
+    fn store(since: i64, level: i64, capacity: i64) -> State;
+}
+
+/// Evaluates a request of `cost` at `now` against a bucket stored as `S`, as `lua/gcra.lua` and
+/// `lua/token_bucket.lua` do: the stored meter as it stands now (see [`at`]), then [`evaluate`]d;
+/// an admitted request stores its new level, which matters until the bucket has drained.
+#[inline(always)]
+pub(super) fn step<S: Stored>(params: &Params, state: Option<&S>, now: i64, cost: i64) -> Step {
+    let capacity = params.burst * params.period;
+    let (level, at) = state.map_or((0, now), |state| {
+        let (level, since) = state.level(capacity);
+        self::at(level, since, now, params.limit, capacity)
+    });
+    let (verdict, new_level) = evaluate(params, level, at - now, cost);
+    let write = new_level.map(|level| Write::Set(S::store(at, level, capacity)));
+    Step::new(verdict, write, verdict.reset_after_us)
+}
 
 /// Evaluates a request of `cost` against a bucket holding `level` units at the time it is
 /// evaluated, `lead` µs after now (0 unless the clock went back, see [`at`]): reported waits count
@@ -34,30 +61,21 @@ pub(super) fn evaluate(
     let need = cost.saturating_mul(period);
     // The level can exceed the capacity when a rule's burst was lowered while state was live.
     let room = (capacity - level).max(0);
-    if need > capacity {
+    // A refused request leaves the bucket as it is, and reports it so.
+    let refused = |outcome, retry_after| {
         let (remaining, used) = requests(room, level, burst, period);
-        let v = verdict(
-            Outcome::Never,
-            remaining,
-            used,
-            from_now(ceil_div(level, limit), lead),
-            0,
-        );
-        return (v, None);
+        let reset_after = from_now(ceil_div(level, limit), lead);
+        verdict(outcome, remaining, used, reset_after, retry_after)
+    };
+    if need > capacity {
+        return (refused(Outcome::Never, 0), None);
     }
     // `capacity - need` first: `level + need` could pass 2^53 when the level is near a capacity
     // close to it; this order keeps every intermediate value within [-capacity, capacity].
     let excess = level - (capacity - need);
     if excess > 0 {
-        let (remaining, used) = requests(room, level, burst, period);
-        let v = verdict(
-            Outcome::Denied,
-            remaining,
-            used,
-            from_now(ceil_div(level, limit), lead),
-            from_now(ceil_div(excess, limit), lead),
-        );
-        return (v, None);
+        let retry_after = from_now(ceil_div(excess, limit), lead);
+        return (refused(Outcome::Denied, retry_after), None);
     }
     let new_level = level + need;
     let (remaining, used) = requests(capacity - new_level, new_level, burst, period);

@@ -46,20 +46,16 @@ mod tests {
 
     use super::*;
     use crate::algorithm::Algorithm;
+    use crate::algorithm::testing::{SECOND, T0, params};
     use crate::quota::Quota;
-
-    const T0: i64 = 1_700_000_000_000_000;
-    const SECOND: i64 = 1_000_000;
 
     #[test]
     fn a_window_starting_more_than_a_period_ahead_is_foreign() {
         // 5 per 10 s, all used in a window starting at T0 + 20 s.
-        let params = Params::new(
-            "fw",
+        let params = params(
             Algorithm::FixedWindow,
             Quota::new(5, Duration::from_secs(10)),
-        )
-        .unwrap();
+        );
         let state = State {
             start: T0 + 20 * SECOND,
             used: 5,

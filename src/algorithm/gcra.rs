@@ -1,8 +1,8 @@
 //! GCRA, as `lua/gcra.lua`: requests spaced `period / limit` apart on average, up to `burst` back
 //! to back. Kept in its exact bucket-level form: the theoretical arrival time is
-//! `since + level / limit`.
+//! `since + level / limit`. Its step is the bucket meter's ([`bucket::step`]).
 
-use super::{Params, Step, Write, bucket};
+use super::bucket;
 
 /// The level (units of 1/period request) at time `since` (µs since the epoch, never moved back).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -11,28 +11,33 @@ pub(crate) struct State {
     pub(crate) level: i64,
 }
 
-#[inline(always)]
-pub(super) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) -> Step {
-    let (level, at) = state.map_or((0, now), |state| {
-        let capacity = params.burst * params.period;
-        bucket::at(state.level, state.since, now, params.limit, capacity)
-    });
-    let (verdict, new_level) = bucket::evaluate(params, level, at - now, cost);
-    let write = new_level.map(|level| Write::Set(super::State::Gcra(State { since: at, level })));
-    Step::new(verdict, write, verdict.reset_after_us)
+impl bucket::Stored for State {
+    #[inline(always)]
+    fn level(&self, _capacity: i64) -> (i64, i64) {
+        (self.level, self.since)
+    }
+
+    #[inline(always)]
+    fn store(since: i64, level: i64, _capacity: i64) -> super::State {
+        super::State::Gcra(State { since, level })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::Algorithm;
-    use crate::algorithm::{Outcome, RuleVerdict};
+    use crate::algorithm::bucket;
+    use crate::algorithm::testing::{OneKey, SECOND, T0};
+    use crate::algorithm::{Algorithm, Outcome, Params, RuleVerdict, Step, Write};
     use crate::quota::Quota;
 
-    const SECOND: i64 = 1_000_000;
+    /// A GCRA rule's step.
+    fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) -> Step {
+        bucket::step(params, state, now, cost)
+    }
 
     fn params(quota: Quota) -> Params {
-        Params::new("t", Algorithm::Gcra, quota).unwrap()
+        crate::algorithm::testing::params(Algorithm::Gcra, quota)
     }
 
     /// The state an admitted step writes.
@@ -44,27 +49,19 @@ mod tests {
     }
 
     /// Runs requests of cost 1 at the given times, returning each verdict.
-    fn run(params: &Params, times: &[i64]) -> Vec<RuleVerdict> {
-        let mut state = None;
-        times
-            .iter()
-            .map(|&now| {
-                let step = step(params, state.as_ref(), now, 1);
-                let verdict = step.verdict;
-                if step.write.is_some() {
-                    state = Some(written(step));
-                }
-                verdict
-            })
-            .collect()
+    fn run(params: Params, times: &[i64]) -> Vec<RuleVerdict> {
+        let mut key = OneKey {
+            params,
+            state: None,
+        };
+        times.iter().map(|&now| key.request(now, 1)).collect()
     }
 
     #[test]
     fn a_burst_passes_back_to_back_then_requests_are_spaced() {
         // 3 per 10 s, burst 3: the quickstart's /api/key.
         let p = params(Quota::new(3, std::time::Duration::from_secs(10)));
-        let t0 = 1_700_000_000 * SECOND;
-        let verdicts = run(&p, &[t0, t0, t0, t0]);
+        let verdicts = run(p, &[T0, T0, T0, T0]);
         let outcomes: Vec<_> = verdicts.iter().map(|v| v.outcome).collect();
         assert_eq!(
             outcomes,
@@ -87,16 +84,15 @@ mod tests {
     #[test]
     fn waiting_exactly_retry_after_is_enough_and_a_microsecond_less_is_not() {
         let p = params(Quota::new(3, std::time::Duration::from_secs(10)));
-        let t0 = 1_700_000_000 * SECOND;
-        let state = written(step(&p, None, t0, 3));
-        let denied = step(&p, Some(&state), t0, 1).verdict;
+        let state = written(step(&p, None, T0, 3));
+        let denied = step(&p, Some(&state), T0, 1).verdict;
         let wait = denied.retry_after_us as i64;
         assert_eq!(
-            step(&p, Some(&state), t0 + wait - 1, 1).verdict.outcome,
+            step(&p, Some(&state), T0 + wait - 1, 1).verdict.outcome,
             Outcome::Denied
         );
         assert_eq!(
-            step(&p, Some(&state), t0 + wait, 1).verdict.outcome,
+            step(&p, Some(&state), T0 + wait, 1).verdict.outcome,
             Outcome::Allowed
         );
     }
@@ -106,11 +102,10 @@ mod tests {
         // Burst 4 at 2 per second, requests at T+10 s and T+9 s in turn: time never runs back
         // for the bucket, so the second behind is not drained again when the clock comes back.
         let p = params(Quota::per_second(2).with_burst(4));
-        let t = 1_700_000_000 * SECOND;
         let times: Vec<i64> = (0..40)
-            .map(|i| t + if i % 2 == 0 { 10 } else { 9 } * SECOND)
+            .map(|i| T0 + if i % 2 == 0 { 10 } else { 9 } * SECOND)
             .collect();
-        let verdicts = run(&p, &times);
+        let verdicts = run(p, &times);
         let admitted = verdicts
             .iter()
             .filter(|v| v.outcome == Outcome::Allowed)
@@ -127,16 +122,15 @@ mod tests {
     #[test]
     fn the_bucket_time_never_moves_back() {
         let p = params(Quota::per_second(2).with_burst(4));
-        let t = 1_700_000_000 * SECOND;
-        let state = written(step(&p, None, t + SECOND, 2));
-        let behind = step(&p, Some(&state), t, 1);
+        let state = written(step(&p, None, T0 + SECOND, 2));
+        let behind = step(&p, Some(&state), T0, 1);
         assert_eq!((behind.verdict.remaining, behind.verdict.used), (1, 3));
         // Three requests drain in 1.5 s from the bucket's time, a second ahead.
         assert_eq!(behind.verdict.reset_after_us, 2_500_000);
         assert_eq!(
             written(behind),
             State {
-                since: t + SECOND,
+                since: T0 + SECOND,
                 level: 3 * p.period
             }
         );
@@ -146,19 +140,18 @@ mod tests {
     fn a_bucket_time_further_ahead_than_a_full_bucket_drains_is_foreign() {
         // Burst 4 at 2 per second: a full bucket drains in 2 s.
         let p = params(Quota::per_second(2).with_burst(4));
-        let t = 1_700_000_000 * SECOND;
         let full = State {
-            since: t + 2 * SECOND,
+            since: T0 + 2 * SECOND,
             level: 4 * p.period,
         };
-        let behind = step(&p, Some(&full), t, 1).verdict;
+        let behind = step(&p, Some(&full), T0, 1).verdict;
         assert_eq!(
             (behind.outcome, behind.reset_after_us, behind.retry_after_us),
             (Outcome::Denied, 4_000_000, 2_500_000)
         );
         // A µs further ahead, or the year 2255 (the audit's ~1e17 µs): an empty bucket, now.
-        for since in [t + 2 * SECOND + 1, 9_007_199_254_740_991] {
-            let foreign = step(&p, Some(&State { since, ..full }), t, 1);
+        for since in [T0 + 2 * SECOND + 1, 9_007_199_254_740_991] {
+            let foreign = step(&p, Some(&State { since, ..full }), T0, 1);
             assert_eq!(
                 (foreign.verdict.outcome, foreign.verdict.used),
                 (Outcome::Allowed, 1)
@@ -167,7 +160,7 @@ mod tests {
             assert_eq!(
                 written(foreign),
                 State {
-                    since: t,
+                    since: T0,
                     level: p.period
                 }
             );
@@ -182,13 +175,12 @@ mod tests {
         let period = std::time::Duration::from_secs(3);
         let p = params(Quota::new(1, period).with_burst(3_002_399_751));
         assert_eq!((p.limit, p.period), (1, 3_000_000));
-        let t = 1_700_000_000 * SECOND;
         let lead = 2 * SECOND + 1;
         let full = State {
-            since: t + lead,
+            since: T0 + lead,
             level: 3_002_399_751 * p.period,
         };
-        let peek = step(&p, Some(&full), t, 0).verdict;
+        let peek = step(&p, Some(&full), T0, 0).verdict;
         let exact = full.level + lead;
         assert!(exact > 1 << 53 && exact % 2 == 1);
         // What the script's `us + lead` gives: the exact sum rounded to a double.
@@ -201,13 +193,8 @@ mod tests {
 
     #[test]
     fn cost_above_burst_can_never_pass_and_cost_zero_only_peeks() {
-        let p = params(Quota::per_second(10).with_burst(5));
-        let never = step(&p, None, SECOND, 6);
-        assert_eq!(never.verdict.outcome, Outcome::Never);
-        assert!(never.write.is_none());
-        let peek = step(&p, None, SECOND, 0);
-        assert_eq!(peek.verdict.outcome, Outcome::Allowed);
-        assert_eq!(peek.verdict.remaining, 5);
-        assert!(peek.write.is_none(), "a peek writes nothing");
+        let mut key = OneKey::new(Algorithm::Gcra, Quota::per_second(10).with_burst(5));
+        assert_eq!(key.request(T0, 6).outcome, Outcome::Never);
+        key.assert_peek_writes_nothing(5);
     }
 }

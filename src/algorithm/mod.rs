@@ -21,6 +21,8 @@ mod kind;
 mod params;
 pub(crate) mod sliding_log;
 pub(crate) mod sliding_window;
+#[cfg(test)]
+mod testing;
 pub(crate) mod token_bucket;
 mod verdict;
 
@@ -131,14 +133,14 @@ pub(crate) fn step_then<R>(
                 Some(State::TokenBucket(state)) => Some(state),
                 _ => None,
             };
-            then(token_bucket::step(params, state, now, cost))
+            then(bucket::step(params, state, now, cost))
         }
         Algorithm::Gcra => {
             let state = match state {
                 Some(State::Gcra(state)) => Some(state),
                 _ => None,
             };
-            then(gcra::step(params, state, now, cost))
+            then(bucket::step(params, state, now, cost))
         }
     }
 }
@@ -183,7 +185,9 @@ impl Step {
 
 #[cfg(test)]
 mod tests {
+    use super::testing::{T0, params};
     use super::*;
+    use crate::quota::Quota;
 
     #[test]
     fn a_rule_state_stays_small_whatever_the_algorithm() {
@@ -194,25 +198,23 @@ mod tests {
 
     #[test]
     fn a_write_updates_live_state_in_place_and_replaces_state_that_no_longer_matters() {
-        use crate::quota::Quota;
-        let params = Params::new("log", Algorithm::SlidingLog, Quota::per_second(10)).unwrap();
-        let t = 1_700_000_000_000_000;
-        let write = |now| step(&params, None, now, 2).write.unwrap().0;
+        let log = params(Algorithm::SlidingLog, Quota::per_second(10));
+        let write = |now| step(&log, None, now, 2).write.unwrap().0;
         let entries = |state: &State| match state {
             State::SlidingLog(log) => log.len(),
             other => panic!("expected a log, got {other:?}"),
         };
-        let mut state = write(t).into_state();
-        write(t + 1).apply(&mut state, true);
+        let mut state = write(T0).into_state();
+        write(T0 + 1).apply(&mut state, true);
         assert_eq!(entries(&state), 4);
-        write(t + 2).apply(&mut state, false);
+        write(T0 + 2).apply(&mut state, false);
         assert_eq!(entries(&state), 2);
         // A state of another kind is replaced, live or not.
-        let gcra = Params::new("gcra", Algorithm::Gcra, Quota::per_second(10)).unwrap();
-        let set = step(&gcra, None, t, 1).write.unwrap().0;
+        let gcra = params(Algorithm::Gcra, Quota::per_second(10));
+        let set = step(&gcra, None, T0, 1).write.unwrap().0;
         set.apply(&mut state, true);
         assert!(matches!(state, State::Gcra(_)));
-        write(t + 3).apply(&mut state, true);
+        write(T0 + 3).apply(&mut state, true);
         assert_eq!(entries(&state), 2);
     }
 }

@@ -117,47 +117,29 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::algorithm::Algorithm;
+    use crate::algorithm::testing::{OneKey, SECOND, T0};
+    use crate::algorithm::{Algorithm, State as RuleState};
     use crate::quota::Quota;
 
-    const T0: i64 = 1_700_000_000_000_000;
-    const SECOND: i64 = 1_000_000;
-
-    struct Log {
-        params: Params,
-        state: Option<State>,
+    /// A key under a log of 3 per 10 seconds.
+    fn log() -> OneKey {
+        OneKey::new(
+            Algorithm::SlidingLog,
+            Quota::new(3, Duration::from_secs(10)),
+        )
     }
 
-    impl Log {
-        /// 3 per 10 seconds.
-        fn new() -> Self {
-            let rule = (
-                "log",
-                Algorithm::SlidingLog,
-                Quota::new(3, Duration::from_secs(10)),
-            );
-            Log {
-                params: Params::new(rule.0, rule.1, rule.2).unwrap(),
-                state: None,
-            }
-        }
-
-        fn request(&mut self, now: i64, cost: i64) -> crate::algorithm::RuleVerdict {
-            let step = step(&self.params, self.state.as_ref(), now, cost);
-            if let Some((write, _)) = step.write {
-                match (write, &mut self.state) {
-                    (Write::Log(append), Some(state)) => append.apply(state),
-                    (Write::Log(append), state) => *state = Some(append.into_log()),
-                    (other, _) => panic!("a log writes appends, not {other:?}"),
-                }
-            }
-            step.verdict
+    /// The times the key's log holds, oldest first.
+    fn times(key: &OneKey) -> Vec<i64> {
+        match &key.state {
+            Some(RuleState::SlidingLog(log)) => log.times.iter().copied().collect(),
+            other => panic!("expected a log, got {other:?}"),
         }
     }
 
     #[test]
     fn the_window_slides_entry_by_entry() {
-        let mut log = Log::new();
+        let mut log = log();
         assert_eq!(log.request(T0, 1).outcome, Outcome::Allowed);
         assert_eq!(log.request(T0 + 2 * SECOND, 1).outcome, Outcome::Allowed);
         assert_eq!(log.request(T0 + 4 * SECOND, 1).outcome, Outcome::Allowed);
@@ -179,15 +161,15 @@ mod tests {
         assert_eq!((allowed.remaining, allowed.used), (0, 3));
         assert_eq!(allowed.reset_after_us, 10_000_000);
         // The entry at T0 was dropped when writing: never more than `limit` entries.
-        assert_eq!(log.state.as_ref().unwrap().len(), 3);
+        assert_eq!(times(&log).len(), 3);
     }
 
     #[test]
     fn costs_add_one_entry_per_unit_and_too_costly_requests_never_pass() {
-        let mut log = Log::new();
+        let mut log = log();
         let allowed = log.request(T0, 3);
         assert_eq!((allowed.outcome, allowed.remaining), (Outcome::Allowed, 0));
-        assert_eq!(log.state.as_ref().unwrap().len(), 3);
+        assert_eq!(times(&log).len(), 3);
         let never = log.request(T0, 4);
         assert_eq!((never.outcome, never.retry_after_us), (Outcome::Never, 0));
         // All three entries leave together.
@@ -197,18 +179,12 @@ mod tests {
 
     #[test]
     fn a_peek_writes_nothing_and_an_empty_log_is_reset() {
-        let mut log = Log::new();
-        let peek = log.request(T0, 0);
-        assert_eq!(
-            (peek.outcome, peek.remaining, peek.reset_after_us),
-            (Outcome::Allowed, 3, 0)
-        );
-        assert!(log.state.is_none());
+        log().assert_peek_writes_nothing(3);
     }
 
     #[test]
     fn a_log_whose_newest_entry_lies_more_than_a_period_ahead_is_foreign() {
-        let mut log = Log::new();
+        let mut log = log();
         log.request(T0 + 20 * SECOND, 3);
         // A period ahead: the entries count, and leave two periods from now.
         let behind = log.request(T0 + 10 * SECOND, 1);
@@ -222,17 +198,15 @@ mod tests {
             (foreign.outcome, foreign.used, foreign.reset_after_us),
             (Outcome::Allowed, 1, 10_000_000)
         );
-        let times: Vec<i64> = log.state.as_ref().unwrap().times.iter().copied().collect();
-        assert_eq!(times, [T0]);
+        assert_eq!(times(&log), [T0]);
     }
 
     #[test]
     fn entries_from_a_clock_that_went_back_stay_sorted() {
-        let mut log = Log::new();
+        let mut log = log();
         log.request(T0 + SECOND, 1);
         log.request(T0, 1);
-        let times: Vec<i64> = log.state.as_ref().unwrap().times.iter().copied().collect();
-        assert_eq!(times, [T0, T0 + SECOND]);
+        assert_eq!(times(&log), [T0, T0 + SECOND]);
         // The newest entry (in the future) decides the reset.
         let peek = log.request(T0, 0);
         assert_eq!(peek.reset_after_us, 11_000_000);

@@ -328,44 +328,32 @@ impl Window {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::Algorithm;
-    use crate::algorithm::RuleVerdict;
+    use crate::algorithm::testing::{OneKey, SECOND, T0};
+    use crate::algorithm::{Algorithm, State as RuleState};
     use crate::quota::Quota;
 
-    /// 2023-11-14T00:00:00Z: a whole number of days, so every sub-interval used here starts on it.
-    const T0: i64 = 1_699_920_000_000_000;
-    const SECOND: i64 = 1_000_000;
-
-    struct Counter {
-        params: Params,
-        state: Option<State>,
+    /// A key under a sliding window of `quota` in `sub_intervals`.
+    fn counter(quota: Quota, sub_intervals: u16) -> OneKey {
+        OneKey::new(Algorithm::SlidingWindow { sub_intervals }, quota)
     }
 
-    impl Counter {
-        fn new(quota: Quota, sub_intervals: u16) -> Self {
-            let rule = ("sw", Algorithm::SlidingWindow { sub_intervals }, quota);
-            Counter {
-                params: Params::new(rule.0, rule.1, rule.2).unwrap(),
-                state: None,
-            }
+    /// The counts the key's window holds.
+    fn window(key: &OneKey) -> &State {
+        match &key.state {
+            Some(RuleState::SlidingWindow(window)) => window,
+            other => panic!("expected a sliding window, got {other:?}"),
         }
+    }
 
-        fn request(&mut self, now: i64, cost: i64) -> RuleVerdict {
-            let step = step(&self.params, self.state.as_ref(), now, cost);
-            if let Some((Write::Window(add), _)) = step.write {
-                match &mut self.state {
-                    Some(state) => add.apply(state),
-                    state => *state = Some(add.into_window()),
-                }
-            }
-            step.verdict
-        }
+    /// A key whose window holds what `add` leaves.
+    fn holding(add: Add) -> Option<RuleState> {
+        Some(Write::Window(add).into_state())
     }
 
     #[test]
     fn one_sub_interval_weighs_the_previous_window_by_its_overlap() {
         // Cloudflare's example: 10 per minute.
-        let mut counter = Counter::new(Quota::per_minute(10), 1);
+        let mut counter = counter(Quota::per_minute(10), 1);
         assert_eq!(counter.request(T0, 8).outcome, Outcome::Allowed);
         // 15 s into the next minute, 3/4 of the previous one still overlaps: ceil(8 * 0.75) = 6.
         let now = T0 + 75 * SECOND;
@@ -387,7 +375,7 @@ mod tests {
     #[test]
     fn sub_intervals_slide_out_one_by_one() {
         // 4 per second in 4 sub-intervals of 250 ms.
-        let mut counter = Counter::new(Quota::per_second(4), 4);
+        let mut counter = counter(Quota::per_second(4), 4);
         for quarter in 0..4 {
             let now = T0 + i64::from(quarter) * 250_000;
             assert_eq!(counter.request(now, 1).outcome, Outcome::Allowed);
@@ -405,25 +393,16 @@ mod tests {
 
     #[test]
     fn costs_beyond_the_limit_never_pass_and_peeks_write_nothing() {
-        let mut counter = Counter::new(Quota::per_second(4), 2);
+        let mut counter = counter(Quota::per_second(4), 2);
         let never = counter.request(T0, 5);
         assert_eq!((never.outcome, never.retry_after_us), (Outcome::Never, 0));
-        let peek = counter.request(T0, 0);
-        assert_eq!(
-            (peek.outcome, peek.remaining, peek.reset_after_us),
-            (Outcome::Allowed, 4, 0)
-        );
-        assert!(counter.state.is_none());
+        counter.assert_peek_writes_nothing(4);
     }
 
     #[test]
     fn a_billion_a_day_uses_coarser_exact_steps() {
-        let params = Params::new(
-            "sw",
-            Algorithm::SlidingWindow { sub_intervals: 1 },
-            Quota::per_day(1_000_000_000),
-        )
-        .unwrap();
+        let mut counter = counter(Quota::per_day(1_000_000_000), 1);
+        let params = counter.params;
         let Geometry {
             size,
             quantum,
@@ -431,10 +410,6 @@ mod tests {
         } = params.window;
         assert_eq!((size, quantum, steps), (params.period, 19_185, 4_503_519));
         assert!(params.limit * steps <= WEIGHT_RANGE);
-        let mut counter = Counter {
-            params,
-            state: None,
-        };
         assert_eq!(counter.request(T0, 1_000_000_000).outcome, Outcome::Allowed);
         // Half a day into the next day, half still counts, and a step of 19_185 µs more: the
         // elapsed time is rounded down to 2_251_759 steps of 4_503_519, so the estimate is
@@ -448,30 +423,19 @@ mod tests {
         // 4e9 counted a day ago under a far higher limit, read by 10^5 a day: 10^5 * 86_400 s is
         // past 2^52 µs, so the steps are of 2 µs, 4.32e10 of them, and the trailing count times
         // the steps left passes 2^53 (and an i64). The script's product rounds there.
-        let params = Params::new(
-            "sw",
-            Algorithm::SlidingWindow { sub_intervals: 1 },
-            Quota::per_day(100_000),
-        )
-        .unwrap();
+        let mut counter = counter(Quota::per_day(100_000), 1);
         let Geometry {
             size,
             quantum,
             steps,
-        } = params.window;
+        } = counter.params.window;
         assert_eq!((quantum, steps), (2, 43_200_000_000));
-        let mut counter = Counter {
-            params,
-            state: Some(
-                Add {
-                    index: T0 / size,
-                    cost: 4_000_000_000,
-                    replace: false,
-                    slots: 2,
-                }
-                .into_window(),
-            ),
-        };
+        counter.state = holding(Add {
+            index: T0 / size,
+            cost: 4_000_000_000,
+            replace: false,
+            slots: 2,
+        });
         // A third of a day into the next: two thirds of the steps are left.
         let now = T0 + size + size / 3;
         let left = steps - floor_div(size / 3, quantum);
@@ -494,12 +458,12 @@ mod tests {
 
     #[test]
     fn a_clock_behind_the_counts_evaluates_at_the_newest_sub_interval() {
-        let mut counter = Counter::new(Quota::per_second(2), 2);
+        let mut counter = counter(Quota::per_second(2), 2);
         counter.request(T0 + SECOND, 1);
         let behind = counter.request(T0, 1);
         assert_eq!(behind.outcome, Outcome::Allowed);
         assert_eq!(behind.reset_after_us, 2_500_000);
-        let state = counter.state.as_ref().unwrap();
+        let state = window(&counter);
         assert_eq!(state.count(state.newest), 2);
     }
 
@@ -508,17 +472,14 @@ mod tests {
         // 5 per hour in 60 sub-intervals of a minute, holding what 3 per minute in sub-intervals
         // of a second left: 3 in the second-index of T0, which as a minute-index lies ~1.7e9
         // minutes ahead.
-        let mut counter = Counter::new(Quota::per_hour(5), 60);
+        let mut counter = counter(Quota::per_hour(5), 60);
         let seconds = T0 / SECOND;
-        counter.state = Some(
-            Add {
-                index: seconds,
-                cost: 3,
-                replace: false,
-                slots: 61,
-            }
-            .into_window(),
-        );
+        counter.state = holding(Add {
+            index: seconds,
+            cost: 3,
+            replace: false,
+            slots: 61,
+        });
         let allowed = counter.request(T0 + SECOND, 2);
         assert_eq!(
             (allowed.outcome, allowed.remaining, allowed.used),
@@ -526,7 +487,7 @@ mod tests {
         );
         // 61 minutes from the start of the current one, not ~1e17 µs.
         assert_eq!(allowed.reset_after_us, 61 * 60 * 1_000_000 - 1_000_000);
-        let state = counter.state.as_ref().unwrap();
+        let state = window(&counter);
         assert_eq!(state.newest, floor_div(T0 + SECOND, 60 * SECOND));
         assert_eq!(
             state.counts.iter().sum::<u32>(),
@@ -540,7 +501,7 @@ mod tests {
         // 2 per second in 4 sub-intervals of 250 ms, full in a sub-interval `ahead` of now.
         let size = 250_000;
         for ahead in 0..=12 {
-            let mut counter = Counter::new(Quota::per_second(2), 4);
+            let mut counter = counter(Quota::per_second(2), 4);
             counter.request(T0 + i64::from(ahead) * size, 2);
             for verdict in [counter.request(T0, 1), counter.request(T0, 0)] {
                 assert!(
@@ -552,7 +513,7 @@ mod tests {
                     "{ahead}: {verdict:?}"
                 );
             }
-            let step = step(&counter.params, counter.state.as_ref(), T0, 1);
+            let step = crate::algorithm::step(&counter.params, counter.state.as_ref(), T0, 1);
             if let Some((_, ttl)) = step.write {
                 assert!(ttl <= 9 * 250_000, "{ahead}: TTL {ttl}");
             }
@@ -605,11 +566,11 @@ mod tests {
 
     #[test]
     fn the_ring_forgets_sub_intervals_that_slid_out() {
-        let mut counter = Counter::new(Quota::per_second(10), 2);
+        let mut counter = counter(Quota::per_second(10), 2);
         counter.request(T0, 3);
         counter.request(T0 + 500_000, 2);
         counter.request(T0 + 1_500_000, 1);
-        let state = counter.state.as_ref().unwrap();
+        let state = window(&counter);
         assert_eq!(state.count(state.newest), 1);
         assert_eq!(state.count(state.newest - 1), 0);
         assert_eq!(state.count(state.newest - 2), 2);

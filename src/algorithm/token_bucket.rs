@@ -3,10 +3,10 @@
 //!
 //! The same meter as GCRA (`bucket`), kept as the tokens left rather than the level used: in
 //! units of 1/period of a token, `tokens = burst * period - level`, and refilling `limit` units
-//! per microsecond is draining the level at that rate. So both decide alike; only the stored form
-//! differs.
+//! per microsecond is draining the level at that rate. So both decide alike, in one step
+//! ([`bucket::step`]); only the stored form differs.
 
-use super::{Params, Step, Write, bucket};
+use super::bucket;
 
 /// The tokens left (units of 1/period of a token) at time `since` (µs since the epoch, never moved
 /// back).
@@ -16,34 +16,35 @@ pub(crate) struct State {
     pub(crate) tokens: i64,
 }
 
-#[inline(always)]
-pub(super) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) -> Step {
-    let capacity = params.burst * params.period;
-    // More tokens than the capacity (the burst was lowered while the state was live) is a full
-    // bucket.
-    let (level, at) = state.map_or((0, now), |state| {
-        let level = (capacity - state.tokens).max(0);
-        bucket::at(level, state.since, now, params.limit, capacity)
-    });
-    let (verdict, new_level) = bucket::evaluate(params, level, at - now, cost);
-    let write = new_level.map(|level| {
-        Write::Set(super::State::TokenBucket(State {
-            since: at,
+impl bucket::Stored for State {
+    #[inline(always)]
+    fn level(&self, capacity: i64) -> (i64, i64) {
+        // More tokens than the capacity (the burst was lowered while the state was live) is a full
+        // bucket.
+        ((capacity - self.tokens).max(0), self.since)
+    }
+
+    #[inline(always)]
+    fn store(since: i64, level: i64, capacity: i64) -> super::State {
+        super::State::TokenBucket(State {
+            since,
             tokens: capacity - level,
-        }))
-    });
-    // The state matters until the bucket is full again.
-    Step::new(verdict, write, verdict.reset_after_us)
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::Algorithm;
-    use crate::algorithm::Outcome;
+    use crate::algorithm::bucket;
+    use crate::algorithm::testing::{T0, params};
+    use crate::algorithm::{Algorithm, Outcome, Params, Step, Write};
     use crate::quota::Quota;
 
-    const T0: i64 = 1_700_000_000_000_000;
+    /// A token bucket rule's step.
+    fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) -> Step {
+        bucket::step(params, state, now, cost)
+    }
 
     fn written(step: &Step) -> State {
         match &step.write {
@@ -55,12 +56,7 @@ mod tests {
     #[test]
     fn a_full_bucket_empties_then_refills_a_token_per_interval() {
         // Capacity 4, 2 tokens per second: gcd(2, 1e6) = 2, so a token is 500_000 units.
-        let rule = (
-            "t",
-            Algorithm::TokenBucket,
-            Quota::per_second(2).with_burst(4),
-        );
-        let params = Params::new(rule.0, rule.1, rule.2).unwrap();
+        let params = params(Algorithm::TokenBucket, Quota::per_second(2).with_burst(4));
         let mut state = None;
         for left in (0..4).rev() {
             let step = step(&params, state.as_ref(), T0, 1);
@@ -80,12 +76,10 @@ mod tests {
     #[test]
     fn the_ttl_is_never_zero_for_a_tiny_bucket_at_a_high_rate() {
         // Stripe's sketch's TTL, floor(2 * capacity / rate), is 0 here: 1 token at 10^9 per second.
-        let rule = (
-            "t",
+        let params = params(
             Algorithm::TokenBucket,
             Quota::per_second(1_000_000_000).with_burst(1),
         );
-        let params = Params::new(rule.0, rule.1, rule.2).unwrap();
         let step = step(&params, None, T0, 1);
         assert_eq!(step.verdict.outcome, Outcome::Allowed);
         // A token refills in 1 ns: the state matters for (rounded up) 1 µs.
@@ -95,12 +89,7 @@ mod tests {
 
     #[test]
     fn a_clock_behind_the_bucket_takes_tokens_without_refilling_or_moving_it_back() {
-        let rule = (
-            "t",
-            Algorithm::TokenBucket,
-            Quota::per_second(2).with_burst(4),
-        );
-        let params = Params::new(rule.0, rule.1, rule.2).unwrap();
+        let params = params(Algorithm::TokenBucket, Quota::per_second(2).with_burst(4));
         let ahead = written(&step(&params, None, T0 + 1_000_000, 2));
         let behind = step(&params, Some(&ahead), T0, 1);
         assert_eq!((behind.verdict.remaining, behind.verdict.used), (1, 3));
@@ -120,12 +109,7 @@ mod tests {
     #[test]
     fn a_bucket_time_further_ahead_than_a_full_bucket_refills_is_foreign() {
         // Capacity 4 at 2 per second: an empty bucket refills in 2 s.
-        let params = Params::new(
-            "t",
-            Algorithm::TokenBucket,
-            Quota::per_second(2).with_burst(4),
-        )
-        .unwrap();
+        let params = params(Algorithm::TokenBucket, Quota::per_second(2).with_burst(4));
         let empty = |since| State { since, tokens: 0 };
         let behind = step(&params, Some(&empty(T0 + 2_000_000)), T0, 0).verdict;
         assert_eq!((behind.used, behind.reset_after_us), (4, 4_000_000));
@@ -139,7 +123,7 @@ mod tests {
 
     #[test]
     fn tokens_above_a_lowered_burst_count_as_a_full_bucket() {
-        let params = Params::new("t", Algorithm::TokenBucket, Quota::per_second(1)).unwrap();
+        let params = params(Algorithm::TokenBucket, Quota::per_second(1));
         let overfull = State {
             since: T0,
             tokens: 10 * params.period,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::limiter::ConcurrencyLimiter;
 use super::limits::{Limits, PerKey};
 use super::{ConcurrencyLimitLayer, Rejection};
-use crate::admission::{Configure, Keyed, LayerBuilder};
+use crate::admission::{Configure, Hinted, Keyed, LayerBuilder};
 use crate::error::ConfigError;
 use crate::headers::HeaderFamilies;
 use crate::policy::validate_name;
@@ -25,19 +25,17 @@ pub struct Settings<L: Limits> {
     store: Option<Arc<dyn LeaseStore>>,
     lease: Duration,
     renew_every: Option<Duration>,
-    retry_after: Duration,
     pub(crate) limits: L::Settings,
 }
 
 impl<L: Limits> Settings<L> {
-    /// The defaults: a 30 s lease renewed every 10 s, a 1 s `Retry-After`.
+    /// The defaults: a 30 s lease renewed every 10 s.
     pub(crate) fn new(name: Option<&str>) -> Self {
         Self {
             name: name.map(Arc::from),
             store: None,
             lease: Duration::from_secs(30),
             renew_every: None,
-            retry_after: Duration::from_secs(1),
             limits: L::Settings::default(),
         }
     }
@@ -80,16 +78,9 @@ impl<L: Limits> LayerBuilder<ConcurrencyLimiter<L>> {
         self
     }
 
-    /// The `Retry-After` sent with a refusal (default 1 s; rounded up to whole seconds, at
-    /// least 1). A slot frees when some request ends, which no one can predict: pick a hint near
-    /// your typical request duration.
-    pub fn retry_after(mut self, hint: Duration) -> Self {
-        self.settings.retry_after = hint;
-        self
-    }
-
     /// The limiter of `limits` with these settings, validated.
     pub(crate) fn limiter(&mut self, limits: L) -> Result<ConcurrencyLimiter<L>, ConfigError> {
+        let retry_after = self.retry_hint();
         let settings = &mut self.settings;
         let name = settings.name.clone().ok_or_else(|| {
             ConfigError::Concurrency("a concurrency limit needs a `.name(...)`".into())
@@ -108,7 +99,7 @@ impl<L: Limits> LayerBuilder<ConcurrencyLimiter<L>> {
                 .unwrap_or_else(|| Arc::new(MemoryStore::new())),
             limits,
             lease,
-            retry_after: settings.retry_after,
+            retry_after,
         })
     }
 }
@@ -145,6 +136,10 @@ impl Keyed for ConcurrencyLimiter<PerKey> {}
 
 impl<L: Limits> Configure for ConcurrencyLimiter<L> {
     type Settings = Settings<L>;
+}
+
+impl<L: Limits> Hinted for ConcurrencyLimiter<L> {
+    const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 }
 
 #[cfg(test)]

@@ -80,8 +80,7 @@ impl<L: Limits> Admit for ConcurrencyLimiter<L> {
         let report = Report::Concurrent(Concurrent {
             name: self.name.clone(),
             limit: ticket.limit,
-            in_flight: acquired.in_flight(),
-            admitted: acquired.is_admitted(),
+            acquired,
             retry_after: self.retry_after,
         });
         let pending = ticket.pending.take();

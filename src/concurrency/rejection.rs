@@ -67,6 +67,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::response::problem_body;
 
     #[test]
     fn a_full_slot_is_a_429_saying_why_and_when_to_retry() {
@@ -80,8 +81,7 @@ mod tests {
         let rejection = Rejection::Busy(busy);
         assert_eq!(rejection.status(), StatusCode::TOO_MANY_REQUESTS);
         let response = rejection.default_response();
-        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
-        let body: serde_json::Value = serde_json::from_slice(response.body()).unwrap();
+        let body = problem_body(&response, StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(body["retry_after"], 3);
         assert_eq!(body["limit"], 5);
         assert_eq!(

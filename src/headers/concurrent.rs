@@ -21,26 +21,28 @@ use super::names::{
     EXPIRES_AT, RATELIMIT, RATELIMIT_POLICY, STATE, TOTAL_REQUESTS, X_LIMIT, X_REMAINING, X_USED,
 };
 use super::quota_policy::concurrency_policy;
+use crate::store::lease::Acquired;
 
 /// What one concurrency decision tells the client: the limit `name` admits `limit` requests at
-/// once, `in_flight` are (this one included when admitted).
+/// once, and the store `acquired` the permit or not, with how many are in flight (this one
+/// included when admitted).
 #[derive(Clone, Debug)]
 pub(crate) struct Concurrent {
     pub(crate) name: Arc<str>,
     pub(crate) limit: u32,
-    pub(crate) in_flight: u64,
-    pub(crate) admitted: bool,
+    pub(crate) acquired: Acquired,
     pub(crate) retry_after: Duration,
 }
 
 impl Concurrent {
     pub(crate) fn apply(&self, headers: &mut HeaderMap, families: HeaderFamilies) {
-        let free = u64::from(self.limit).saturating_sub(self.in_flight);
+        let (admitted, in_flight) = (self.acquired.is_admitted(), self.acquired.in_flight());
+        let free = u64::from(self.limit).saturating_sub(in_flight);
         if families.contains(HeaderFamilies::RATE_LIMITING) {
-            let state = if self.admitted { "Allow" } else { "Deny" };
-            fill(headers, TOTAL_REQUESTS, self.in_flight.into());
+            let state = if admitted { "Allow" } else { "Deny" };
+            fill(headers, TOTAL_REQUESTS, in_flight.into());
             fill(headers, STATE, HeaderValue::from_static(state));
-            if !self.admitted {
+            if !admitted {
                 let retry_at = SystemTime::now() + whole_seconds(self.retry_after);
                 fill(headers, EXPIRES_AT, rfc3339(retry_at));
             }
@@ -55,9 +57,9 @@ impl Concurrent {
         if families.contains(HeaderFamilies::X_RATELIMIT) {
             fill(headers, X_LIMIT, self.limit.into());
             fill(headers, X_REMAINING, free.into());
-            fill(headers, X_USED, self.in_flight.into());
+            fill(headers, X_USED, in_flight.into());
         }
-        if !self.admitted {
+        if !admitted {
             retry_after(headers, self.retry_after);
         }
     }
@@ -73,8 +75,7 @@ mod tests {
         Concurrent {
             name: "ws".into(),
             limit: 3,
-            in_flight: if admitted { 2 } else { 3 },
-            admitted,
+            acquired: Acquired::new(admitted, if admitted { 2 } else { 3 }),
             retry_after: Duration::from_millis(1_500),
         }
     }

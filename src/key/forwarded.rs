@@ -18,27 +18,16 @@ pub(super) type Hops = SmallVec<[Hop; 8]>;
 /// The hops of `X-Forwarded-For`: comma-separated addresses, optionally with a port
 /// (`203.0.113.7:4711`, `[2001:db8::1]:4711`) as some proxies write them.
 pub(super) fn x_forwarded_for<'a>(lines: impl Iterator<Item = &'a HeaderValue>) -> Hops {
-    let mut hops = Hops::new();
-    for line in lines {
-        let Ok(line) = line.to_str() else {
-            hops.push(None);
-            continue;
-        };
+    hops(lines, |line, hops| {
         hops.extend(line.split(',').map(|entry| parse_address(entry.trim())));
-    }
-    hops
+    })
 }
 
 /// The hops of `Forwarded`: one per forwarded-element, the address of its `for` parameter.
 /// An element without `for` is an unusable hop: skipping it would hand the decision to whatever
 /// the client wrote further left. So is an obfuscated or `unknown` node: it names no address.
 pub(super) fn forwarded<'a>(lines: impl Iterator<Item = &'a HeaderValue>) -> Hops {
-    let mut hops = Hops::new();
-    for line in lines {
-        let Ok(line) = line.to_str() else {
-            hops.push(None);
-            continue;
-        };
+    hops(lines, |line, hops| {
         for element in split_unquoted(line, ',') {
             let for_value = split_unquoted(element, ';').find_map(|pair| {
                 let (name, value) = pair.split_once('=')?;
@@ -47,6 +36,21 @@ pub(super) fn forwarded<'a>(lines: impl Iterator<Item = &'a HeaderValue>) -> Hop
                     .then(|| value.trim())
             });
             hops.push(for_value.and_then(|value| parse_node(unquote(value))));
+        }
+    })
+}
+
+/// The hops of every header line in order, as one list: `parse` adds a line's own; a line that is
+/// not visible ASCII is one unusable hop.
+fn hops<'a>(
+    lines: impl Iterator<Item = &'a HeaderValue>,
+    mut parse: impl FnMut(&str, &mut Hops),
+) -> Hops {
+    let mut hops = Hops::new();
+    for line in lines {
+        match line.to_str() {
+            Ok(line) => parse(line, &mut hops),
+            Err(_) => hops.push(None),
         }
     }
     hops

@@ -107,16 +107,10 @@ impl fmt::Display for Named<'_> {
 mod tests {
     use std::time::Duration;
 
-    use http::header::CONTENT_TYPE;
-
     use super::*;
     use crate::decision::RuleVerdict;
     use crate::quota::Quota;
-
-    fn json(response: &Response<Bytes>) -> serde_json::Value {
-        assert_eq!(response.headers()[CONTENT_TYPE], "application/problem+json");
-        serde_json::from_slice(response.body()).unwrap()
-    }
+    use crate::response::problem_body;
 
     #[test]
     fn a_429_names_the_rule_and_the_wait() {
@@ -139,9 +133,7 @@ mod tests {
             cost: 1,
         }
         .default_response();
-        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
-        let body = json(&response);
-        assert_eq!(body["status"], 429);
+        let body = problem_body(&response, StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(body["policy"], "hello");
         assert_eq!(body["retry_after"], 7);
         assert_eq!(
@@ -156,13 +148,14 @@ mod tests {
             Policy::try_from(Rule::gcra("upload", Quota::per_second(10).with_burst(4))).unwrap();
         let verdict = RuleVerdict::new(Outcome::Never, 4, 0, Duration::ZERO, Duration::ZERO);
         let decision = Decision::from_verdicts(&policy, &[verdict]);
-        let body = json(
+        let body = problem_body(
             &Rejection::Limited {
                 decision,
                 policy,
                 cost: 9,
             }
             .default_response(),
+            StatusCode::TOO_MANY_REQUESTS,
         );
         assert!(body.get("retry_after").is_none());
         assert!(
@@ -205,13 +198,14 @@ mod tests {
             let allowed = RuleVerdict::new(Outcome::Allowed, 9, 1, Duration::ZERO, Duration::ZERO);
             let decision = Decision::from_verdicts(&other, &[allowed, verdict]);
             assert_eq!(decision.rule_index(), 1);
-            let body = json(
+            let body = problem_body(
                 &Rejection::Limited {
                     decision,
                     policy: policy.clone(),
                     cost,
                 }
                 .default_response(),
+                StatusCode::TOO_MANY_REQUESTS,
             );
             assert_eq!(body["detail"], detail);
             assert!(body.get("policy").is_none(), "{body}");

@@ -76,6 +76,20 @@ impl Shedding {
     }
 }
 
+/// The detail of a shed request's 503, checked to name `priority` and to ask for a retry after
+/// `retry_after` seconds: for the tests of both shedders.
+#[cfg(test)]
+pub(crate) fn shed_detail(
+    response: &Response<Bytes>,
+    priority: Priority,
+    retry_after: u64,
+) -> String {
+    let body = crate::response::problem_body(response, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body["priority"], serde_json::to_value(priority).unwrap());
+    assert_eq!(body["retry_after"], retry_after);
+    body["detail"].as_str().unwrap().to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,13 +98,8 @@ mod tests {
     fn a_shed_request_is_told_its_priority_and_when_to_retry() {
         let shedding = Shedding::new(Priority::Low, 0.25, 1.0, Duration::from_millis(4_100));
         let response = shedding.default_response();
-        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
-        let body: serde_json::Value = serde_json::from_slice(response.body()).unwrap();
-        assert_eq!(body["status"], 503);
-        assert_eq!(body["priority"], "low");
-        assert_eq!(body["retry_after"], 5);
         assert_eq!(
-            body["detail"],
+            shed_detail(&response, Priority::Low, 5),
             "The service is overloaded and refuses 25% of low priority requests to recover. \
              Retry after 5 seconds."
         );

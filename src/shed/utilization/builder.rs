@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use super::UtilizationShedLayer;
 use super::in_flight::InFlight;
 use super::shedder::{RandomFn, Source, UtilizationFn, UtilizationShedder};
-use crate::admission::{Configure, LayerBuilder, NoKeys};
+use crate::admission::{Configure, Hinted, LayerBuilder, NoKeys};
 use crate::error::ConfigError;
 use crate::headers::HeaderFamilies;
 use crate::log::Throttled;
@@ -20,9 +20,6 @@ use crate::shed::{ControlLaw, ShedControl, Shedding};
 /// [`utilization`](LayerBuilder::utilization) function; everything else has a default.
 pub type UtilizationShedLayerBuilder = LayerBuilder<UtilizationShedder>;
 
-/// The default `Retry-After` of a shed request.
-const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(5);
-
 /// What a utilisation shedder adds to the settings every layer shares.
 #[allow(unreachable_pub)]
 pub struct Settings {
@@ -30,7 +27,6 @@ pub struct Settings {
     utilization: Option<Arc<UtilizationFn>>,
     classify: Option<Classifier>,
     law: ControlLaw,
-    retry_after: Duration,
     random: Option<Arc<RandomFn>>,
 }
 
@@ -42,7 +38,6 @@ impl UtilizationShedLayer {
             utilization: None,
             classify: None,
             law: ControlLaw::default(),
-            retry_after: DEFAULT_RETRY_AFTER,
             random: None,
         };
         LayerBuilder::new(settings, HeaderFamilies::NONE)
@@ -85,14 +80,6 @@ impl LayerBuilder<UtilizationShedder> {
         self
     }
 
-    /// The `Retry-After` of shed requests (default 5 s; sent in whole seconds, rounded up, at
-    /// least 1). The drop probability changes over tens of seconds, so a client that retries at
-    /// once mostly adds load.
-    pub fn retry_after(mut self, retry_after: Duration) -> Self {
-        self.settings.retry_after = retry_after;
-        self
-    }
-
     /// The source of uniform random numbers in `[0, 1)` that pick which requests to shed (default:
     /// a fast thread-local generator). A request is shed when its number is below its priority's
     /// drop probability; give a fixed sequence to make tests deterministic.
@@ -103,6 +90,7 @@ impl LayerBuilder<UtilizationShedder> {
 
     /// Validates the configuration and builds the layer. The control starts rested as of now.
     pub fn build(mut self) -> Result<UtilizationShedLayer, ConfigError> {
+        let retry_after = self.retry_hint();
         let settings = &mut self.settings;
         let source = match (settings.capacity, settings.utilization.take()) {
             (Some(0), _) => {
@@ -131,7 +119,7 @@ impl LayerBuilder<UtilizationShedder> {
                 .unwrap_or_else(|| Arc::new(|_: &Parts| Priority::Normal)),
             control: Mutex::new(ShedControl::new(settings.law, Instant::now())?),
             in_flight: InFlight::default(),
-            retry_after: settings.retry_after,
+            retry_after,
             random: settings
                 .random
                 .take()
@@ -145,4 +133,8 @@ impl LayerBuilder<UtilizationShedder> {
 
 impl Configure for UtilizationShedder {
     type Settings = Settings;
+}
+
+impl Hinted for UtilizationShedder {
+    const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(5);
 }

@@ -297,23 +297,14 @@ mod tests {
     fn a_slot_admits_up_to_its_limit_and_expired_leases_make_room() {
         let mut table = Table::new(10);
         let (a, b, c) = (PermitId::next(), PermitId::next(), PermitId::next());
-        assert_eq!(
-            table.acquire(1, b"k", a, 2, 100, 0).unwrap(),
-            Acquired::new(true, 1)
-        );
-        assert_eq!(
-            table.acquire(1, b"k", b, 2, 200, 0).unwrap(),
-            Acquired::new(true, 2)
-        );
-        assert_eq!(
-            table.acquire(1, b"k", c, 2, 300, 50).unwrap(),
-            Acquired::new(false, 2)
-        );
+        // Slot `k` with a limit of 2: `permit` asks at `now` for a lease ending at `expires_at`.
+        let mut acquire =
+            |permit, expires_at, now| table.acquire(1, b"k", permit, 2, expires_at, now).unwrap();
+        assert_eq!(acquire(a, 100, 0), Acquired::new(true, 1));
+        assert_eq!(acquire(b, 200, 0), Acquired::new(true, 2));
+        assert_eq!(acquire(c, 300, 50), Acquired::new(false, 2));
         // At 100, a's lease has ended: c takes its place.
-        assert_eq!(
-            table.acquire(1, b"k", c, 2, 300, 100).unwrap(),
-            Acquired::new(true, 2)
-        );
+        assert_eq!(acquire(c, 300, 100), Acquired::new(true, 2));
         assert!(!table.release(1, b"k", a, 100), "a had expired");
         assert!(table.release(1, b"k", b, 150));
         assert!(table.release(1, b"k", c, 150));

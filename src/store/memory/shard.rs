@@ -331,23 +331,23 @@ mod tests {
     fn an_entry_expires_with_its_longest_lived_rule() {
         let mut shard = Shard::new(10);
         let entry = shard.entry(1, &BoundedKey::Verbatim(b"k"), 0);
-        entry.update(1, state(), 0, 100);
-        entry.update(2, state(), 0, 300);
-        assert_eq!(entry.expires_at, 300);
-        // A rule that did not live longest expires sooner: the entry does not.
-        entry.update(1, state(), 50, 80);
-        assert_eq!(entry.expires_at, 300);
-        // The longest-lived one expires sooner: the other rules decide.
-        entry.update(2, state(), 60, 90);
-        assert_eq!(entry.expires_at, 90);
-        entry.update(2, state(), 70, 75);
-        assert_eq!(entry.expires_at, 80);
-        // Later than any: the entry follows.
-        entry.update(1, state(), 70, 500);
-        assert_eq!(entry.expires_at, 500);
-        // A new rule counts like any other.
-        entry.update(3, state(), 600, 700);
-        assert_eq!(entry.expires_at, 700);
+        // A rule's state written at `now`, mattering until `rule_expiry`: the entry's expiry.
+        for (rule, now, rule_expiry, entry_expiry) in [
+            (1, 0, 100, 100),
+            (2, 0, 300, 300),
+            // A rule that did not live longest expires sooner: the entry does not.
+            (1, 50, 80, 300),
+            // The longest-lived one expires sooner: the other rules decide.
+            (2, 60, 90, 90),
+            (2, 70, 75, 80),
+            // Later than any: the entry follows.
+            (1, 70, 500, 500),
+            // A new rule counts like any other.
+            (3, 600, 700, 700),
+        ] {
+            entry.update(rule, state(), now, rule_expiry);
+            assert_eq!(entry.expires_at, entry_expiry, "rule {rule} at {now}");
+        }
         assert_eq!(entry.rules.len(), 3);
     }
 
@@ -357,29 +357,13 @@ mod tests {
         let entry = shard.entry(1, &BoundedKey::Verbatim(b"k"), 0);
         entry.update(1, state(), 0, 100);
         entry.update(2, state(), 0, 300);
-        assert!(
-            shard
-                .find(1, &BoundedKey::Verbatim(b"k"))
-                .unwrap()
-                .state(1, 150)
-                .is_none()
-        );
-        assert!(
-            shard
-                .find(1, &BoundedKey::Verbatim(b"k"))
-                .unwrap()
-                .state(2, 150)
-                .is_some()
-        );
+        fn found(shard: &Shard) -> &Entry {
+            shard.find(1, &BoundedKey::Verbatim(b"k")).unwrap()
+        }
+        assert!(found(&shard).state(1, 150).is_none());
+        assert!(found(&shard).state(2, 150).is_some());
         assert_eq!(shard.evict_expired(150), 0);
-        assert_eq!(
-            shard
-                .find(1, &BoundedKey::Verbatim(b"k"))
-                .unwrap()
-                .rules
-                .len(),
-            1
-        );
+        assert_eq!(found(&shard).rules.len(), 1);
         assert_eq!(shard.evict_expired(300), 1);
         assert_eq!(shard.len(), 0);
     }
