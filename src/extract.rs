@@ -16,24 +16,32 @@ use http::request::Parts;
 use crate::concurrency::ConcurrencyPermit;
 use crate::decision::Decision;
 
-/// `Option<Decision>`: the rate limit's decision on this request, if one was made (see
-/// [`Decision`]).
-#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
-impl<S: Send + Sync> OptionalFromRequestParts<S> for Decision {
-    type Rejection = Infallible;
+/// Makes `Option<$value>` an axum extractor of the value a layer put into the request extensions.
+macro_rules! optional_extension {
+    ($(#[$doc:meta])* $value:ty) => {
+        $(#[$doc])*
+        #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+        impl<S: Send + Sync> OptionalFromRequestParts<S> for $value {
+            type Rejection = Infallible;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Option<Self>, Infallible> {
-        Ok(parts.extensions.get::<Decision>().cloned())
-    }
+            async fn from_request_parts(
+                parts: &mut Parts,
+                _: &S,
+            ) -> Result<Option<Self>, Infallible> {
+                Ok(parts.extensions.get::<$value>().cloned())
+            }
+        }
+    };
 }
 
-/// `Option<ConcurrencyPermit>`: the slot this request holds, if it holds one.
+optional_extension!(
+    /// `Option<Decision>`: the rate limit's decision on this request, if one was made (see
+    /// [`Decision`]).
+    Decision
+);
+
 #[cfg(feature = "concurrency")]
-#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
-impl<S: Send + Sync> OptionalFromRequestParts<S> for ConcurrencyPermit {
-    type Rejection = Infallible;
-
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Option<Self>, Infallible> {
-        Ok(parts.extensions.get::<ConcurrencyPermit>().cloned())
-    }
-}
+optional_extension!(
+    /// `Option<ConcurrencyPermit>`: the slot this request holds, if it holds one.
+    ConcurrencyPermit
+);

@@ -11,6 +11,7 @@ mod support;
 mod concurrency;
 mod conformance;
 mod failure_log;
+mod handlers;
 mod headers;
 mod keys;
 mod multi_quota;

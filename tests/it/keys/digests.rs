@@ -94,7 +94,15 @@ async fn concurrency_limit_gives_the_forger_its_own_slot(store: impl LeaseStore)
     // The victim holds its one slot.
     let victim = tokio::spawn({
         let app = app.clone();
-        async move { send(&app, "/hold", "203.0.113.9:1", &[("x-api-key", &long_key())]).await }
+        async move {
+            send(
+                &app,
+                "/hold",
+                "203.0.113.9:1",
+                &[("x-api-key", &long_key())],
+            )
+            .await
+        }
     });
     entered.notified().await;
     let again = send(&app, "/", "203.0.113.9:1", &[("x-api-key", &long_key())]).await;

@@ -11,7 +11,7 @@ use http::request::Parts;
 use tower::ServiceBuilder;
 use tower_redis_ratelimit::admission::MissingKey;
 use tower_redis_ratelimit::key::{
-    ClientIp, GlobalKey, HeaderKey, Key, KeyError, KeyExtractorExt, UserId,
+    self, ClientIp, GlobalKey, HeaderKey, Key, KeyError, KeyExtractorExt, UserId,
 };
 use tower_redis_ratelimit::{MemoryStore, RateLimitLayer};
 
@@ -178,6 +178,31 @@ async fn a_closure_is_an_extractor_and_its_errors_are_400s() {
     assert_bad_request(
         send(&app, "/?tenant=a.b", peer, &[]).await,
         "the `tenant` must be alphanumeric",
+    )
+    .await;
+}
+
+/// The obvious closure, with no type annotation and no `http` import: `key::from_fn` infers the
+/// request head, and a `None` is a missing key.
+#[tokio::test]
+async fn from_fn_takes_a_closure_without_annotations() {
+    let store = MemoryStore::new();
+    let by_tenant = key::from_fn(|parts| {
+        parts
+            .headers
+            .get("x-tenant")
+            .map(|tenant| Key::from(tenant.as_bytes()))
+    });
+    let app = app(by_tenant, &store);
+    let peer = "203.0.113.1:1";
+    for _ in 0..2 {
+        let response = send(&app, "/", peer, &[("x-tenant", "acme")]).await;
+        assert_eq!(response.status(), 200);
+    }
+    assert_eq!(used(&store, "acme").await, 2);
+    assert_bad_request(
+        send(&app, "/", peer, &[]).await,
+        "the key function found no key in this request",
     )
     .await;
 }
