@@ -66,6 +66,7 @@ pub(crate) enum Next<B, H> {
 
 impl<A: Admit> Core<A> {
     /// The request's key, or what to do without one.
+    #[inline]
     pub(crate) fn key(&self, parts: &Parts) -> Keyed<A::Key> {
         match self.keys.key(parts) {
             Ok(key) => Keyed::Check(key),
@@ -78,6 +79,7 @@ impl<A: Admit> Core<A> {
     }
 
     /// Turns the store's answer into the next step.
+    #[inline]
     pub(crate) fn settle<B>(
         &self,
         result: Result<A::Answer, StoreError>,
@@ -108,6 +110,7 @@ impl<A: Admit> Core<A> {
     }
 
     /// Carries out a verdict on `request`.
+    #[inline]
     pub(crate) fn follow<B>(&self, verdict: Verdict<A>, request: Request<B>) -> Next<B, A::Held> {
         match verdict.outcome {
             Outcome::Pass(held) => Next::Pass(
@@ -128,6 +131,7 @@ impl<A: Admit> Core<A> {
         response
     }
 
+    #[inline]
     fn stamp(&self, report: Report) -> Stamp {
         Stamp::new(self.families, report)
     }

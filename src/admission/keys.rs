@@ -40,6 +40,7 @@ pub struct Keys<R> {
 impl<R: 'static> KeySource<R> for Keys<R> {
     type Key = Key;
 
+    #[inline]
     fn key(&self, parts: &Parts) -> Result<Key, NoKey<R>> {
         self.extractor.extract(parts).map_err(|err| {
             // Only a request with nothing to key on may pass unlimited: an invalid key (a header

@@ -9,6 +9,7 @@
 //! And `Retry-After` on a denial, except for a request that can never pass ([`Outcome::Never`]):
 //! no wait would let it in, so no wait is named.
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use http::{HeaderMap, HeaderValue};
@@ -22,30 +23,28 @@ use super::names::{
     EXPIRES_AT, RATELIMIT, RATELIMIT_POLICY, STATE, TOTAL_REQUESTS, X_LIMIT, X_REMAINING, X_RESET,
     X_USED,
 };
+use super::quota_policy::RatePolicy;
 use crate::decision::{Decision, Outcome};
-use crate::policy::{Policy, Rule};
+use crate::policy::Rule;
 
-/// What a rate-limit decision tells the client: the decision on `policy`, made `at`, and the
-/// policy's `RateLimit-Policy` value (made once per layer).
+/// What a rate-limit decision tells the client: the decision on `policy`, made `at`.
 #[derive(Clone, Debug)]
 pub(crate) struct Decided {
     pub(crate) decision: Decision,
-    pub(crate) policy: Policy,
-    pub(crate) policy_header: HeaderValue,
+    pub(crate) policy: Arc<RatePolicy>,
     pub(crate) at: SystemTime,
 }
 
 impl Decided {
-    pub(crate) fn apply(&self, headers: &mut HeaderMap, families: HeaderFamilies) {
+    pub(crate) fn apply(self, headers: &mut HeaderMap, families: HeaderFamilies) {
         let Decided {
             decision,
             policy,
-            policy_header,
             at,
         } = self;
         // The exact instant; `rfc3339` and `epoch_seconds` round it up, never down, so a client
         // that waits until then finds the period over.
-        let reset_at = *at + decision.reset_after();
+        let reset_at = at + decision.reset_after();
         if families.contains(HeaderFamilies::RATE_LIMITING) {
             let state = if decision.is_allowed() {
                 "Allow"
@@ -57,11 +56,11 @@ impl Decided {
             fill(headers, EXPIRES_AT, rfc3339(reset_at));
         }
         if families.contains(HeaderFamilies::IETF) {
-            headers.append(RATELIMIT_POLICY, policy_header.clone());
+            headers.append(RATELIMIT_POLICY, policy.header.clone());
             // A custom store may report a rule index of another policy: without the rule there is
             // no line to write, and a line about another rule would mislead.
-            if let Some(rule) = policy.rules().get(decision.rule_index()) {
-                headers.append(RATELIMIT, limit_line(rule, decision));
+            if let Some(rule) = policy.policy.rules().get(decision.rule_index()) {
+                headers.append(RATELIMIT, limit_line(rule, &decision));
             }
         }
         if families.contains(HeaderFamilies::X_RATELIMIT) {
@@ -100,7 +99,7 @@ mod tests {
 
     use super::*;
     use crate::decision::RuleVerdict;
-    use crate::headers::quota_policy::rate_policy;
+    use crate::policy::Policy;
     use crate::quota::Quota;
 
     fn policy() -> Policy {
@@ -115,8 +114,7 @@ mod tests {
     fn decided(decision: Decision) -> Decided {
         Decided {
             decision,
-            policy: policy(),
-            policy_header: rate_policy(policy().rules()),
+            policy: RatePolicy::new(policy()),
             at: SystemTime::now(),
         }
     }
@@ -201,11 +199,9 @@ mod tests {
         ] {
             let decision = Decision::from_verdicts(&policy(), &[verdict(reset_after)]);
             let mut headers = HeaderMap::new();
-            let policy_header = rate_policy(policy().rules());
             let decided = Decided {
                 decision,
-                policy: policy(),
-                policy_header,
+                policy: RatePolicy::new(policy()),
                 at,
             };
             decided.apply(&mut headers, HeaderFamilies::ALL);

@@ -32,7 +32,7 @@ mod stamp;
 pub(crate) use self::concurrent::Concurrent;
 pub use self::families::HeaderFamilies;
 pub(crate) use self::format::retry_seconds;
+pub(crate) use self::quota_policy::RatePolicy;
 #[cfg(feature = "concurrency")]
 pub(crate) use self::quota_policy::concurrency_policy;
-pub(crate) use self::quota_policy::rate_policy;
 pub(crate) use self::stamp::{Report, Stamp, Undecided};

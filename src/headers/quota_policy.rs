@@ -1,13 +1,30 @@
 //! `RateLimit-Policy`: the quota a client is told about, the same on every response of a limit.
 //! Made once per layer, when it is built.
 
+use std::sync::Arc;
+
 use http::HeaderValue;
 #[cfg(feature = "concurrency")]
 use sfv::{KeyRef, StringRef};
 use sfv::{ListSerializer, key_ref};
 
 use super::format::{header_value, sf_integer, sf_name, whole_seconds};
-use crate::policy::Rule;
+use crate::policy::{Policy, Rule};
+
+/// A rate policy with its `RateLimit-Policy` value: made once per layer, shared by every report of
+/// a decision on it (one reference count, where a copy of both would be moved with every request).
+#[derive(Debug)]
+pub(crate) struct RatePolicy {
+    pub(crate) policy: Policy,
+    pub(crate) header: HeaderValue,
+}
+
+impl RatePolicy {
+    pub(crate) fn new(policy: Policy) -> Arc<Self> {
+        let header = rate_policy(policy.rules());
+        Arc::new(Self { policy, header })
+    }
+}
 
 /// A rate policy's: every rule, as `"name";q=<capacity>;w=<seconds>`.
 pub(crate) fn rate_policy(rules: &[Rule]) -> HeaderValue {

@@ -6,6 +6,7 @@
 //! written only where absent, so they describe the innermost layer, the one that refused when one
 //! did; the IETF fields are lists, so every layer appends its policy and its state.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use http::{HeaderMap, HeaderValue};
@@ -16,8 +17,8 @@ use super::concurrent::Concurrent;
 use super::decided::Decided;
 use super::format::{fill, retry_after};
 use super::names::{RATELIMIT_POLICY, STATE};
+use super::quota_policy::RatePolicy;
 use crate::decision::Decision;
-use crate::policy::Policy;
 
 /// What a response can tell about its request's limit.
 #[derive(Clone, Debug)]
@@ -50,16 +51,11 @@ pub(crate) enum Undecided {
 }
 
 impl Report {
-    /// A decision on `policy`, made now; `policy_header` is the policy's `RateLimit-Policy`.
-    pub(crate) fn decided(
-        decision: Decision,
-        policy: &Policy,
-        policy_header: &HeaderValue,
-    ) -> Self {
+    /// A decision on `policy`, made now.
+    pub(crate) fn decided(decision: Decision, policy: &Arc<RatePolicy>) -> Self {
         Report::Decided(Decided {
             decision,
             policy: policy.clone(),
-            policy_header: policy_header.clone(),
             at: SystemTime::now(),
         })
     }

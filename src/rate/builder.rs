@@ -8,7 +8,7 @@ use super::limiter::{CostFn, RateLimiter};
 use super::{RateLimitLayer, Rejection};
 use crate::admission::{Configure, LayerBuilder};
 use crate::error::ConfigError;
-use crate::headers::{HeaderFamilies, rate_policy};
+use crate::headers::{HeaderFamilies, RatePolicy};
 use crate::policy::{Policy, Rule};
 use crate::store::{MemoryStore, Store};
 
@@ -33,7 +33,7 @@ impl RateLimitLayer {
 
     /// The policy this layer enforces.
     pub fn policy(&self) -> &Policy {
-        &self.core.admit.policy
+        &self.core.admit.policy.policy
     }
 }
 
@@ -73,8 +73,7 @@ impl LayerBuilder<RateLimiter> {
             store: settings
                 .store
                 .unwrap_or_else(|| Arc::new(MemoryStore::new())),
-            policy_header: rate_policy(policy.rules()),
-            policy,
+            policy: RatePolicy::new(policy),
             cost: settings.cost,
         };
         self.finish(

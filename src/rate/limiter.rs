@@ -9,9 +9,9 @@ use http::{Extensions, HeaderValue};
 use super::Rejection;
 use crate::admission::{Admit, Keyed, Keys, Stored, Verdict};
 use crate::decision::Decision;
-use crate::headers::Report;
+use crate::headers::{RatePolicy, Report};
 use crate::key::Key;
-use crate::policy::{Policy, Rule};
+use crate::policy::Rule;
 use crate::store::{Store, StoreError, StoreFuture};
 
 pub(crate) type CostFn = dyn Fn(&Parts) -> u32 + Send + Sync;
@@ -20,9 +20,8 @@ pub(crate) type CostFn = dyn Fn(&Parts) -> u32 + Send + Sync;
 /// for each request's key. Made by its builder; the layer's type names it.
 pub struct RateLimiter {
     pub(super) store: Arc<dyn Store>,
-    pub(super) policy: Policy,
-    /// The policy's `RateLimit-Policy`, made once: it is the same on every response.
-    pub(super) policy_header: HeaderValue,
+    /// The policy, with its `RateLimit-Policy` made once: it is the same on every response.
+    pub(super) policy: Arc<RatePolicy>,
     pub(super) cost: Option<Arc<CostFn>>,
 }
 
@@ -37,35 +36,37 @@ impl Admit for RateLimiter {
 
     const LIMITING: &'static str = "rate limiting";
 
+    #[inline]
     fn check(&self, key: Key, parts: &mut Parts) -> (StoreFuture<Decision>, u32) {
         let cost = self.cost.as_ref().map_or(1, |cost| cost(parts));
-        (self.store.check(&key, &self.policy, cost), cost)
+        (self.store.check(&key, &self.policy.policy, cost), cost)
     }
 
+    #[inline]
     fn decide(&self, decision: Decision, cost: u32, extensions: &mut Extensions) -> Verdict<Self> {
-        let report = Report::decided(decision.clone(), &self.policy, &self.policy_header);
+        let report = Report::decided(decision.clone(), &self.policy);
         if decision.is_allowed() {
             extensions.insert(decision);
             return Verdict::pass(Some(report), None);
         }
         let rejection = Rejection::Limited {
             decision,
-            policy: self.policy.clone(),
+            policy: self.policy.policy.clone(),
             cost,
         };
         Verdict::refuse(Some(report), rejection)
     }
 
     fn failed(&self, _: u32, _: &StoreError) -> Option<HeaderValue> {
-        Some(self.policy_header.clone())
+        Some(self.policy.header.clone())
     }
 
     fn announced(&self) -> Option<HeaderValue> {
-        Some(self.policy_header.clone())
+        Some(self.policy.header.clone())
     }
 
     fn names(&self) -> Vec<&str> {
-        self.policy.rules().iter().map(Rule::name).collect()
+        self.policy.policy.rules().iter().map(Rule::name).collect()
     }
 }
 
@@ -76,7 +77,7 @@ impl Stored for RateLimiter {}
 impl fmt::Debug for RateLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimiter")
-            .field("policy", &self.policy)
+            .field("policy", &self.policy.policy)
             .finish_non_exhaustive()
     }
 }

@@ -13,7 +13,7 @@
 //! - Redis keys ([`StorageKey`]) are printable and free of the `{` `}` that delimit the cluster
 //!   hash tag; digests there start with `#`, which no verbatim key may contain.
 
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::LazyLock;
 
 use crate::key::Key;
@@ -22,7 +22,7 @@ use crate::key::Key;
 const MAX_VERBATIM: usize = 64;
 
 /// A client key as the memory store keeps it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum BoundedKey<'a> {
     /// Up to [`MAX_VERBATIM`] bytes, as sent.
     Verbatim(&'a [u8]),
@@ -40,6 +40,15 @@ impl<'a> BoundedKey<'a> {
         }
     }
 
+    /// Whether the key is a digest, and its bytes.
+    #[inline]
+    pub(crate) fn parts(&self) -> (bool, &[u8]) {
+        match self {
+            BoundedKey::Verbatim(bytes) => (false, bytes),
+            BoundedKey::Digest(digest) => (true, digest),
+        }
+    }
+
     /// The key as one byte string that says which form it is: a tag byte, then the bytes.
     #[cfg(feature = "concurrency")]
     pub(crate) fn tagged(&self, out: &mut impl Extend<u8>) {
@@ -52,6 +61,19 @@ impl<'a> BoundedKey<'a> {
                 out.extend([b'#']);
                 out.extend(digest.iter().copied());
             }
+        }
+    }
+}
+
+/// Hashes the bytes alone: equal hashes are told apart by `PartialEq`, which compares the forms
+/// too, so the form need not be hashed (a derived `Hash` would add a word and, on the memory
+/// store's path, a call).
+impl Hash for BoundedKey<'_> {
+    #[inline]
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        match self {
+            BoundedKey::Verbatim(bytes) => state.write(bytes),
+            BoundedKey::Digest(digest) => state.write(digest),
         }
     }
 }

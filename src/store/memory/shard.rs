@@ -100,14 +100,13 @@ impl StoredKey {
 
     #[inline]
     fn is(&self, key: &BoundedKey<'_>) -> bool {
-        match (self, key) {
-            (StoredKey::Inline { len, bytes }, BoundedKey::Verbatim(key)) => {
-                &bytes[..usize::from(*len)] == *key
-            }
-            (StoredKey::Heap(bytes), BoundedKey::Verbatim(key)) => **bytes == **key,
-            (StoredKey::Digest(digest), BoundedKey::Digest(key)) => digest == key,
-            _ => false,
-        }
+        let (digest, bytes) = match self {
+            StoredKey::Inline { len, bytes } => (false, &bytes[..usize::from(*len)]),
+            StoredKey::Heap(bytes) => (false, &**bytes),
+            StoredKey::Digest(digest) => (true, &digest[..]),
+        };
+        let (key_digest, key_bytes) = key.parts();
+        digest == key_digest && bytes == key_bytes
     }
 }
 
