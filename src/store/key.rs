@@ -65,15 +65,16 @@ impl<'a> BoundedKey<'a> {
     }
 }
 
-/// Hashes the bytes alone: equal hashes are told apart by `PartialEq`, which compares the forms
-/// too, so the form need not be hashed (a derived `Hash` would add a word and, on the memory
-/// store's path, a call).
+/// Hashes the bytes as a slice hashes (length, then bytes: with the memory store's hasher, the
+/// length mixed in first spreads short keys well over the shards and table groups; a bare `write`
+/// of the bytes measured a sixth slower with many keys). Equal hashes are told apart by
+/// `PartialEq`, which compares the forms too, so the form itself need not be hashed.
 impl Hash for BoundedKey<'_> {
     #[inline]
     fn hash<H: Hasher>(&self, state: &mut H) {
         match self {
-            BoundedKey::Verbatim(bytes) => state.write(bytes),
-            BoundedKey::Digest(digest) => state.write(digest),
+            BoundedKey::Verbatim(bytes) => bytes.hash(state),
+            BoundedKey::Digest(digest) => digest[..].hash(state),
         }
     }
 }
