@@ -3,17 +3,19 @@
 //!
 //! Bounding the stored key bounds memory per key: a 60 KB header value does not become a 60 KB map
 //! entry or Redis key. A digest must never equal a key a client can send, or a client that sends
-//! another client's digest as its own key would share that client's counters and slots: so every
-//! form says which it is.
+//! another client's digest as its own key would share that client's counters and slots.
 //!
-//! - The memory store keeps keys of up to 64 bytes as they are and longer ones as a 128-bit keyed
-//!   hash, each tagged ([`BoundedKey`]). Its keys never leave the process, so a hash keyed with
-//!   per-process secret keys (SipHash, as std's `HashMap` uses against chosen keys) is as good as
-//!   a cryptographic digest here, and keeps SHA-256 out of builds without Redis.
+//! - The memory store keeps keys of up to 64 bytes as they are, and longer ones as a 128-bit keyed
+//!   hash padded with zeros to 65 bytes ([`bounded`]): longer than any key kept as it is, so never
+//!   equal to one, and a verbatim key is looked up exactly as before, with no tag to compare. Its
+//!   keys never leave the process, so a hash keyed with per-process secret keys (SipHash, as std's
+//!   `HashMap` uses against chosen keys) is as good as a cryptographic digest here, and keeps
+//!   SHA-256 out of builds without Redis.
 //! - Redis keys ([`StorageKey`]) are printable and free of the `{` `}` that delimit the cluster
 //!   hash tag; digests there start with `#`, which no verbatim key may contain.
 
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::borrow::Cow;
+use std::hash::BuildHasher;
 use std::sync::LazyLock;
 
 use crate::key::Key;
@@ -21,61 +23,18 @@ use crate::key::Key;
 /// Keys up to this many bytes are stored as they are.
 const MAX_VERBATIM: usize = 64;
 
-/// A client key as the memory store keeps it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum BoundedKey<'a> {
-    /// Up to [`MAX_VERBATIM`] bytes, as sent.
-    Verbatim(&'a [u8]),
-    /// A 128-bit keyed hash of a longer key.
-    Digest([u8; 16]),
-}
+/// The length of a digest in the memory store: one more than any verbatim key.
+const DIGEST_LEN: usize = MAX_VERBATIM + 1;
 
-impl<'a> BoundedKey<'a> {
-    pub(crate) fn new(key: &'a Key) -> Self {
-        let bytes = key.as_bytes();
-        if bytes.len() <= MAX_VERBATIM {
-            BoundedKey::Verbatim(bytes)
-        } else {
-            BoundedKey::Digest(keyed_digest(bytes))
-        }
-    }
-
-    /// Whether the key is a digest, and its bytes.
-    #[inline]
-    pub(crate) fn parts(&self) -> (bool, &[u8]) {
-        match self {
-            BoundedKey::Verbatim(bytes) => (false, bytes),
-            BoundedKey::Digest(digest) => (true, digest),
-        }
-    }
-
-    /// The key as one byte string that says which form it is: a tag byte, then the bytes.
-    #[cfg(feature = "concurrency")]
-    pub(crate) fn tagged(&self, out: &mut impl Extend<u8>) {
-        match self {
-            BoundedKey::Verbatim(bytes) => {
-                out.extend([b'v']);
-                out.extend(bytes.iter().copied());
-            }
-            BoundedKey::Digest(digest) => {
-                out.extend([b'#']);
-                out.extend(digest.iter().copied());
-            }
-        }
-    }
-}
-
-/// Hashes the bytes as a slice hashes (length, then bytes: with the memory store's hasher, the
-/// length mixed in first spreads short keys well over the shards and table groups; a bare `write`
-/// of the bytes measured a sixth slower with many keys). Equal hashes are told apart by
-/// `PartialEq`, which compares the forms too, so the form itself need not be hashed.
-impl Hash for BoundedKey<'_> {
-    #[inline]
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        match self {
-            BoundedKey::Verbatim(bytes) => bytes.hash(state),
-            BoundedKey::Digest(digest) => digest[..].hash(state),
-        }
+/// The key's bytes when short, else a digest of them that no short key can equal: what the memory
+/// store keeps.
+#[inline]
+pub(crate) fn bounded(key: &Key) -> Cow<'_, [u8]> {
+    let bytes = key.as_bytes();
+    if bytes.len() <= MAX_VERBATIM {
+        Cow::Borrowed(bytes)
+    } else {
+        Cow::Owned(keyed_digest(bytes))
     }
 }
 
@@ -83,9 +42,11 @@ impl Hash for BoundedKey<'_> {
 static DIGEST_KEYS: LazyLock<[std::collections::hash_map::RandomState; 2]> =
     LazyLock::new(Default::default);
 
-/// 128 bits of keyed hash: two independent 64-bit SipHash values.
-fn keyed_digest(bytes: &[u8]) -> [u8; 16] {
-    let mut digest = [0; 16];
+/// 128 bits of keyed hash (two independent 64-bit SipHash values), then zeros up to
+/// [`DIGEST_LEN`].
+#[cold]
+fn keyed_digest(bytes: &[u8]) -> Vec<u8> {
+    let mut digest = vec![0; DIGEST_LEN];
     for (half, keys) in digest.chunks_exact_mut(8).zip(DIGEST_KEYS.iter()) {
         half.copy_from_slice(&keys.hash_one(bytes).to_le_bytes());
     }
@@ -147,32 +108,19 @@ mod tests {
     #[test]
     fn the_memory_form_of_a_short_key_never_equals_a_digest() {
         let long = Key::from("L".repeat(100));
-        let BoundedKey::Digest(digest) = BoundedKey::new(&long) else {
-            panic!("a long key is digested");
-        };
-        assert_eq!(BoundedKey::new(&long), BoundedKey::Digest(digest));
-        // Whatever a client sends that is short enough, it is kept verbatim: even the digest's
-        // own bytes, or any text spelling them.
-        let forged = Key::from(&digest[..]);
-        assert_eq!(BoundedKey::new(&forged), BoundedKey::Verbatim(&digest));
-        assert_ne!(BoundedKey::new(&forged), BoundedKey::new(&long));
-        let other = Key::from("M".repeat(100));
-        assert_ne!(BoundedKey::new(&other), BoundedKey::new(&long));
-    }
-
-    #[cfg(feature = "concurrency")]
-    #[test]
-    fn the_tagged_form_tells_a_digest_from_its_bytes() {
-        let long = Key::from("L".repeat(100));
-        let BoundedKey::Digest(digest) = BoundedKey::new(&long) else {
-            panic!("a long key is digested");
-        };
-        let forged = Key::from(&digest[..]);
-        let (mut a, mut b) = (Vec::new(), Vec::new());
-        BoundedKey::new(&forged).tagged(&mut a);
-        BoundedKey::new(&long).tagged(&mut b);
-        assert_ne!(a, b);
-        assert_eq!(a.len(), b.len(), "same length, told apart by the tag alone");
+        let digest = bounded(&long).into_owned();
+        assert_eq!(digest.len(), DIGEST_LEN);
+        assert_eq!(bounded(&long), digest, "the same key, the same digest");
+        assert_ne!(bounded(&Key::from("M".repeat(100))), digest);
+        // Whatever a client sends that is short enough is kept as it is, and is shorter than any
+        // digest: even the digest's own 16 bytes of hash, or the digest cut to 64 bytes.
+        for forged in [&digest[..16], &digest[..MAX_VERBATIM]] {
+            let forged = Key::from(forged);
+            assert_eq!(bounded(&forged), forged.as_bytes());
+            assert_ne!(bounded(&forged), digest);
+        }
+        // A forged key of the digest's full length is itself digested.
+        assert_ne!(bounded(&Key::from(digest.clone())), digest);
     }
 
     #[cfg(feature = "redis")]

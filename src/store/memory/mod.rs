@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use self::shard::Shard;
-use super::key::BoundedKey;
+use super::key::bounded;
 use super::{Store, StoreFuture};
 use crate::algorithm::{self, Write};
 use crate::clock::{Clock, SystemClock};
@@ -144,8 +144,8 @@ impl MemoryStore {
 
     fn decide(&self, key: &Key, policy: &Policy, cost: u32) -> Decision {
         let now = self.inner.clock.now_micros();
-        let key = BoundedKey::new(key);
-        let hash = self.inner.hasher.hash_one(key);
+        let key = bounded(key);
+        let hash = self.inner.hasher.hash_one(&*key);
         let cost = i64::from(cost);
         // Time is an integer count of µs, which the algorithms need below 2^53 (the year 2255), as
         // the scripts' doubles hold it exactly only there: past it, it stands still.

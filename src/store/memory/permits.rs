@@ -13,7 +13,7 @@ use smallvec::SmallVec;
 
 use super::{Inner, MemoryStore, Padded};
 use crate::clock::micros;
-use crate::store::key::BoundedKey;
+use crate::store::key::bounded;
 use crate::store::lease::heartbeat::{Heartbeat, Renews};
 use crate::store::lease::{Acquired, Lease, LeaseStore, PermitId, Renewal, Slot, lease_micros};
 use crate::store::{StoreError, StoreFuture};
@@ -168,14 +168,14 @@ impl Table {
     }
 }
 
-/// A slot's key in the table: the limit name, `:`, and the bounded client key with its tag.
-/// Names never hold a `:`, so the first one separates the two unambiguously, and the tag keeps a
-/// verbatim key apart from a digest. At most 64 + 1 + 1 + 64 bytes: built on the stack.
+/// A slot's key in the table: the limit name, `:`, and the bounded client key. Names never hold
+/// a `:`, so the first one separates the two unambiguously, and after it a verbatim key (at most
+/// 64 bytes) never equals a digest (65). At most 64 + 1 + 65 bytes: built on the stack.
 fn table_key(slot: &Slot) -> SmallVec<[u8; 136]> {
     let mut key = SmallVec::new();
     key.extend_from_slice(slot.name().as_bytes());
     key.push(b':');
-    BoundedKey::new(slot.key()).tagged(&mut key);
+    key.extend_from_slice(&bounded(slot.key()));
     key
 }
 

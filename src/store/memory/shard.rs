@@ -5,7 +5,6 @@ use hashbrown::HashTable;
 use smallvec::SmallVec;
 
 use crate::algorithm::{State, Write};
-use crate::store::key::BoundedKey;
 
 /// The state of every rule for one client key.
 pub(super) struct Entry {
@@ -70,12 +69,11 @@ impl Entry {
 
 /// A client key as its entry holds it: inline when short (addresses, UUIDs, most API keys), so
 /// a lookup compares it without following a pointer to another cache line (with many keys, that
-/// miss was half the cost of a decision); on the heap when longer (at most 64 bytes: longer keys
-/// arrive as digests); a digest on its own, so that it never equals a verbatim key.
+/// miss was half the cost of a decision); on the heap when longer (at most 65 bytes: longer keys
+/// arrive as digests).
 enum StoredKey {
     Inline { len: u8, bytes: [u8; INLINE_KEY] },
     Heap(Box<[u8]>),
-    Digest([u8; 16]),
 }
 
 /// Inline key bytes: with the length and the tag, 40 bytes in the entry, 24 more than the heap
@@ -84,29 +82,23 @@ enum StoredKey {
 const INLINE_KEY: usize = 38;
 
 impl StoredKey {
-    fn new(key: &BoundedKey<'_>) -> Self {
-        match *key {
-            BoundedKey::Verbatim(key) => match u8::try_from(key.len()) {
-                Ok(len) if key.len() <= INLINE_KEY => {
-                    let mut bytes = [0; INLINE_KEY];
-                    bytes[..key.len()].copy_from_slice(key);
-                    StoredKey::Inline { len, bytes }
-                }
-                _ => StoredKey::Heap(key.into()),
-            },
-            BoundedKey::Digest(digest) => StoredKey::Digest(digest),
+    fn new(key: &[u8]) -> Self {
+        match u8::try_from(key.len()) {
+            Ok(len) if key.len() <= INLINE_KEY => {
+                let mut bytes = [0; INLINE_KEY];
+                bytes[..key.len()].copy_from_slice(key);
+                StoredKey::Inline { len, bytes }
+            }
+            _ => StoredKey::Heap(key.into()),
         }
     }
 
     #[inline]
-    fn is(&self, key: &BoundedKey<'_>) -> bool {
-        let (digest, bytes) = match self {
-            StoredKey::Inline { len, bytes } => (false, &bytes[..usize::from(*len)]),
-            StoredKey::Heap(bytes) => (false, &**bytes),
-            StoredKey::Digest(digest) => (true, &digest[..]),
-        };
-        let (key_digest, key_bytes) = key.parts();
-        digest == key_digest && bytes == key_bytes
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            StoredKey::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            StoredKey::Heap(bytes) => bytes,
+        }
     }
 }
 
@@ -144,17 +136,18 @@ impl Shard {
         self.table.len()
     }
 
-    pub(super) fn find(&self, hash: u64, key: &BoundedKey<'_>) -> Option<&Entry> {
-        self.table.find(hash, |entry| entry.key.is(key))
+    pub(super) fn find(&self, hash: u64, key: &[u8]) -> Option<&Entry> {
+        self.table.find(hash, |entry| entry.key.as_bytes() == key)
     }
 
-    pub(super) fn find_mut(&mut self, hash: u64, key: &BoundedKey<'_>) -> Option<&mut Entry> {
-        self.table.find_mut(hash, |entry| entry.key.is(key))
+    pub(super) fn find_mut(&mut self, hash: u64, key: &[u8]) -> Option<&mut Entry> {
+        self.table
+            .find_mut(hash, |entry| entry.key.as_bytes() == key)
     }
 
     /// The entry for `key`, created if needed. A full shard first drops expired entries, then the
     /// entry closest to expiry among a sample: the state that matters least is forgotten first.
-    pub(super) fn entry(&mut self, hash: u64, key: &BoundedKey<'_>, now: u64) -> &mut Entry {
+    pub(super) fn entry(&mut self, hash: u64, key: &[u8], now: u64) -> &mut Entry {
         if self.find(hash, key).is_none() && self.table.len() >= self.capacity {
             if now >= self.earliest_expiry && now >= self.next_scan {
                 self.next_scan = now.saturating_add(MIN_SCAN_GAP_US);
@@ -169,7 +162,11 @@ impl Shard {
             }
         }
         self.table
-            .entry(hash, |entry| entry.key.is(key), |entry| entry.hash)
+            .entry(
+                hash,
+                |entry| entry.key.as_bytes() == key,
+                |entry| entry.hash,
+            )
             .or_insert_with(|| Entry {
                 hash,
                 key: StoredKey::new(key),
@@ -240,30 +237,18 @@ mod tests {
         }
         // At t=20 ms key 1 has expired: it goes, nothing else does.
         insert(&mut shard, 4, 20_000, 100_000);
-        assert!(
-            shard
-                .find(1, &BoundedKey::Verbatim(&1u64.to_le_bytes()))
-                .is_none()
-        );
+        assert!(shard.find(1, &1u64.to_le_bytes()).is_none());
         assert_eq!(shard.len(), 3);
         // Nothing expired: the entry closest to expiry (key 3, at 30 ms) goes.
         insert(&mut shard, 5, 25_000, 100_000);
-        assert!(
-            shard
-                .find(3, &BoundedKey::Verbatim(&3u64.to_le_bytes()))
-                .is_none()
-        );
-        assert!(
-            shard
-                .find(2, &BoundedKey::Verbatim(&2u64.to_le_bytes()))
-                .is_some()
-        );
+        assert!(shard.find(3, &3u64.to_le_bytes()).is_none());
+        assert!(shard.find(2, &2u64.to_le_bytes()).is_some());
         assert_eq!(shard.len(), 3);
     }
 
     fn insert(shard: &mut Shard, hash: u64, now: u64, expires_at: u64) {
         shard
-            .entry(hash, &BoundedKey::Verbatim(&hash.to_le_bytes()), now)
+            .entry(hash, &hash.to_le_bytes(), now)
             .update(7, state(), now, expires_at);
         shard.expires(expires_at);
     }
@@ -296,40 +281,24 @@ mod tests {
             b"203.0.113.5",
             &[7; INLINE_KEY],
             &[8; INLINE_KEY + 1],
-            &[9; 64],
+            &[9; 65],
         ] {
-            let key = BoundedKey::Verbatim(key);
-            shard.entry(len(&key), &key, 0);
-            let entry = shard.find(len(&key), &key).expect("inserted");
-            assert!(entry.key.is(&key));
-            let BoundedKey::Verbatim(key) = key else {
-                unreachable!()
-            };
+            shard.entry(key.len() as u64, key, 0);
+            let entry = shard.find(key.len() as u64, key).expect("inserted");
+            assert_eq!(entry.key.as_bytes(), key);
             let inline = matches!(entry.key, StoredKey::Inline { .. });
             assert_eq!(inline, key.len() <= INLINE_KEY, "{} bytes", key.len());
         }
-        // A key is never mistaken for a longer or shorter one sharing its hash, nor a digest for
-        // a verbatim key with the same bytes.
-        shard.entry(1, &BoundedKey::Verbatim(b"ab"), 0);
-        assert!(shard.find(1, &BoundedKey::Verbatim(b"a")).is_none());
-        assert!(shard.find(1, &BoundedKey::Verbatim(b"abc")).is_none());
-        let digest = [7; 16];
-        shard.entry(2, &BoundedKey::Digest(digest), 0);
-        assert!(shard.find(2, &BoundedKey::Verbatim(&digest)).is_none());
-        assert!(shard.find(2, &BoundedKey::Digest(digest)).is_some());
-    }
-
-    fn len(key: &BoundedKey<'_>) -> u64 {
-        match key {
-            BoundedKey::Verbatim(bytes) => bytes.len() as u64,
-            BoundedKey::Digest(_) => 16,
-        }
+        // A key is never mistaken for a longer or shorter one sharing its hash.
+        shard.entry(1, b"ab", 0);
+        assert!(shard.find(1, b"a").is_none());
+        assert!(shard.find(1, b"abc").is_none());
     }
 
     #[test]
     fn an_entry_expires_with_its_longest_lived_rule() {
         let mut shard = Shard::new(10);
-        let entry = shard.entry(1, &BoundedKey::Verbatim(b"k"), 0);
+        let entry = shard.entry(1, b"k", 0);
         // A rule's state written at `now`, mattering until `rule_expiry`: the entry's expiry.
         for (rule, now, rule_expiry, entry_expiry) in [
             (1, 0, 100, 100),
@@ -353,11 +322,11 @@ mod tests {
     #[test]
     fn expired_rule_states_are_invisible_and_pruned() {
         let mut shard = Shard::new(10);
-        let entry = shard.entry(1, &BoundedKey::Verbatim(b"k"), 0);
+        let entry = shard.entry(1, b"k", 0);
         entry.update(1, state(), 0, 100);
         entry.update(2, state(), 0, 300);
         fn found(shard: &Shard) -> &Entry {
-            shard.find(1, &BoundedKey::Verbatim(b"k")).unwrap()
+            shard.find(1, b"k").unwrap()
         }
         assert!(found(&shard).state(1, 150).is_none());
         assert!(found(&shard).state(2, 150).is_some());
