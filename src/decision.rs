@@ -115,6 +115,17 @@ impl Decision {
     pub fn retry_after(&self) -> Option<Duration> {
         (self.outcome == Outcome::Denied).then(|| Duration::from_micros(self.retry_after_us))
     }
+
+    /// The same decision `elapsed_us` later, for a denial remembered by the store's caller: the
+    /// waits are that much shorter, the counts the same.
+    #[cfg(feature = "redis")]
+    pub(crate) fn aged(&self, elapsed_us: u64) -> Decision {
+        Decision {
+            reset_after_us: self.reset_after_us.saturating_sub(elapsed_us),
+            retry_after_us: self.retry_after_us.saturating_sub(elapsed_us),
+            ..self.clone()
+        }
+    }
 }
 
 impl fmt::Debug for Decision {

@@ -27,6 +27,7 @@ mod response;
 #[cfg_attr(docsrs, doc(cfg(feature = "shed")))]
 pub mod shed;
 pub mod store;
+mod sync;
 
 #[cfg(feature = "concurrency")]
 #[cfg_attr(docsrs, doc(cfg(feature = "concurrency")))]

@@ -87,6 +87,13 @@ impl Policy {
         &self.inner.rule_ids
     }
 
+    #[cfg(feature = "redis")]
+    /// Whether the two are the same policy: one value, or equal rules. The common case, the one
+    /// policy of one layer, is a pointer comparison.
+    pub(crate) fn same(&self, other: &Policy) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner) || self.inner.rules == other.inner.rules
+    }
+
     /// Each rule's parameters, in rule order.
     pub(crate) fn params(&self) -> &[Params] {
         &self.inner.params

@@ -408,17 +408,26 @@ fn with_redis_failing_open_by_default() {
         "5"
     );
 
-    // Redis dies: requests pass, marked `Skipped`, with the policy and no decision.
+    // Redis dies. The client Redis denied a moment ago stays denied until its window ends:
+    // the store remembers the denial and answers it without Redis.
     redis.kill();
+    let refused = quickstart.get("/api/hello", &[]);
+    assert_eq!(refused.status, 429, "{refused:#?}");
+    assert_eq!(
+        refused.header("rate-limiting-state"),
+        "Deny",
+        "{refused:#?}"
+    );
+    // Every other request passes, marked `Skipped`, with the policy and no decision.
     for _ in 0..3 {
-        let reply = quickstart.get("/api/hello", &[]);
+        let reply = quickstart.get("/api/key", &[("x-api-key", "during-the-outage")]);
         assert_eq!(
             (reply.status, reply.body.as_str()),
-            (200, "hello"),
+            (200, "key accepted"),
             "{reply:#?}"
         );
         assert_eq!(reply.header("rate-limiting-state"), "Skipped", "{reply:#?}");
-        assert_eq!(reply.header("ratelimit-policy"), r#""hello";q=5;w=10"#);
+        assert_eq!(reply.header("ratelimit-policy"), r#""key";q=3;w=10"#);
         assert_eq!(reply.header("ratelimit"), "", "{reply:#?}");
     }
     assert_exits_cleanly_on_sigterm(quickstart);

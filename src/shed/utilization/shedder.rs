@@ -2,7 +2,7 @@
 //! request, as a policy over the admission core.
 
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use http::request::Parts;
@@ -17,6 +17,7 @@ use crate::log::Throttled;
 use crate::shed::priority::{Classifier, Priority, priority_of};
 use crate::shed::{ShedControl, Shedding};
 use crate::store::{StoreError, StoreFuture};
+use crate::sync::lock;
 
 pub(super) type UtilizationFn = dyn Fn() -> f64 + Send + Sync;
 pub(super) type RandomFn = dyn Fn() -> f64 + Send + Sync;
@@ -79,10 +80,9 @@ impl UtilizationShedder {
         Admission::Admitted(self.in_flight.enter())
     }
 
-    /// The control state. A panic cannot happen while it is held (only arithmetic runs under the
-    /// lock), so a poisoned lock still holds a consistent state.
+    /// The control state.
     fn control(&self) -> MutexGuard<'_, ShedControl> {
-        self.control.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.control)
     }
 }
 

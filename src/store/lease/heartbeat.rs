@@ -33,6 +33,7 @@ use crate::clock::micros;
 use crate::log::Throttled;
 use crate::store::StoreError;
 use crate::store::StoreFuture;
+use crate::sync::lock;
 
 /// Renewals per store call: bounds the size of one script call or one lock hold.
 const BATCH: usize = 512;
@@ -182,10 +183,7 @@ impl Heartbeat {
         &self,
     ) -> std::sync::MutexGuard<'_, HashMap<PermitId, (Slot, Duration), foldhash::fast::RandomState>>
     {
-        // Every update completes before unlocking: a poisoned map is still consistent.
-        self.held
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.held)
     }
 }
 

@@ -18,6 +18,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::decision::{Combined, Decision};
 use crate::key::Key;
 use crate::policy::{MAX_RULES, Policy};
+use crate::sync::lock;
 
 /// The in-process store, the embedded default: exact, lock-sharded, never touches the network.
 ///
@@ -310,14 +311,6 @@ impl MemoryStoreBuilder {
             }),
         }
     }
-}
-
-/// A poisoned shard only means another thread panicked while holding it; its table is still
-/// consistent (every update completes before unlocking), so keep serving.
-fn lock(shard: &Mutex<Shard>) -> std::sync::MutexGuard<'_, Shard> {
-    shard
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Checks made outside a Tokio runtime between two looks for one (see `start_janitor`).

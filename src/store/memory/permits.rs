@@ -17,6 +17,7 @@ use crate::store::key::bounded;
 use crate::store::lease::heartbeat::{Heartbeat, Renews};
 use crate::store::lease::{Acquired, Lease, LeaseStore, PermitId, Renewal, Slot, lease_micros};
 use crate::store::{StoreError, StoreFuture};
+use crate::sync::lock;
 
 /// The leases of a store: its tables, sharded like its keys, and their heartbeat.
 pub(super) struct Leases {
@@ -184,7 +185,7 @@ impl Inner {
         let hash = self.hasher.hash_one(key);
         let tables = &self.leases.tables;
         let table = &tables[(hash >> 32) as usize & (tables.len() - 1)].0;
-        (hash, table.lock().unwrap_or_else(|p| p.into_inner()))
+        (hash, lock(table))
     }
 
     fn acquire(
@@ -280,13 +281,6 @@ impl MemoryStore {
     pub fn renewing(&self) -> usize {
         self.inner.leases.heartbeat.len()
     }
-}
-
-fn lock(table: &Mutex<Table>) -> MutexGuard<'_, Table> {
-    // Every update completes before unlocking: a poisoned table is still consistent.
-    table
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

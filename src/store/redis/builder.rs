@@ -8,8 +8,9 @@ use redis::{AsyncConnectionConfig, IntoConnectionInfo};
 
 use super::connection::{self, SharedConnection};
 use super::{Inner, RedisStore};
-use crate::clock::Clock;
+use crate::clock::{Clock, SystemClock};
 use crate::error::ConfigError;
+use crate::store::denials::Denials;
 #[cfg(feature = "concurrency")]
 use crate::store::lease::heartbeat::Heartbeat;
 
@@ -37,7 +38,11 @@ pub struct RedisStoreBuilder {
     stale_after: Duration,
     backoff: (Duration, Duration),
     clock: Option<Arc<dyn Clock>>,
+    denial_cache: usize,
 }
+
+/// How many denials a store remembers unless told otherwise: at 200 bytes or so each, 20 MB.
+const DEFAULT_DENIAL_CACHE: usize = 100_000;
 
 impl RedisStoreBuilder {
     pub(super) fn new(target: Target) -> Self {
@@ -48,6 +53,7 @@ impl RedisStoreBuilder {
             stale_after: Duration::from_secs(2),
             backoff: (Duration::from_millis(50), Duration::from_secs(1)),
             clock: None,
+            denial_cache: DEFAULT_DENIAL_CACHE,
         }
     }
 
@@ -148,6 +154,23 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// How many denials this process remembers to answer without Redis (default 100,000; 0 turns
+    /// the cache off).
+    ///
+    /// Once Redis has denied a request of cost 1 for a key until T, every such request of that
+    /// key and policy is denied until T whatever other instances do (capacity only comes back
+    /// with time), so the store answers it in process, with no network call, with Redis's own
+    /// decision aged by the time since: the same status, counts, reset instant, and a
+    /// `Retry-After` counting down. Abusive traffic then costs Redis about one call per retry
+    /// period. The answer assumes Redis's state only moves forward: a key deleted by hand, or a
+    /// quota raised under the same rule name, is seen once the remembered wait is over. Requests
+    /// of other costs always ask Redis. When the table is full, the denial that ends soonest is
+    /// forgotten first.
+    pub fn denial_cache(mut self, max_entries: usize) -> Self {
+        self.denial_cache = max_entries;
+        self
+    }
+
     /// The store. Validates the settings; does not connect.
     pub fn build(self) -> Result<RedisStore, ConfigError> {
         validate_prefix(&self.prefix)?;
@@ -177,7 +200,12 @@ impl RedisStoreBuilder {
             inner: Arc::new(Inner {
                 connection: SharedConnection::new(connect, self.stale_after, self.backoff),
                 prefix: self.prefix.into(),
+                local_clock: self
+                    .clock
+                    .clone()
+                    .unwrap_or_else(|| Arc::new(SystemClock::new())),
                 clock: self.clock,
+                denials: (self.denial_cache > 0).then(|| Denials::new(self.denial_cache)),
                 min_ttl_ms,
                 redacted_url: redacted_url.into(),
                 #[cfg(feature = "concurrency")]

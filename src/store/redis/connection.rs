@@ -55,6 +55,7 @@ use redis::{ErrorKind, RedisError, ServerErrorKind};
 use tokio::task::JoinError;
 
 use crate::store::StoreError;
+use crate::sync::lock;
 
 #[cfg(test)]
 mod tests;
@@ -300,9 +301,7 @@ impl SharedConnection {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.state)
     }
 }
 

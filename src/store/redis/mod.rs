@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 pub use self::builder::RedisStoreBuilder;
 use self::connection::SharedConnection;
+use super::denials::Denials;
 use super::key::StorageKey;
 #[cfg(feature = "concurrency")]
 use super::lease::heartbeat::Heartbeat;
@@ -53,7 +54,12 @@ pub struct RedisStore {
 struct Inner {
     connection: Arc<SharedConnection>,
     prefix: Box<str>,
+    /// The time sent with each call instead of Redis's own, when set (tests).
     clock: Option<Arc<dyn Clock>>,
+    /// The time the denial cache counts in: `clock`, or this process's.
+    local_clock: Arc<dyn Clock>,
+    /// Denials answered without Redis until they end (see `RedisStoreBuilder::denial_cache`).
+    denials: Option<Denials>,
     min_ttl_ms: u64,
     /// The server's address, without its password: `redacted_url`.
     redacted_url: Box<str>,
@@ -169,6 +175,16 @@ impl RedisStore {
 impl Store for RedisStore {
     fn check(&self, key: &Key, policy: &Policy, cost: u32) -> StoreFuture<Decision> {
         let inner = &self.inner;
+        // Read before the call is sent: a denial remembered from its answer ends no later than
+        // Redis's, whatever the call's latency.
+        let asked = inner.local_clock.now_micros();
+        if let Some(decision) = inner
+            .denials
+            .as_ref()
+            .and_then(|denials| denials.answer(key, policy, cost, asked))
+        {
+            return StoreFuture::ready(Ok(decision));
+        }
         let client = StorageKey::new(key);
         let now = inner.clock.as_ref().map(|clock| clock.now_micros());
         let invocation = script::invocation(
@@ -179,11 +195,14 @@ impl Store for RedisStore {
             now,
             inner.min_ttl_ms,
         );
-        let connection = inner.connection.clone();
-        let policy = policy.clone();
+        let (inner, key, policy) = (inner.clone(), key.clone(), policy.clone());
         StoreFuture::new(async move {
-            let reply: Vec<i64> = connection.invoke(&invocation).await?;
-            script::decision(&reply, &policy)
+            let reply: Vec<i64> = inner.connection.invoke(&invocation).await?;
+            let decision = script::decision(&reply, &policy)?;
+            if let Some(denials) = &inner.denials {
+                denials.learn(&key, &policy, cost, asked, &decision);
+            }
+            Ok(decision)
         })
     }
 }

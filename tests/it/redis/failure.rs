@@ -144,9 +144,9 @@ async fn assert_unavailable(response: http::Response<axum::body::Body>, policy: 
     );
 }
 
-/// Fail open, the default: with Redis killed, every request (including concurrent ones, and from
-/// a client that was already over its quota) reaches the service, is marked `Skipped`, and is
-/// answered within the deadline plus slack.
+/// Fail open, the default: with Redis killed, every request (including concurrent ones) reaches
+/// the service, is marked `Skipped`, and is answered within the deadline plus slack; except a
+/// client that Redis denied before it died, whose denial the store remembers until it ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fail_open_passes_requests_while_redis_is_down() {
     let mut redis = RedisServer::start();
@@ -156,8 +156,14 @@ async fn fail_open_passes_requests_while_redis_is_down() {
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 
     redis.kill();
+    let (status, state, took) = send(&app, "alice").await;
+    assert_eq!(
+        (status, state.as_str()),
+        (StatusCode::TOO_MANY_REQUESTS, "Deny")
+    );
+    assert!(took < SLACK, "a remembered denial took {took:?}");
     for i in 0..20 {
-        let (response, took) = timed_get(&app, "/", PEER, &[("x-client", "alice")]).await;
+        let (response, took) = timed_get(&app, "/", PEER, &[("x-client", "bob")]).await;
         assert_eq!(response.status(), StatusCode::OK, "request {i}");
         assert_eq!(header(&response, "rate-limiting-state"), "Skipped");
         assert_undecided_headers(&response, r#""api";q=2;w=3600"#);
@@ -307,7 +313,7 @@ async fn limiting_resumes_after_redis_restarts() {
         redis.kill();
         // Several failures in a row, so the store is backing off when the server returns.
         for _ in 0..10 {
-            let (status, _, _) = send(&app, "before").await;
+            let (status, _, _) = send(&app, "during").await;
             let expected = match failure {
                 FailureMode::Closed => StatusCode::SERVICE_UNAVAILABLE,
                 _ => StatusCode::OK,
@@ -318,9 +324,13 @@ async fn limiting_resumes_after_redis_restarts() {
 
         redis.restart();
         wait_until_counted(&app, "probe").await;
-        // The new server is empty: "before" starts from zero, and a fresh client gets exactly
-        // its quota; both are counted in the restarted server.
-        assert_enforced(&app, "before", 3).await;
+        // The new server is empty, but this process remembers that "before" was denied until
+        // its window ends; a fresh client gets exactly its quota, counted in the new server.
+        let (status, state, _) = send(&app, "before").await;
+        assert_eq!(
+            (status, state.as_str()),
+            (StatusCode::TOO_MANY_REQUESTS, "Deny")
+        );
         assert_enforced(&app, "after", 3).await;
         assert_eq!(
             redis.cli(&["HGET", "ratelimit:api:fw-1h:{after}", "n"]),
@@ -370,8 +380,14 @@ async fn a_restart_between_requests_is_survived() {
     assert!(state == "Allow" || state == "Skipped", "{state:?}");
     assert!(took < deadline + SLACK, "took {took:?}");
     wait_until_counted(&app, "probe").await;
-    // The restarted server forgot "dave", and counts him exactly again.
-    assert_enforced(&app, "dave", 2).await;
+    // The restarted server forgot "dave", but this process remembers his denial until his window
+    // ends; a new client is counted exactly.
+    let (status, state, _) = send(&app, "dave").await;
+    assert_eq!(
+        (status, state.as_str()),
+        (StatusCode::TOO_MANY_REQUESTS, "Deny")
+    );
+    assert_enforced(&app, "erin-after-restart", 2).await;
 }
 
 /// A Redis that is not running when the service starts: requests fail open at once (connection

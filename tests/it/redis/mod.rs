@@ -2,6 +2,7 @@
 //! keys, what its scripts write, and its life across tokio runtimes.
 
 mod counts;
+mod denial_cache;
 mod failure;
 mod freeze;
 mod key_format;

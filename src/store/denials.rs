@@ -1,0 +1,383 @@
+//! [`Denials`]: "denied until T", learned from a store, answered in process until T.
+//!
+//! A rate rule's capacity comes back only with time: once a store has denied a request of a key
+//! until T, every request like it is denied until T, whatever any other instance does meanwhile
+//! (others can only use capacity up, never give it back). So a denial can be answered locally,
+//! with no network, until its wait is over, and it is never wrong: abusive traffic, which is
+//! denied traffic, costs the store nothing but one call per retry period.
+//!
+//! What is remembered, and for which requests, keeps the local answer the store's own:
+//! - requests of cost 1 only: a denial of a cost-5 request says nothing about a cost-1 request,
+//!   and a cost-5 request denied until T would report counts (what remains, what is used) that
+//!   move while it waits; a denied cost-1 request finds its rule full, and a full rule's counts
+//!   do not move until its wait is over (a rule holding more than its capacity, after a quota
+//!   was lowered under the same name, drains while it denies: such a denial is not remembered);
+//! - per client key and policy, the whole policy's decision: its most restrictive rule, and the
+//!   longest wait, which is the whole policy's;
+//! - the local answer is the stored decision aged by the time since: the waits shorter by that
+//!   much, the counts the same. The wait counts from when the store was asked, not from when it
+//!   answered, so the local denial ends no later than the store's would.
+//!
+//! It assumes the store's state only moves forward: a key deleted in Redis by hand, a store
+//! flushed, a rule's quota raised under the same name are not seen until the wait is over.
+//!
+//! Memory is bounded: at most a configured number of denials, sharded; a full shard forgets the
+//! denial that ends soonest (a heap orders them), and ended denials go as they are met.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::hash::BuildHasher;
+use std::sync::{Mutex, MutexGuard};
+
+use hashbrown::HashTable;
+
+use crate::decision::{Decision, Outcome};
+use crate::key::Key;
+use crate::policy::Policy;
+use crate::sync::lock;
+
+/// How many shards a table of denials is split into (each its own lock), at most.
+const SHARDS: usize = 16;
+
+/// The denials a store has answered, remembered until they end.
+pub(crate) struct Denials {
+    shards: Box<[Mutex<Shard>]>,
+    hasher: foldhash::fast::RandomState,
+}
+
+struct Shard {
+    table: HashTable<Denial>,
+    /// When each remembered denial ends, soonest first, with its entry's sequence number: an
+    /// entry replaced or removed leaves a stale item, skipped when met.
+    ends: BinaryHeap<Reverse<(u64, u64, u64)>>,
+    capacity: usize,
+    next_seq: u64,
+}
+
+struct Denial {
+    hash: u64,
+    seq: u64,
+    key: Key,
+    policy: Policy,
+    /// When the store was asked (µs, the caller's clock).
+    at: u64,
+    /// When the denial ends: `at` plus its wait.
+    until: u64,
+    decision: Decision,
+}
+
+impl Denials {
+    /// A table of at most `max` denials (at least one per shard).
+    pub(crate) fn new(max: usize) -> Self {
+        let shards = SHARDS.min(max.max(1));
+        let (per_shard, extra) = (max / shards, max % shards);
+        Self {
+            shards: (0..shards)
+                .map(|index| {
+                    Mutex::new(Shard {
+                        table: HashTable::new(),
+                        ends: BinaryHeap::new(),
+                        capacity: (per_shard + usize::from(index < extra)).max(1),
+                        next_seq: 0,
+                    })
+                })
+                .collect(),
+            hasher: foldhash::fast::RandomState::default(),
+        }
+    }
+
+    /// The store's decision on a request of `key` under `policy` costing `cost`, asked at `now`
+    /// (µs), if a remembered denial answers it.
+    pub(crate) fn answer(
+        &self,
+        key: &Key,
+        policy: &Policy,
+        cost: u32,
+        now: u64,
+    ) -> Option<Decision> {
+        if cost != 1 {
+            return None;
+        }
+        let hash = self.hash(key, policy);
+        let mut shard = self.shard(hash);
+        let found = shard
+            .table
+            .find_entry(hash, |denial| denial.is(key, policy))
+            .ok()?;
+        if now >= found.get().until {
+            found.remove();
+            return None;
+        }
+        let denial = found.get();
+        // A clock that went back (a test's, or a caller's own) is not counted down from: the
+        // store's answer then depends on where its state's time stands, which a denial does not
+        // hold. Ask the store.
+        if now < denial.at {
+            return None;
+        }
+        Some(denial.decision.aged(now - denial.at))
+    }
+
+    /// Learns from the store's `decision` on a request of `key` under `policy` costing `cost`,
+    /// asked at `at` (µs): remembers it if it is a denial that says how long every such request
+    /// will be denied, and otherwise forgets any denial remembered for the key and policy, which
+    /// the store has just said something newer about (a clock gone back, a store restarted).
+    pub(crate) fn learn(
+        &self,
+        key: &Key,
+        policy: &Policy,
+        cost: u32,
+        at: u64,
+        decision: &Decision,
+    ) {
+        let until = remembered_until(cost, at, decision);
+        let hash = self.hash(key, policy);
+        let mut shard = self.shard(hash);
+        let found = shard
+            .table
+            .find_entry(hash, |denial| denial.is(key, policy));
+        let Some(until) = until else {
+            if let Ok(found) = found {
+                found.remove();
+            }
+            return;
+        };
+        match found {
+            Ok(found) => {
+                found.remove();
+            }
+            Err(_) => shard.make_room(at),
+        }
+        let seq = shard.next_seq;
+        shard.next_seq += 1;
+        shard.ends.push(Reverse((until, seq, hash)));
+        let denial = Denial {
+            hash,
+            seq,
+            key: key.clone(),
+            policy: policy.clone(),
+            at,
+            until,
+            decision: decision.clone(),
+        };
+        shard
+            .table
+            .insert_unique(hash, denial, |denial| denial.hash);
+    }
+
+    /// How many denials are remembered.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|shard| lock(shard).table.len())
+            .sum()
+    }
+
+    fn hash(&self, key: &Key, policy: &Policy) -> u64 {
+        self.hasher.hash_one((key.as_bytes(), policy.rule_ids()))
+    }
+
+    fn shard(&self, hash: u64) -> MutexGuard<'_, Shard> {
+        // hashbrown indexes with the low bits and tags with the top ones: pick the shard with
+        // bits from the middle.
+        lock(&self.shards[(hash >> 32) as usize % self.shards.len()])
+    }
+}
+
+/// When a denial of a request of `cost`, asked at `at`, ends, if it is one to remember: a denial of
+/// cost 1 by a full rule, with a wait.
+fn remembered_until(cost: u32, at: u64, decision: &Decision) -> Option<u64> {
+    // Only a full rule's counts stand still while its denial lasts: a rule holding more than its
+    // capacity (a quota lowered under the same name) drains while it still denies.
+    let full = decision.remaining() == 0 && decision.used() == decision.limit();
+    if cost != 1 || decision.outcome() != Outcome::Denied || !full {
+        return None;
+    }
+    let until = at.saturating_add(crate::clock::micros(decision.retry_after()?));
+    (until > at).then_some(until)
+}
+
+impl Denial {
+    fn is(&self, key: &Key, policy: &Policy) -> bool {
+        self.key == *key && self.policy.same(policy)
+    }
+}
+
+impl Shard {
+    /// Frees a place for one more denial: ended denials go, then, if the shard is still full,
+    /// the one that ends soonest.
+    fn make_room(&mut self, now: u64) {
+        while let Some(&Reverse((until, seq, hash))) = self.ends.peek() {
+            let full = self.table.len() >= self.capacity;
+            let live = self.table.find_entry(hash, |denial| denial.seq == seq);
+            match live {
+                // A stale item: its entry was replaced or removed.
+                Err(_) => {
+                    self.ends.pop();
+                }
+                Ok(entry) if until <= now || full => {
+                    entry.remove();
+                    self.ends.pop();
+                }
+                Ok(_) => break,
+            }
+        }
+        // Stale items pile up where the same keys are denied again and again: drop them once
+        // they outnumber the entries.
+        if self.ends.len() > 2 * self.capacity {
+            let table = &self.table;
+            self.ends
+                .retain(|&Reverse((_, seq, hash))| table.find(hash, |d| d.seq == seq).is_some());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::decision::RuleVerdict;
+    use crate::policy::Rule;
+    use crate::quota::Quota;
+
+    fn policy() -> Policy {
+        Policy::try_from(Rule::fixed_window("api", Quota::per_minute(5))).unwrap()
+    }
+
+    /// A decision on [`policy`]: its outcome, counts and waits (µs).
+    fn decision(outcome: Outcome, remaining: u64, used: u64, reset: u64, retry: u64) -> Decision {
+        let verdict = RuleVerdict::new(
+            outcome,
+            remaining,
+            used,
+            Duration::from_micros(reset),
+            Duration::from_micros(retry),
+        );
+        Decision::from_verdicts(&policy(), &[verdict])
+    }
+
+    /// A denial by the full rule, with these waits (µs): the window resets in `reset`, the
+    /// request fits in `retry`.
+    fn denied(reset: u64, retry: u64) -> Decision {
+        decision(Outcome::Denied, 0, 5, reset, retry)
+    }
+
+    /// An admission, the rule with room to spare.
+    fn allowed() -> Decision {
+        decision(Outcome::Allowed, 4, 1, 1_000_000, 0)
+    }
+
+    #[test]
+    fn a_denial_is_answered_until_it_ends_with_its_waits_counting_down() {
+        let denials = Denials::new(100);
+        let key = Key::from("abuser");
+        denials.learn(&key, &policy(), 1, 1_000, &denied(9_000, 6_000));
+        let later = denials
+            .answer(&key, &policy(), 1, 3_500)
+            .expect("still denied");
+        assert_eq!(later.outcome(), Outcome::Denied);
+        assert_eq!(later.retry_after(), Some(Duration::from_micros(3_500)));
+        assert_eq!(later.reset_after(), Duration::from_micros(6_500));
+        assert_eq!((later.remaining(), later.used()), (0, 5));
+        assert!(denials.answer(&key, &policy(), 1, 6_999).is_some());
+        assert!(denials.answer(&key, &policy(), 1, 7_000).is_none(), "ended");
+        assert_eq!(denials.len(), 0, "an ended denial is forgotten when met");
+    }
+
+    #[test]
+    fn only_the_same_key_policy_and_cost_are_answered() {
+        let denials = Denials::new(100);
+        let key = Key::from("abuser");
+        denials.learn(&key, &policy(), 1, 0, &denied(9_000, 6_000));
+        assert!(
+            denials
+                .answer(&Key::from("other"), &policy(), 1, 1)
+                .is_none()
+        );
+        let other = Policy::try_from(Rule::fixed_window("api", Quota::per_minute(6))).unwrap();
+        assert!(
+            denials.answer(&key, &other, 1, 1).is_none(),
+            "another quota"
+        );
+        let equal = Policy::try_from(Rule::fixed_window("api", Quota::per_minute(5))).unwrap();
+        assert!(
+            denials.answer(&key, &equal, 1, 1).is_some(),
+            "an equal policy"
+        );
+        for cost in [0, 2, 5] {
+            assert!(
+                denials.answer(&key, &policy(), cost, 1).is_none(),
+                "cost {cost}"
+            );
+        }
+        // Denials of other costs, and anything but denials, are not remembered.
+        let fresh = Key::from("fresh");
+        denials.learn(&fresh, &policy(), 2, 0, &denied(9_000, 6_000));
+        denials.learn(&fresh, &policy(), 1, 0, &allowed());
+        let never = decision(Outcome::Never, 5, 0, 0, 0);
+        denials.learn(&fresh, &policy(), 1, 0, &never);
+        assert!(denials.answer(&fresh, &policy(), 1, 1).is_none());
+        // Nor is a rule over its capacity (a quota lowered under the same name): it drains, and
+        // its counts move, while it still denies.
+        let over = decision(Outcome::Denied, 0, 7, 9_000_000, 6_000_000);
+        denials.learn(&fresh, &policy(), 1, 0, &over);
+        assert!(denials.answer(&fresh, &policy(), 1, 1).is_none());
+        assert_eq!(denials.len(), 1);
+    }
+
+    #[test]
+    fn a_newer_answer_of_the_store_replaces_a_remembered_denial() {
+        let denials = Denials::new(100);
+        let key = Key::from("abuser");
+        denials.learn(&key, &policy(), 1, 0, &denied(9_000, 6_000));
+        // The store, asked again (say the caller's clock went back), admitted a request: its
+        // state is not what the denial said, so the denial goes.
+        denials.learn(&key, &policy(), 2, 100, &allowed());
+        assert!(denials.answer(&key, &policy(), 1, 200).is_none());
+        // A newer denial replaces an older one.
+        denials.learn(&key, &policy(), 1, 300, &denied(9_000, 2_000));
+        denials.learn(&key, &policy(), 1, 400, &denied(9_000, 5_000));
+        let answer = denials.answer(&key, &policy(), 1, 500).unwrap();
+        assert_eq!(answer.retry_after(), Some(Duration::from_micros(4_900)));
+        assert_eq!(denials.len(), 1);
+    }
+
+    #[test]
+    fn a_full_table_forgets_the_denial_that_ends_soonest() {
+        // 16 shards of two.
+        let denials = Denials::new(32);
+        let shards = denials.shards.len() as u64;
+        // Three keys of one shard.
+        let keys: Vec<Key> = (0..1_000)
+            .map(|i| Key::from(format!("k{i}")))
+            .filter(|key| (denials.hash(key, &policy()) >> 32) % shards == 0)
+            .take(3)
+            .collect();
+        denials.learn(&keys[0], &policy(), 1, 0, &denied(50_000, 50_000));
+        denials.learn(&keys[1], &policy(), 1, 0, &denied(20_000, 20_000));
+        denials.learn(&keys[2], &policy(), 1, 0, &denied(90_000, 90_000));
+        assert!(
+            denials.answer(&keys[1], &policy(), 1, 1).is_none(),
+            "ended soonest: forgotten"
+        );
+        assert!(denials.answer(&keys[0], &policy(), 1, 1).is_some());
+        assert!(denials.answer(&keys[2], &policy(), 1, 1).is_some());
+    }
+
+    #[test]
+    fn a_million_abusive_keys_stay_within_the_bound() {
+        let denials = Denials::new(1_000);
+        for i in 0..1_000_000u64 {
+            let key = Key::from(i.to_le_bytes().to_vec());
+            denials.learn(&key, &policy(), 1, i, &denied(60_000_000, 60_000_000));
+        }
+        assert!(denials.len() <= 1_000, "{}", denials.len());
+        let heaps: usize = denials.shards.iter().map(|s| lock(s).ends.len()).sum();
+        assert!(heaps <= 3 * 1_000, "{heaps} items in the heaps");
+        // The newest are kept: they end last.
+        let newest = Key::from(999_999u64.to_le_bytes().to_vec());
+        assert!(denials.answer(&newest, &policy(), 1, 1_000_000).is_some());
+    }
+}
