@@ -107,6 +107,7 @@ struct App {
 
 fn run() -> Result<(), BoxError> {
     let settings = Settings::from_env()?;
+    let load_before = load::load_average();
     let redis = RedisServer::start()?;
     let servers = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -170,7 +171,8 @@ fn run() -> Result<(), BoxError> {
         }
     }
 
-    print_report(&settings, &redis, &client, apps)?;
+    let load = [load_before, load::load_average()];
+    print_report(&settings, &redis, &client, apps, load)?;
     // Stops the apps (and their Redis connections) before the server goes.
     servers.shutdown_timeout(Duration::from_secs(1));
     drop(redis);
@@ -194,6 +196,7 @@ fn print_report(
     redis: &RedisServer,
     client: &Runtime,
     apps: Vec<App>,
+    load: [Option<f64>; 2],
 ) -> Result<(), BoxError> {
     let version: String = client.block_on(async {
         let mut connection = redis_server::connect(redis.url()).await?;
@@ -209,9 +212,15 @@ fn print_report(
         .unwrap_or("unknown");
     let cores = std::thread::available_parallelism().map_or(0, |cores| cores.get());
     println!();
+    let load = match load {
+        [Some(before), Some(after)] => {
+            format!("; load average {before:.2} before, {after:.2} after")
+        }
+        _ => String::new(),
+    };
     println!(
         "cargo bench --bench http: {} rounds × {:?} per mode and scenario, {} connections, \
-         {cores} cores, Redis {version} on loopback",
+         {cores} cores, Redis {version} on loopback{load}",
         settings.rounds, settings.slice, settings.connections
     );
     for scenario in &SCENARIOS {
