@@ -3,7 +3,8 @@
 //!
 //! Every mode serves one route, `GET /`, whose handler returns a short body, keyed by the `x-key`
 //! request header, with a GCRA quota of the scenario's rate and burst. Adding a mode is one
-//! variant of [`Mode`] (with its name) and one constructor called from [`Mode::router`].
+//! variant of [`Mode`] (listed in `Mode::ALL`, named in `Mode::name`) and one constructor called
+//! from [`Mode::router`]; the report and the interleaving take every mode in `ALL`.
 
 use std::time::Duration;
 
