@@ -1,0 +1,190 @@
+//! What is measured: the scenarios (traffic and quota) and the modes (the limiter in front of
+//! the handler).
+//!
+//! Every mode serves one route, `GET /`, whose handler returns a short body, keyed by the `x-key`
+//! request header, with a GCRA quota of the scenario's rate and burst. Adding a mode is one
+//! variant of [`Mode`] (listed in `Mode::ALL`, named in `Mode::name`) and one constructor called
+//! from [`Mode::router`]; the report and the interleaving take every mode in `ALL`.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::{HeaderValue, Request};
+use axum::routing::get;
+use tower_governor::GovernorError;
+use tower_governor::governor::GovernorConfigBuilder;
+use tower_governor::key_extractor::KeyExtractor;
+use tower_redis_ratelimit::admission::FailureMode;
+use tower_redis_ratelimit::key::{HeaderKey, Key};
+use tower_redis_ratelimit::{MemoryStore, Policy, Quota, RateLimitLayer, RedisStore, Rule, Store};
+
+use crate::floor;
+use crate::redis_server::BoxError;
+
+/// A traffic pattern and the quota it meets.
+pub(crate) struct Scenario {
+    /// Also the rule's name, so each scenario's Redis state is apart from the other's.
+    pub(crate) name: &'static str,
+    /// What the scenario shows, for the report.
+    pub(crate) about: &'static str,
+    /// How many distinct `x-key` values the load generator cycles through.
+    pub(crate) keys: usize,
+    /// The GCRA quota per key: this many requests per second, up to `burst` at once.
+    pub(crate) per_second: u32,
+    pub(crate) burst: u32,
+}
+
+/// The two scenarios every mode runs.
+pub(crate) const SCENARIOS: [Scenario; 2] = [
+    Scenario {
+        name: "allowed",
+        about: "10,000 keys in turn, a quota far above what the run reaches (1,000,000/s, burst \
+                1,000,000): ~100% admitted; a key's state drains within microseconds, so most \
+                decisions find none and write it",
+        keys: 10_000,
+        per_second: 1_000_000,
+        burst: 1_000_000,
+    },
+    // The load generator's rate is not known in advance: 100/s admitted out of the tens of
+    // thousands offered is about 1% or less, and the report prints the share measured.
+    Scenario {
+        name: "abusive",
+        about: "one key, a quota of 100/s with a burst of 100: ~99% denied",
+        keys: 1,
+        per_second: 100,
+        burst: 100,
+    },
+];
+
+impl Scenario {
+    /// The `x-key` values the load generator cycles through.
+    pub(crate) fn keys(&self) -> Result<Vec<HeaderValue>, BoxError> {
+        if self.keys == 1 {
+            return Ok(vec![HeaderValue::from_static("abuser")]);
+        }
+        (0..self.keys)
+            .map(|i| Ok(HeaderValue::from_str(&format!("client-{i}"))?))
+            .collect()
+    }
+
+    fn rule(&self) -> Rule {
+        Rule::gcra(
+            self.name,
+            Quota::per_second(self.per_second).with_burst(self.burst),
+        )
+    }
+}
+
+/// The limiter in front of the handler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// No limiter: what the HTTP stack and the handler cost on their own.
+    None,
+    /// tower_governor 0.8 (governor's keyed GCRA in process), keyed like ours.
+    Governor,
+    /// `RateLimitLayer` on a `MemoryStore`.
+    Memory,
+    /// `RateLimitLayer` on a `RedisStore`: every decision is one `EVALSHA` today.
+    Redis,
+    /// One raw `EVALSHA` of a minimal GCRA script in the handler: see [`floor`].
+    Floor,
+    // Soon, two modes of `RedisStore` that decide some requests without Redis:
+    // `redis+denial-cache` and `redis+leases`. Each will be a variant here, named in `name`,
+    // built by a constructor like `redis` below with the store's new settings.
+}
+
+impl Mode {
+    /// Every mode, in the order of the report.
+    pub(crate) const ALL: [Mode; 5] = [
+        Mode::None,
+        Mode::Governor,
+        Mode::Memory,
+        Mode::Redis,
+        Mode::Floor,
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Mode::None => "none",
+            Mode::Governor => "governor",
+            Mode::Memory => "memory",
+            Mode::Redis => "redis",
+            Mode::Floor => "floor",
+        }
+    }
+
+    /// The mode's app for `scenario`; `redis_url` is the benchmark's own Redis server.
+    pub(crate) async fn router(
+        self,
+        scenario: &Scenario,
+        redis_url: &str,
+    ) -> Result<Router, BoxError> {
+        match self {
+            Mode::None => Ok(none()),
+            Mode::Governor => governor(scenario),
+            Mode::Memory => limited(scenario, MemoryStore::new()),
+            Mode::Redis => redis(scenario, redis_url).await,
+            Mode::Floor => floor::router(scenario, redis_url).await,
+        }
+    }
+}
+
+async fn handler() -> &'static str {
+    "ok"
+}
+
+fn none() -> Router {
+    Router::new().route("/", get(handler))
+}
+
+/// This crate's layer on `store`, as a user of the crate writes it.
+///
+/// Fails closed, so that a store call that missed its deadline shows as a 503 (which the report
+/// counts) instead of an admitted request that never asked Redis.
+fn limited(scenario: &Scenario, store: impl Store) -> Result<Router, BoxError> {
+    let limit = RateLimitLayer::builder()
+        .rule(scenario.rule())
+        .key(HeaderKey::new("x-key"))
+        .store(store)
+        .failure_mode(FailureMode::Closed)
+        .build()?;
+    Ok(none().layer(limit))
+}
+
+async fn redis(scenario: &Scenario, url: &str) -> Result<Router, BoxError> {
+    let store = RedisStore::open(url)?;
+    // The first check connects and loads the script, before any slice is measured.
+    let policy = Policy::try_from(scenario.rule())?;
+    store
+        .check(&Key::from_static("warm-up"), &policy, 1)
+        .await?;
+    limited(scenario, store)
+}
+
+fn governor(scenario: &Scenario) -> Result<Router, BoxError> {
+    let config = GovernorConfigBuilder::default()
+        .key_extractor(XKey)
+        .period(Duration::from_secs(1) / scenario.per_second)
+        .burst_size(scenario.burst)
+        .finish()
+        .ok_or("tower_governor refused the quota (a zero period or burst)")?;
+    Ok(none().layer(tower_governor::GovernorLayer::new(config)))
+}
+
+/// tower_governor's key: the `x-key` header, as `HeaderKey::new("x-key")` reads it for ours
+/// (both refuse a request without it; ours also trims whitespace, which the benchmark never
+/// sends).
+#[derive(Clone)]
+struct XKey;
+
+impl KeyExtractor for XKey {
+    type Key = HeaderValue;
+
+    fn extract<T>(&self, request: &Request<T>) -> Result<HeaderValue, GovernorError> {
+        request
+            .headers()
+            .get("x-key")
+            .cloned()
+            .ok_or(GovernorError::UnableToExtractKey)
+    }
+}
