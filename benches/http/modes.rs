@@ -84,21 +84,23 @@ pub(crate) enum Mode {
     Governor,
     /// `RateLimitLayer` on a `MemoryStore`.
     Memory,
-    /// `RateLimitLayer` on a `RedisStore`: every decision is one `EVALSHA` today.
+    /// `RateLimitLayer` on a `RedisStore` without its denial cache: every decision is one
+    /// `EVALSHA`.
+    RedisExact,
+    /// `RateLimitLayer` on a `RedisStore` as it comes: denials remembered and answered in process
+    /// until they end.
     Redis,
     /// One raw `EVALSHA` of a minimal GCRA script in the handler: see [`floor`].
     Floor,
-    // Soon, two modes of `RedisStore` that decide some requests without Redis:
-    // `redis+denial-cache` and `redis+leases`. Each will be a variant here, named in `name`,
-    // built by a constructor like `redis` below with the store's new settings.
 }
 
 impl Mode {
     /// Every mode, in the order of the report.
-    pub(crate) const ALL: [Mode; 5] = [
+    pub(crate) const ALL: [Mode; 6] = [
         Mode::None,
         Mode::Governor,
         Mode::Memory,
+        Mode::RedisExact,
         Mode::Redis,
         Mode::Floor,
     ];
@@ -108,6 +110,7 @@ impl Mode {
             Mode::None => "none",
             Mode::Governor => "governor",
             Mode::Memory => "memory",
+            Mode::RedisExact => "redis-exact",
             Mode::Redis => "redis",
             Mode::Floor => "floor",
         }
@@ -123,7 +126,8 @@ impl Mode {
             Mode::None => Ok(none()),
             Mode::Governor => governor(scenario),
             Mode::Memory => limited(scenario, MemoryStore::new()),
-            Mode::Redis => redis(scenario, redis_url).await,
+            Mode::RedisExact => redis(scenario, redis_url, 0).await,
+            Mode::Redis => redis(scenario, redis_url, DEFAULT_DENIAL_CACHE).await,
             Mode::Floor => floor::router(scenario, redis_url).await,
         }
     }
@@ -151,8 +155,12 @@ fn limited(scenario: &Scenario, store: impl Store) -> Result<Router, BoxError> {
     Ok(none().layer(limit))
 }
 
-async fn redis(scenario: &Scenario, url: &str) -> Result<Router, BoxError> {
-    let store = RedisStore::open(url)?;
+/// `RedisStoreBuilder::denial_cache`'s default.
+const DEFAULT_DENIAL_CACHE: usize = 100_000;
+
+/// `RateLimitLayer` on a `RedisStore` remembering up to `denials` denials (0: none).
+async fn redis(scenario: &Scenario, url: &str, denials: usize) -> Result<Router, BoxError> {
+    let store = RedisStore::builder(url).denial_cache(denials).build()?;
     // The first check connects and loads the script, before any slice is measured.
     let policy = Policy::try_from(scenario.rule())?;
     store
