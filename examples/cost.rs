@@ -8,15 +8,27 @@
 //!
 //! `<what>`:
 //! - `layer`: a request through a `RateLimitLayer` on a `MemoryStore` (GCRA, one key, admitted);
+//! - `layer-keys`: the same keyed by an `x-key` header cycling through 10,000 keys under
+//!   1,000,000/s with a burst of 1,000,000, as `cargo bench --bench http`'s `allowed` scenario;
+//! - `layer-denied`: one key under 100/s with a burst of 100, so all but the first 100 requests
+//!   are refused with a 429, as its `abusive` scenario;
+//! - `layer-counting`: one key under a fixed window far from full, so every response tells another
+//!   count (the `RateLimit` line differs on every response);
+//! - `governor-keys`: `layer-keys` through tower_governor's layer instead (governor's keyed GCRA,
+//!   no header on an admitted response), the HTTP bench's in-process baseline;
 //! - `gcra`, `fixed` or `denied`: a `MemoryStore` decision on one key (GCRA admitted, fixed
 //!   window admitted, GCRA refused).
 
 use std::convert::Infallible;
 use std::time::Duration;
 
-use http::{Request, Response};
+use http::{HeaderValue, Request, Response};
 use tower::{Layer, Service, ServiceExt};
-use tower_redis_ratelimit::key::{GlobalKey, Key};
+use tower_governor::GovernorError;
+use tower_governor::GovernorLayer;
+use tower_governor::governor::GovernorConfigBuilder;
+use tower_governor::key_extractor::KeyExtractor;
+use tower_redis_ratelimit::key::{GlobalKey, HeaderKey, Key};
 use tower_redis_ratelimit::{MemoryStore, Policy, Quota, RateLimitLayer, Rule, Store};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -27,12 +39,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .enable_all()
         .build()?;
     let admitted = match what.as_str() {
-        "layer" => runtime.block_on(layer(n))?,
+        "layer" | "layer-keys" | "layer-denied" | "layer-counting" => {
+            runtime.block_on(layer(&what, n))?
+        }
+        "governor-keys" => runtime.block_on(governor(n))?,
         "gcra" | "fixed" | "denied" => {
             let _inside = runtime.enter();
             store(&what, n)?
         }
-        other => return Err(format!("unknown {other:?}: use layer, gcra, fixed or denied").into()),
+        other => {
+            let known = "layer, layer-keys, layer-denied, layer-counting, governor-keys, gcra, \
+                         fixed or denied";
+            return Err(format!("unknown {other:?}: use {known}").into());
+        }
     };
     println!("{admitted} of {n} admitted");
     Ok(())
@@ -43,20 +62,99 @@ fn unreachable_quota() -> Quota {
     Quota::new(1_000_000_000, Duration::from_secs(1))
 }
 
-async fn layer(n: u64) -> Result<u64, Box<dyn std::error::Error>> {
-    let limit = RateLimitLayer::builder()
-        .rule(Rule::gcra("api", unreachable_quota()))
-        .key(GlobalKey::new("k"))
-        .build()?;
-    let mut service = limit.layer(tower::service_fn(|_: Request<()>| async {
+/// `n` requests through a `RateLimitLayer` on a `MemoryStore`, shaped by `what` (see the top).
+async fn layer(what: &str, n: u64) -> Result<u64, Box<dyn std::error::Error>> {
+    let builder = RateLimitLayer::builder();
+    let limit = match what {
+        "layer-keys" => builder
+            .rule(Rule::gcra(
+                "allowed",
+                Quota::per_second(1_000_000).with_burst(1_000_000),
+            ))
+            .key(HeaderKey::new("x-key")),
+        "layer-denied" => builder
+            .rule(Rule::gcra(
+                "abusive",
+                Quota::per_second(100).with_burst(100),
+            ))
+            .key(GlobalKey::new("k")),
+        "layer-counting" => builder
+            .rule(Rule::fixed_window("api", Quota::per_hour(1_000_000_000)))
+            .key(GlobalKey::new("k")),
+        _ => builder
+            .rule(Rule::gcra("api", unreachable_quota()))
+            .key(GlobalKey::new("k")),
+    }
+    .build()?;
+    let service = limit.layer(tower::service_fn(|_: Request<()>| async {
         Ok::<_, Infallible>(Response::new(http_body_util::Empty::<bytes::Bytes>::new()))
     }));
+    let keys = match what {
+        "layer-keys" => keys()?,
+        _ => Vec::new(),
+    };
+    requests(service, &keys, n).await
+}
+
+/// `layer-keys` through tower_governor's layer.
+async fn governor(n: u64) -> Result<u64, Box<dyn std::error::Error>> {
+    let config = GovernorConfigBuilder::default()
+        .key_extractor(XKey)
+        .period(Duration::from_micros(1))
+        .burst_size(1_000_000)
+        .finish()
+        .ok_or("tower_governor refused the quota")?;
+    let service = GovernorLayer::new(config).layer(tower::service_fn(|_: Request<()>| async {
+        Ok::<_, Infallible>(Response::new(axum::body::Body::empty()))
+    }));
+    requests(service, &keys()?, n).await
+}
+
+/// The 10,000 `x-key` values, made before the loop, so that only the request that carries one is
+/// counted.
+fn keys() -> Result<Vec<HeaderValue>, http::header::InvalidHeaderValue> {
+    (0..10_000)
+        .map(|i| HeaderValue::from_str(&format!("client-{i}")))
+        .collect()
+}
+
+/// Sends `n` requests through `service`, each with the next of `keys` in `x-key` (none when there
+/// are none), and counts the admitted ones.
+async fn requests<S, B>(
+    mut service: S,
+    keys: &[HeaderValue],
+    n: u64,
+) -> Result<u64, Box<dyn std::error::Error>>
+where
+    S: Service<Request<()>, Response = Response<B>, Error = Infallible>,
+{
     let mut admitted = 0;
-    for _ in 0..n {
-        let response = service.ready().await?.call(Request::new(())).await?;
+    for i in 0..n {
+        let mut request = Request::new(());
+        if !keys.is_empty() {
+            let key = keys[i as usize % keys.len()].clone();
+            request.headers_mut().insert("x-key", key);
+        }
+        let response = service.ready().await?.call(request).await?;
         admitted += u64::from(response.status() == 200);
     }
     Ok(admitted)
+}
+
+/// tower_governor's key: the `x-key` header, as `HeaderKey::new("x-key")` reads it.
+#[derive(Clone)]
+struct XKey;
+
+impl KeyExtractor for XKey {
+    type Key = HeaderValue;
+
+    fn extract<T>(&self, request: &Request<T>) -> Result<HeaderValue, GovernorError> {
+        request
+            .headers()
+            .get("x-key")
+            .cloned()
+            .ok_or(GovernorError::UnableToExtractKey)
+    }
 }
 
 fn store(what: &str, n: u64) -> Result<u64, Box<dyn std::error::Error>> {

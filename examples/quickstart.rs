@@ -10,14 +10,20 @@
 //! Environment:
 //!
 //! - `BIND` (default `127.0.0.1:3000`): the address to serve on
-//! - `REDIS_URL` (e.g. `redis://127.0.0.1:6379`): share limits through Redis; without it the
-//!   limits live in process memory
+//! - `REDIS_URL` (e.g. `redis://127.0.0.1:6379`): share limits through Redis; without it (or the
+//!   next two) the limits live in process memory
+//! - `REDIS_CLUSTER_URLS` (comma-separated node URLs): share limits through a Redis Cluster
+//! - `REDIS_SENTINEL_URLS` (comma-separated sentinel URLs) and `REDIS_SENTINEL_MASTER` (the
+//!   primary's name): share limits through the primary the sentinels name, across failovers
+//!
+//! At most one of `REDIS_URL`, `REDIS_CLUSTER_URLS` and `REDIS_SENTINEL_URLS` may be set.
 //! - `RATE_LIMIT_FAILURE` (`open` by default, or `closed`): what to do when Redis fails
 //!
 //! Try it: `curl -i http://127.0.0.1:3000/api/hello` six times, or
 //! `curl -i -H 'x-api-key: demo' http://127.0.0.1:3000/api/key` four times.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -44,19 +50,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
         }
     };
-    let (store, store_name): (std::sync::Arc<dyn Store>, String) = match std::env::var("REDIS_URL")
-    {
-        Ok(url) => {
-            let store = RedisStore::open(&url)?;
-            // Never print the password: stdout ends up in terminals, CI logs and bug reports.
-            let name = format!("RedisStore at {}", store.redacted_url());
-            (std::sync::Arc::new(store), name)
-        }
-        Err(_) => (
-            std::sync::Arc::new(MemoryStore::new()),
-            "MemoryStore".to_owned(),
-        ),
-    };
+    let (store, store_name) = store_from_env()?;
 
     let hello = RateLimitLayer::builder()
         .rule(Rule::fixed_window(
@@ -97,6 +91,44 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     .with_graceful_shutdown(shutdown())
     .await?;
     Ok(())
+}
+
+/// The store the environment asks for, and how to name it (never with a password: stdout ends up
+/// in terminals, CI logs and bug reports).
+fn store_from_env() -> Result<(Arc<dyn Store>, String), Box<dyn std::error::Error>> {
+    let var = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
+    let list = |value: String| -> Vec<String> {
+        value.split(',').map(|url| url.trim().to_owned()).collect()
+    };
+    let (url, cluster, sentinels) = (
+        var("REDIS_URL"),
+        var("REDIS_CLUSTER_URLS"),
+        var("REDIS_SENTINEL_URLS"),
+    );
+    let set = [&url, &cluster, &sentinels]
+        .iter()
+        .filter(|v| v.is_some())
+        .count();
+    if set > 1 {
+        return Err(
+            "set at most one of REDIS_URL, REDIS_CLUSTER_URLS and REDIS_SENTINEL_URLS".into(),
+        );
+    }
+    let store = if let Some(nodes) = cluster {
+        RedisStore::cluster(list(nodes)).build()?
+    } else if let Some(sentinels) = sentinels {
+        let master = var("REDIS_SENTINEL_MASTER")
+            .ok_or("REDIS_SENTINEL_URLS needs REDIS_SENTINEL_MASTER, the primary's name")?;
+        RedisStore::sentinel(list(sentinels), &master).build()?
+    } else if let Some(url) = url {
+        let store = RedisStore::open(&url)?;
+        let name = format!("RedisStore at {}", store.redacted_url());
+        return Ok((Arc::new(store), name));
+    } else {
+        return Ok((Arc::new(MemoryStore::new()), "MemoryStore".to_owned()));
+    };
+    let name = format!("RedisStore on {}", store.redacted_url());
+    Ok((Arc::new(store), name))
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM.

@@ -19,7 +19,9 @@ local ALLOWED, DENIED, NEVER = 1, 0, -1
 local MIN_TTL_MS = 0
 
 local function num(x)
-  return string.format('%.17g', x)
+  -- '%d' goes through a C long long in Redis's Lua 5.1, exact for these integers below 2^53,
+  -- and formats faster than '%.17g', which gives the same digits.
+  return string.format('%d', x)
 end
 
 -- floor(a / b) for non-negative integer-valued a and positive integer-valued b: the division is

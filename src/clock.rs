@@ -13,6 +13,12 @@ pub trait Clock: Send + Sync + 'static {
     fn now_micros(&self) -> u64;
 }
 
+impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
+    fn now_micros(&self) -> u64 {
+        (**self).now_micros()
+    }
+}
+
 /// The system clock, made monotonic: wall time read once, then advanced by a monotonic clock, so
 /// a backwards NTP step never moves a limiter's time backwards.
 ///

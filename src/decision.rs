@@ -40,7 +40,7 @@ use crate::policy::Policy;
 /// ```
 ///
 /// Kept small (40 bytes): it is returned by every check, so durations are held as microseconds.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct Decision {
     outcome: Outcome,
     /// Index of the reported rule in its policy (policies hold at most `MAX_RULES`).
@@ -51,7 +51,42 @@ pub struct Decision {
     reset_after_us: u64,
     /// 0 unless the outcome is `Denied`.
     retry_after_us: u64,
+    /// Decided by a fallback while the shared store failed.
+    degraded: bool,
+    /// The rules that refused the request, one bit per rule index (policies hold at most
+    /// `MAX_RULES`, 8): 0 when it passed. Not part of equality (see `refused_by`).
+    refused_by: u8,
 }
+
+/// Equal decisions say the same to the client: outcome, reported rule, counts, waits, and
+/// whether a fallback made them. Which other rules also refused is not compared: a denial
+/// answered later from memory (the Redis store's denial cache) names the reported rule only,
+/// the one whose wait is the longest, while the other rules' own waits may have ended.
+impl PartialEq for Decision {
+    fn eq(&self, other: &Self) -> bool {
+        (
+            self.outcome,
+            self.rule,
+            self.limit,
+            self.remaining,
+            self.used,
+            self.reset_after_us,
+            self.retry_after_us,
+            self.degraded,
+        ) == (
+            other.outcome,
+            other.rule,
+            other.limit,
+            other.remaining,
+            other.used,
+            other.reset_after_us,
+            other.retry_after_us,
+            other.degraded,
+        )
+    }
+}
+
+impl Eq for Decision {}
 
 impl Decision {
     /// Combines one verdict per rule of `policy` (in policy order) into the decision to report.
@@ -110,6 +145,30 @@ impl Decision {
         Duration::from_micros(self.reset_after_us)
     }
 
+    /// The indexes, in its policy, of the rules that refused the request (every rule whose quota
+    /// the request would exceed, not only the one reported; a denial remembered by the Redis
+    /// store's denial cache names the reported rule only); none when it passed. The 429's
+    /// `violated-policies` names them.
+    pub fn refused_by(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..8).filter(move |index| self.refused_by & (1 << index) != 0)
+    }
+
+    /// Whether this decision came from a fallback while the shared store failed (a Redis store's
+    /// [`Fallback`](crate::store::Fallback)): it counted this instance's share of the quota only
+    /// (`Rate-Limiting-State: Degraded`).
+    pub fn is_degraded(&self) -> bool {
+        self.degraded
+    }
+
+    /// The same decision, made by a fallback.
+    #[cfg(feature = "redis")]
+    pub(crate) fn degraded(self) -> Decision {
+        Decision {
+            degraded: true,
+            ..self
+        }
+    }
+
     /// How long to wait before this request could pass; `None` when it passed, or when it never
     /// can ([`Outcome::Never`]).
     pub fn retry_after(&self) -> Option<Duration> {
@@ -123,7 +182,26 @@ impl Decision {
         Decision {
             reset_after_us: self.reset_after_us.saturating_sub(elapsed_us),
             retry_after_us: self.retry_after_us.saturating_sub(elapsed_us),
+            // Only the reported rule (the longest wait) is sure to refuse until it ends.
+            refused_by: if self.refused_by == 0 {
+                0
+            } else {
+                1 << self.rule.min(7)
+            },
             ..self.clone()
+        }
+    }
+
+    /// An admission answered from quota reserved in process: the store's decision on the
+    /// reservation, with `unspent` units of it still held here (so remaining, not in use), aged
+    /// by `elapsed_us`.
+    #[cfg(feature = "redis")]
+    pub(crate) fn leased(&self, unspent: u64, elapsed_us: u64) -> Decision {
+        let aged = self.aged(elapsed_us);
+        Decision {
+            remaining: aged.remaining.saturating_add(unspent),
+            used: aged.used.saturating_sub(unspent),
+            ..aged
         }
     }
 }
@@ -149,6 +227,8 @@ impl fmt::Debug for Decision {
 pub(crate) struct Combined {
     count: u8,
     all_allowed: bool,
+    /// One bit per rule that did not admit the request.
+    refused_by: u8,
     /// The most restrictive verdict so far and its rule index; meaningless while `count` is 0.
     rule: u8,
     verdict: RuleVerdict,
@@ -159,6 +239,7 @@ impl Combined {
         Self {
             count: 0,
             all_allowed: true,
+            refused_by: 0,
             rule: 0,
             verdict: RuleVerdict {
                 outcome: Outcome::Allowed,
@@ -173,7 +254,11 @@ impl Combined {
     /// The verdict of the next rule.
     #[inline]
     pub(crate) fn add(&mut self, verdict: RuleVerdict) {
-        self.all_allowed &= verdict.outcome == Outcome::Allowed;
+        let allowed = verdict.outcome == Outcome::Allowed;
+        self.all_allowed &= allowed;
+        if !allowed && self.count < 8 {
+            self.refused_by |= 1 << self.count;
+        }
         if self.count == 0 || restrictiveness(&verdict) > restrictiveness(&self.verdict) {
             self.rule = self.count;
             self.verdict = verdict;
@@ -206,6 +291,8 @@ impl Combined {
             } else {
                 0
             },
+            degraded: false,
+            refused_by: if self.all_allowed { 0 } else { self.refused_by },
         }
     }
 }

@@ -120,4 +120,29 @@ pub enum ConfigError {
     /// A concurrency limit or fleet shedder setting is invalid (no limit, a lease out of range, …).
     #[error("invalid concurrency configuration: {0}")]
     Concurrency(String),
+    /// Two plans of one rate limit have the same name.
+    #[error("plan {0:?} is given twice: each plan names one policy")]
+    DuplicatePlan(String),
+    /// A field of a configuration file ([`LimitsConfig`](crate::config::LimitsConfig)) is
+    /// invalid: `field` is its path (`routes.api.policy`), `reason` what is wrong with it.
+    #[error("`{field}`: {reason}")]
+    Field {
+        /// The path of the field, from the top of the configuration.
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+impl ConfigError {
+    /// This error, as the error of the configuration field at `field`.
+    pub(crate) fn at(self, field: impl Into<String>) -> ConfigError {
+        match self {
+            ConfigError::Field { .. } => self,
+            other => ConfigError::Field {
+                field: field.into(),
+                reason: other.to_string(),
+            },
+        }
+    }
 }

@@ -9,3 +9,32 @@
 ///
 #[doc = include_str!("../docs/algorithms.md")]
 pub mod algorithms {}
+
+/// The configuration file reference: every field of
+/// [`LimitsConfig`](crate::config::LimitsConfig), its stores, policies, routes and keys.
+#[doc = include_str!("../docs/configuration.md")]
+pub mod configuration {}
+
+/// Running the limits in production: choosing standalone, Sentinel or Cluster; failure modes and
+/// the fallback; deadlines; Redis settings; what logs and headers say when something breaks; a
+/// soak run with primaries killed every minute.
+#[doc = include_str!("../docs/operations.md")]
+pub mod operations {}
+
+/// Observability: the metrics recorded through the `metrics` facade, and the logs.
+#[doc = include_str!("../docs/observability.md")]
+pub mod observability {}
+
+/// Per-route limits in axum: layers on routes, groups and routers, sharing a store.
+#[doc = include_str!("../docs/routes.md")]
+pub mod routes {}
+
+/// Keys and proxies: who a limit counts against, client addresses behind trusted proxies,
+/// allow and deny lists.
+#[doc = include_str!("../docs/keys.md")]
+pub mod keys {}
+
+/// The headers reference: every header, which responses carry it, refusal bodies, gRPC, the
+/// partition key.
+#[doc = include_str!("../docs/headers.md")]
+pub mod headers {}

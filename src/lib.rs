@@ -11,10 +11,12 @@ pub mod clock;
 #[cfg(feature = "concurrency")]
 #[cfg_attr(docsrs, doc(cfg(feature = "concurrency")))]
 pub mod concurrency;
+pub mod config;
 pub mod decision;
 mod error;
 #[cfg(feature = "axum")]
 mod extract;
+mod grpc;
 pub mod guide;
 pub mod headers;
 pub mod key;
@@ -28,6 +30,7 @@ mod response;
 pub mod shed;
 pub mod store;
 mod sync;
+mod telemetry;
 
 #[cfg(feature = "concurrency")]
 #[cfg_attr(docsrs, doc(cfg(feature = "concurrency")))]

@@ -10,6 +10,16 @@ use serde::Serialize;
 
 use crate::key::KeyError;
 
+/// The problem type of a request over a quota (registered with IANA by the IETF rate-limit
+/// headers draft), with the `violated-policies` it names.
+pub(crate) const QUOTA_EXCEEDED: &str =
+    "https://iana.org/assignments/http-problem-types#quota-exceeded";
+
+/// The problem type of a request refused while the service sheds load.
+#[cfg(feature = "shed")]
+pub(crate) const TEMPORARY_REDUCED_CAPACITY: &str =
+    "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity";
+
 /// A problem+json body.
 #[derive(Serialize)]
 pub(crate) struct Problem<P: Serialize = ()> {
@@ -25,6 +35,9 @@ pub(crate) struct Problem<P: Serialize = ()> {
     pub(crate) retry_after: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) priority: Option<P>,
+    /// For [`QUOTA_EXCEEDED`]: the policies (rules, limits) the request violated.
+    #[serde(rename = "violated-policies", skip_serializing_if = "Option::is_none")]
+    pub(crate) violated_policies: Option<Vec<String>>,
 }
 
 impl<P: Serialize> Problem<P> {
@@ -39,6 +52,27 @@ impl<P: Serialize> Problem<P> {
             limit: None,
             retry_after: None,
             priority: None,
+            violated_policies: None,
+        }
+    }
+
+    /// A request over the quotas of `violated`: [`QUOTA_EXCEEDED`], 429.
+    pub(crate) fn quota_exceeded(detail: String, violated: Vec<String>) -> Self {
+        Self {
+            r#type: QUOTA_EXCEEDED,
+            title: "Request cannot be satisfied as assigned quota has been exceeded",
+            violated_policies: Some(violated),
+            ..Self::new(StatusCode::TOO_MANY_REQUESTS, detail)
+        }
+    }
+
+    /// A request refused while the service sheds load: [`TEMPORARY_REDUCED_CAPACITY`], 503.
+    #[cfg(feature = "shed")]
+    pub(crate) fn reduced_capacity(detail: String) -> Self {
+        Self {
+            r#type: TEMPORARY_REDUCED_CAPACITY,
+            title: "Temporary reduced capacity",
+            ..Self::new(StatusCode::SERVICE_UNAVAILABLE, detail)
         }
     }
 
@@ -60,6 +94,13 @@ impl<P: Serialize> Problem<P> {
 pub(crate) fn missing_key(err: &KeyError) -> Response<Bytes> {
     let detail = format!("This request cannot be rate limited: {}.", err.message());
     Problem::<()>::new(StatusCode::BAD_REQUEST, detail).into_response()
+}
+
+/// The 403 of a key on a layer's deny list. The key is not repeated: it may be a secret (an API
+/// key), and the client knows it.
+pub(crate) fn denied() -> Response<Bytes> {
+    let detail = "Requests like this one are refused.";
+    Problem::<()>::new(StatusCode::FORBIDDEN, detail.into()).into_response()
 }
 
 /// The 503 of a layer that fails closed while its store fails.

@@ -18,7 +18,7 @@
 //!
 //! Settings, from the environment:
 //! - `HTTP_BENCH_SECONDS`: the length of one slice (default 3);
-//! - `HTTP_BENCH_ROUNDS`: how many rounds (default 4): with 2 scenarios and 5 modes, about two
+//! - `HTTP_BENCH_ROUNDS`: how many rounds (default 4): with 3 scenarios and 7 modes, about five
 //!   minutes in all;
 //! - `HTTP_BENCH_CONNECTIONS`: concurrent connections, so requests in flight (default 32).
 

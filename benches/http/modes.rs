@@ -16,6 +16,7 @@ use tower_governor::governor::GovernorConfigBuilder;
 use tower_governor::key_extractor::KeyExtractor;
 use tower_redis_ratelimit::admission::FailureMode;
 use tower_redis_ratelimit::key::{HeaderKey, Key};
+use tower_redis_ratelimit::store::{QuotaLeases, RedisStoreBuilder};
 use tower_redis_ratelimit::{MemoryStore, Policy, Quota, RateLimitLayer, RedisStore, Rule, Store};
 
 use crate::floor;
@@ -34,14 +35,22 @@ pub(crate) struct Scenario {
     pub(crate) burst: u32,
 }
 
-/// The two scenarios every mode runs.
-pub(crate) const SCENARIOS: [Scenario; 2] = [
+/// The scenarios every mode runs.
+pub(crate) const SCENARIOS: [Scenario; 3] = [
     Scenario {
         name: "allowed",
         about: "10,000 keys in turn, a quota far above what the run reaches (1,000,000/s, burst \
                 1,000,000): ~100% admitted; a key's state drains within microseconds, so most \
                 decisions find none and write it",
         keys: 10_000,
+        per_second: 1_000_000,
+        burst: 1_000_000,
+    },
+    Scenario {
+        name: "hot",
+        about: "one key, a quota far above what the run reaches (1,000,000/s, burst 1,000,000): \
+                ~100% admitted; every request meets the key's state",
+        keys: 1,
         per_second: 1_000_000,
         burst: 1_000_000,
     },
@@ -60,7 +69,7 @@ impl Scenario {
     /// The `x-key` values the load generator cycles through.
     pub(crate) fn keys(&self) -> Result<Vec<HeaderValue>, BoxError> {
         if self.keys == 1 {
-            return Ok(vec![HeaderValue::from_static("abuser")]);
+            return Ok(vec![HeaderValue::from_static(self.name)]);
         }
         (0..self.keys)
             .map(|i| Ok(HeaderValue::from_str(&format!("client-{i}"))?))
@@ -90,18 +99,22 @@ pub(crate) enum Mode {
     /// `RateLimitLayer` on a `RedisStore` as it comes: denials remembered and answered in process
     /// until they end.
     Redis,
+    /// `RateLimitLayer` on a `RedisStore` with quota leases (`QuotaLeases::default()`): a hot
+    /// key's quota reserved a slice at a time and spent in process.
+    RedisLeases,
     /// One raw `EVALSHA` of a minimal GCRA script in the handler: see [`floor`].
     Floor,
 }
 
 impl Mode {
     /// Every mode, in the order of the report.
-    pub(crate) const ALL: [Mode; 6] = [
+    pub(crate) const ALL: [Mode; 7] = [
         Mode::None,
         Mode::Governor,
         Mode::Memory,
         Mode::RedisExact,
         Mode::Redis,
+        Mode::RedisLeases,
         Mode::Floor,
     ];
 
@@ -112,6 +125,7 @@ impl Mode {
             Mode::Memory => "memory",
             Mode::RedisExact => "redis-exact",
             Mode::Redis => "redis",
+            Mode::RedisLeases => "redis-leases",
             Mode::Floor => "floor",
         }
     }
@@ -126,8 +140,14 @@ impl Mode {
             Mode::None => Ok(none()),
             Mode::Governor => governor(scenario),
             Mode::Memory => limited(scenario, MemoryStore::new()),
-            Mode::RedisExact => redis(scenario, redis_url, 0).await,
-            Mode::Redis => redis(scenario, redis_url, DEFAULT_DENIAL_CACHE).await,
+            Mode::RedisExact => {
+                redis(scenario, RedisStore::builder(redis_url).denial_cache(0)).await
+            }
+            Mode::Redis => redis(scenario, RedisStore::builder(redis_url)).await,
+            Mode::RedisLeases => {
+                let store = RedisStore::builder(redis_url).quota_leases(QuotaLeases::default());
+                redis(scenario, store).await
+            }
             Mode::Floor => floor::router(scenario, redis_url).await,
         }
     }
@@ -155,12 +175,9 @@ fn limited(scenario: &Scenario, store: impl Store) -> Result<Router, BoxError> {
     Ok(none().layer(limit))
 }
 
-/// `RedisStoreBuilder::denial_cache`'s default.
-const DEFAULT_DENIAL_CACHE: usize = 100_000;
-
-/// `RateLimitLayer` on a `RedisStore` remembering up to `denials` denials (0: none).
-async fn redis(scenario: &Scenario, url: &str, denials: usize) -> Result<Router, BoxError> {
-    let store = RedisStore::builder(url).denial_cache(denials).build()?;
+/// `RateLimitLayer` on the `RedisStore` that `store` builds.
+async fn redis(scenario: &Scenario, store: RedisStoreBuilder) -> Result<Router, BoxError> {
+    let store = store.build()?;
     // The first check connects and loads the script, before any slice is measured.
     let policy = Policy::try_from(scenario.rule())?;
     store

@@ -14,7 +14,7 @@ use super::layer::AdmissionLayer;
 use super::responder::{Hook, Responder};
 use crate::error::ConfigError;
 use crate::headers::HeaderFamilies;
-use crate::key::{KeyError, KeyExtractor};
+use crate::key::{Exemptions, Key, KeyError, KeyExtractor};
 use crate::log::Throttled;
 use crate::store::StoreError;
 
@@ -50,6 +50,7 @@ pub struct LayerBuilder<A: Configure> {
     pub(crate) settings: A::Settings,
     key: Option<Arc<dyn KeyExtractor>>,
     missing_key: MissingKey,
+    exemptions: Option<Arc<Exemptions>>,
     failure: FailureMode,
     deadline: Duration,
     headers: HeaderFamilies,
@@ -68,6 +69,7 @@ impl<A: Configure> LayerBuilder<A> {
             settings,
             key: None,
             missing_key: MissingKey::default(),
+            exemptions: None,
             failure: FailureMode::default(),
             deadline: DEFAULT_DEADLINE,
             headers,
@@ -132,12 +134,15 @@ impl<A: Configure> LayerBuilder<A> {
     pub(crate) fn keys(
         &self,
         refuse: fn(KeyError) -> A::Rejection,
+        deny: fn(Key) -> A::Rejection,
     ) -> Result<Keys<A::Rejection>, ConfigError> {
         let extractor = self.key.clone().ok_or(ConfigError::MissingKeyExtractor)?;
         Ok(Keys {
             extractor,
             missing: self.missing_key,
             refuse,
+            exemptions: self.exemptions.clone(),
+            deny,
         })
     }
 }
@@ -152,6 +157,13 @@ impl<A: Keyed> LayerBuilder<A> {
     /// What to do when no key is found (default: [`MissingKey::Reject`], a 400).
     pub fn on_missing_key(mut self, missing_key: MissingKey) -> Self {
         self.missing_key = missing_key;
+        self
+    }
+
+    /// Allow and deny lists of keys and networks: a listed key passes unchecked, or is refused
+    /// with 403 (see [`Exemptions`]).
+    pub fn exemptions(mut self, exemptions: Exemptions) -> Self {
+        self.exemptions = (!exemptions.is_empty()).then(|| Arc::new(exemptions));
         self
     }
 }

@@ -73,7 +73,8 @@ impl<A: Admit> Core<A> {
             Err(NoKey::Skip) => Keyed::Unlimited,
             Err(NoKey::Refuse(rejection)) => {
                 let report = Report::undecided(Undecided::MissingKey, self.admit.announced());
-                Keyed::Refused(self.respond(&rejection, Some(report)))
+                let grpc = crate::grpc::is_grpc(&parts.headers);
+                Keyed::Refused(self.respond(&rejection, Some(report), grpc))
             }
         }
     }
@@ -92,6 +93,7 @@ impl<A: Admit> Core<A> {
                 self.follow(verdict, request)
             }
             Err(err) => {
+                crate::telemetry::store_error(A::LIMITING);
                 let policy = self.admit.failed(pending, &err);
                 match &self.on_failure {
                     OnFailure::Open => {
@@ -102,7 +104,8 @@ impl<A: Admit> Core<A> {
                     OnFailure::Closed(unavailable) => {
                         self.warn(&err, true);
                         let report = Report::undecided(Undecided::Unavailable, policy);
-                        Next::Reject(self.respond(&unavailable(err), Some(report)))
+                        let grpc = crate::grpc::is_grpc(request.headers());
+                        Next::Reject(self.respond(&unavailable(err), Some(report), grpc))
                     }
                 }
             }
@@ -118,15 +121,27 @@ impl<A: Admit> Core<A> {
                 verdict.report.map(|report| self.stamp(report)),
                 held,
             ),
-            Outcome::Refuse(rejection) => Next::Reject(self.respond(&rejection, verdict.report)),
+            Outcome::Refuse(rejection) => {
+                let grpc = crate::grpc::is_grpc(request.headers());
+                Next::Reject(self.respond(&rejection, verdict.report, grpc))
+            }
         }
     }
 
-    /// The response to `rejection`, with the headers of `report`.
-    fn respond(&self, rejection: &A::Rejection, report: Option<Report>) -> Response<Bytes> {
+    /// The response to `rejection`, with the headers of `report`; in gRPC's form for a gRPC
+    /// call (see [`crate::grpc`]).
+    fn respond(
+        &self,
+        rejection: &A::Rejection,
+        report: Option<Report>,
+        grpc: bool,
+    ) -> Response<Bytes> {
         let mut response = self.responder.respond(rejection);
         if let Some(report) = report {
             self.stamp(report).apply(response.headers_mut());
+        }
+        if grpc {
+            response = crate::grpc::refusal(response);
         }
         response
     }

@@ -20,15 +20,18 @@ pin_project! {
         #[pin]
         timer: Option<Sleep>,
         limit: Duration,
+        // What the store is asked for, in the metric of how long calls that needed I/O took.
+        limiting: &'static str,
     }
 }
 
 impl<F> Deadline<F> {
-    pub(crate) fn new(future: F, limit: Duration) -> Self {
+    pub(crate) fn new(future: F, limit: Duration, limiting: &'static str) -> Self {
         Self {
             future,
             timer: None,
             limit,
+            limiting,
         }
     }
 }
@@ -42,6 +45,11 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         if let Poll::Ready(result) = this.future.poll(cx) {
+            // The timer was armed when the call started waiting on I/O, `limit` before it ends.
+            if let Some(timer) = this.timer.as_ref().as_pin_ref() {
+                let started = timer.deadline() - *this.limit;
+                crate::telemetry::store_call(this.limiting, started.elapsed());
+            }
             return Poll::Ready(result);
         }
         if this.timer.is_none() {
@@ -63,7 +71,7 @@ mod tests {
     async fn a_pending_store_times_out_at_the_deadline() {
         let started = Instant::now();
         let never = std::future::pending::<Result<(), StoreError>>();
-        let result = Deadline::new(never, Duration::from_millis(100)).await;
+        let result = Deadline::new(never, Duration::from_millis(100), "test").await;
         assert!(matches!(result, Err(StoreError::Timeout(d)) if d == Duration::from_millis(100)));
         assert_eq!(started.elapsed(), Duration::from_millis(100));
     }
@@ -75,7 +83,7 @@ mod tests {
             Ok::<_, StoreError>(7)
         };
         assert_eq!(
-            Deadline::new(answer, Duration::from_millis(100))
+            Deadline::new(answer, Duration::from_millis(100), "test")
                 .await
                 .unwrap(),
             7

@@ -77,7 +77,7 @@ where
         request: Request<B>,
         core: Arc<Core<A>>,
     ) -> Self {
-        let answer = Deadline::new(answer, core.deadline);
+        let answer = Deadline::new(answer, core.deadline, A::LIMITING);
         let state = State::Checking {
             answer,
             pending: Some(pending),

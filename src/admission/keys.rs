@@ -6,7 +6,7 @@ use std::sync::Arc;
 use http::request::Parts;
 
 use super::failure::MissingKey;
-use crate::key::{Key, KeyError, KeyErrorKind, KeyExtractor};
+use crate::key::{Exemptions, Key, KeyError, KeyErrorKind, KeyExtractor, Listed};
 
 /// Where a layer's requests get their keys.
 #[allow(unreachable_pub)]
@@ -35,6 +35,10 @@ pub struct Keys<R> {
     pub(crate) missing: MissingKey,
     /// The middleware's rejection of a request without a usable key.
     pub(crate) refuse: fn(KeyError) -> R,
+    /// Keys let through unchecked or refused outright, if any.
+    pub(crate) exemptions: Option<Arc<Exemptions>>,
+    /// The middleware's rejection of a key on the deny list.
+    pub(crate) deny: fn(Key) -> R,
 }
 
 impl<R: 'static> KeySource<R> for Keys<R> {
@@ -42,7 +46,7 @@ impl<R: 'static> KeySource<R> for Keys<R> {
 
     #[inline]
     fn key(&self, parts: &Parts) -> Result<Key, NoKey<R>> {
-        self.extractor.extract(parts).map_err(|err| {
+        let key = self.extractor.extract(parts).map_err(|err| {
             // Only a request with nothing to key on may pass unlimited: an invalid key (a header
             // sent twice, an unusable forwarded hop) is the client's own doing, and skipping it
             // would let a client escape its limit at will.
@@ -51,7 +55,12 @@ impl<R: 'static> KeySource<R> for Keys<R> {
             } else {
                 NoKey::Refuse((self.refuse)(err))
             }
-        })
+        })?;
+        match self.exemptions.as_deref().map(|lists| lists.listed(&key)) {
+            Some(Listed::Allowed) => Err(NoKey::Skip),
+            Some(Listed::Denied) => Err(NoKey::Refuse((self.deny)(key))),
+            Some(Listed::Neither) | None => Ok(key),
+        }
     }
 
     fn missing(&self) -> Option<MissingKey> {

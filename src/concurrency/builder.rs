@@ -121,7 +121,7 @@ impl LayerBuilder<ConcurrencyLimiter<PerKey>> {
             }
             Some(max) => max,
         };
-        let keys = self.keys(Rejection::MissingKey)?;
+        let keys = self.keys(Rejection::MissingKey, Rejection::Denied)?;
         let limiter = self.limiter(PerKey { max })?;
         self.finish(
             limiter,

@@ -69,6 +69,7 @@ impl Limits for PerKey {
     }
 
     fn refuse(&self, busy: Busy, (): ()) -> Rejection {
+        crate::telemetry::concurrency_refused(busy.name());
         Rejection::Busy(busy)
     }
 }

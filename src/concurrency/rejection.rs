@@ -5,7 +5,7 @@ use http::{Response, StatusCode};
 
 use super::Busy;
 use crate::headers::retry_seconds;
-use crate::key::KeyError;
+use crate::key::{Key, KeyError};
 use crate::response::{self, Problem, retry_sentence};
 use crate::store::StoreError;
 
@@ -16,6 +16,7 @@ use crate::store::StoreError;
 /// |---|---|---|
 /// | no free slot | 429 | which limit, how many in flight, when to retry |
 /// | no key in the request | 400 | what was missing |
+/// | a key on the deny list | 403 | that requests like it are refused |
 /// | store unavailable, [fail closed](crate::admission::FailureMode::Closed) | 503 | that limiting is unavailable |
 #[derive(Debug)]
 #[non_exhaustive]
@@ -24,6 +25,8 @@ pub enum Rejection {
     Busy(Busy),
     /// No key could be extracted and the layer rejects such requests.
     MissingKey(KeyError),
+    /// The key is on the layer's deny list ([`Exemptions`](crate::key::Exemptions)).
+    Denied(Key),
     /// The store failed and the layer fails closed.
     Unavailable(StoreError),
 }
@@ -34,6 +37,7 @@ impl Rejection {
         match self {
             Rejection::Busy(_) => StatusCode::TOO_MANY_REQUESTS,
             Rejection::MissingKey(_) => StatusCode::BAD_REQUEST,
+            Rejection::Denied(_) => StatusCode::FORBIDDEN,
             Rejection::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -50,13 +54,15 @@ impl Rejection {
                     busy.in_flight(),
                     retry_sentence(seconds)
                 );
-                let mut problem = Problem::<()>::new(StatusCode::TOO_MANY_REQUESTS, detail);
+                let mut problem =
+                    Problem::<()>::quota_exceeded(detail, vec![busy.name().to_owned()]);
                 problem.policy = Some(busy.name().to_owned());
                 problem.limit = Some(u64::from(busy.limit()));
                 problem.retry_after = Some(seconds);
                 problem.into_response()
             }
             Rejection::MissingKey(err) => response::missing_key(err),
+            Rejection::Denied(_) => response::denied(),
             Rejection::Unavailable(_) => response::unavailable(),
         }
     }

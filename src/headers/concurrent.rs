@@ -16,11 +16,15 @@ use http::{HeaderMap, HeaderValue};
 use sfv::{KeyRef, ListSerializer};
 
 use super::HeaderFamilies;
-use super::format::{fill, header_value, retry_after, rfc3339, sf_integer, sf_name, whole_seconds};
+use super::format::{
+    epoch_seconds, fill, header_value, retry_after, sf_integer, sf_name, whole_seconds,
+};
+use super::integer::integer;
 use super::names::{
     EXPIRES_AT, RATELIMIT, RATELIMIT_POLICY, STATE, TOTAL_REQUESTS, X_LIMIT, X_REMAINING, X_USED,
 };
 use super::quota_policy::concurrency_policy;
+use super::rfc3339::rfc3339;
 use crate::store::lease::Acquired;
 
 /// What one concurrency decision tells the client: the limit `name` admits `limit` requests at
@@ -40,11 +44,11 @@ impl Concurrent {
         let free = u64::from(self.limit).saturating_sub(in_flight);
         if families.contains(HeaderFamilies::RATE_LIMITING) {
             let state = if admitted { "Allow" } else { "Deny" };
-            fill(headers, TOTAL_REQUESTS, in_flight.into());
+            fill(headers, TOTAL_REQUESTS, integer(in_flight));
             fill(headers, STATE, HeaderValue::from_static(state));
             if !admitted {
                 let retry_at = SystemTime::now() + whole_seconds(self.retry_after);
-                fill(headers, EXPIRES_AT, rfc3339(retry_at));
+                fill(headers, EXPIRES_AT, rfc3339(epoch_seconds(retry_at)));
             }
         }
         if families.contains(HeaderFamilies::IETF) {
@@ -55,9 +59,9 @@ impl Concurrent {
             headers.append(RATELIMIT, header_value(line.finish().unwrap_or_default()));
         }
         if families.contains(HeaderFamilies::X_RATELIMIT) {
-            fill(headers, X_LIMIT, self.limit.into());
-            fill(headers, X_REMAINING, free.into());
-            fill(headers, X_USED, in_flight.into());
+            fill(headers, X_LIMIT, integer(u64::from(self.limit)));
+            fill(headers, X_REMAINING, integer(free));
+            fill(headers, X_USED, integer(in_flight));
         }
         if !admitted {
             retry_after(headers, self.retry_after);

@@ -2,7 +2,7 @@
 //!
 //! | family | headers |
 //! |---|---|
-//! | [`HeaderFamilies::RATE_LIMITING`] | `Rate-Limiting-Total-Requests`, `Rate-Limiting-State` (`Allow`, `Deny`), `Rate-Limiting-Expires-At` (RFC 3339, UTC, rounded up to the second) |
+//! | [`HeaderFamilies::RATE_LIMITING`] | `Rate-Limiting-Total-Requests`, `Rate-Limiting-State` (`Allow`, `Deny`, `Degraded` from a fallback), `Rate-Limiting-Expires-At` (RFC 3339, UTC, rounded up to the second) |
 //! | [`HeaderFamilies::IETF`] | `RateLimit-Policy: "name";q=5;w=10`, `RateLimit: "name";r=2;t=7` |
 //! | [`HeaderFamilies::X_RATELIMIT`] | `X-RateLimit-Limit`, `-Remaining`, `-Used`, `-Reset` (Unix epoch seconds, rounded up) |
 //!
@@ -13,19 +13,18 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use http::{HeaderMap, HeaderValue};
-use sfv::{KeyRef, ListSerializer};
 
 use super::HeaderFamilies;
-use super::format::{
-    epoch_seconds, fill, header_value, retry_after, rfc3339, sf_integer, sf_name, whole_seconds,
-};
+use super::format::{epoch_seconds, fill, retry_after, retry_seconds, whole_seconds};
+use super::integer::integer;
 use super::names::{
     EXPIRES_AT, RATELIMIT, RATELIMIT_POLICY, STATE, TOTAL_REQUESTS, X_LIMIT, X_REMAINING, X_RESET,
     X_USED,
 };
+use super::partition::Partition;
 use super::quota_policy::RatePolicy;
+use super::rfc3339::rfc3339;
 use crate::decision::{Decision, Outcome};
-use crate::policy::Rule;
 
 /// What a rate-limit decision tells the client: the decision on `policy`, made `at`.
 #[derive(Clone, Debug)]
@@ -33,6 +32,8 @@ pub(crate) struct Decided {
     pub(crate) decision: Decision,
     pub(crate) policy: Arc<RatePolicy>,
     pub(crate) at: SystemTime,
+    /// The client's partition key, for `RateLimit`'s `pk` (when the layer adds it).
+    pub(crate) partition: Option<Partition>,
 }
 
 impl Decided {
@@ -41,17 +42,22 @@ impl Decided {
             decision,
             policy,
             at,
+            partition,
         } = self;
-        // The exact instant; `rfc3339` and `epoch_seconds` round it up, never down, so a client
-        // that waits until then finds the period over.
-        let reset_at = at + decision.reset_after();
+        // The first whole second at or after the exact instant: rounded up, never down, so a
+        // client that waits until then finds the period over.
+        let reset_at = epoch_seconds(at + decision.reset_after());
         if families.contains(HeaderFamilies::RATE_LIMITING) {
-            let state = if decision.is_allowed() {
+            // A fallback's decision, admitted or refused, says so: it counted one instance's
+            // share of the quota, not the fleet's (the status tells admitted from refused).
+            let state = if decision.is_degraded() {
+                "Degraded"
+            } else if decision.is_allowed() {
                 "Allow"
             } else {
                 "Deny"
             };
-            fill(headers, TOTAL_REQUESTS, HeaderValue::from(decision.used()));
+            fill(headers, TOTAL_REQUESTS, integer(decision.used()));
             fill(headers, STATE, HeaderValue::from_static(state));
             fill(headers, EXPIRES_AT, rfc3339(reset_at));
         }
@@ -59,19 +65,23 @@ impl Decided {
             headers.append(RATELIMIT_POLICY, policy.header.clone());
             // A custom store may report a rule index of another policy: without the rule there is
             // no line to write, and a line about another rule would mislead.
-            if let Some(rule) = policy.policy.rules().get(decision.rule_index()) {
-                headers.append(RATELIMIT, limit_line(rule, &decision));
+            let seconds = match decision.retry_after() {
+                Some(wait) => retry_seconds(wait),
+                None => {
+                    let rule = policy.policy.rules().get(decision.rule_index());
+                    whole_seconds(more_after(&decision, rule)).as_secs()
+                }
+            };
+            let line = policy.line(decision.rule_index(), decision.remaining(), seconds);
+            if let Some(line) = line {
+                headers.append(RATELIMIT, with_partition(line, partition.as_ref()));
             }
         }
         if families.contains(HeaderFamilies::X_RATELIMIT) {
-            fill(headers, X_LIMIT, HeaderValue::from(decision.limit()));
-            fill(
-                headers,
-                X_REMAINING,
-                HeaderValue::from(decision.remaining()),
-            );
-            fill(headers, X_USED, HeaderValue::from(decision.used()));
-            fill(headers, X_RESET, HeaderValue::from(epoch_seconds(reset_at)));
+            fill(headers, X_LIMIT, integer(decision.limit()));
+            fill(headers, X_REMAINING, integer(decision.remaining()));
+            fill(headers, X_USED, integer(decision.used()));
+            fill(headers, X_RESET, integer(reset_at));
         }
         if decision.outcome() == Outcome::Denied {
             retry_after(headers, decision.retry_after().unwrap_or_default());
@@ -79,16 +89,44 @@ impl Decided {
     }
 }
 
-/// `RateLimit`: the reported rule, as `"name";r=<remaining>;t=<seconds until reset>`.
-fn limit_line(rule: &Rule, decision: &Decision) -> HeaderValue {
-    let mut list = ListSerializer::new();
-    list.bare_item(sf_name(rule.name()))
-        .parameter(KeyRef::constant("r"), sf_integer(decision.remaining()))
-        .parameter(
-            KeyRef::constant("t"),
-            sf_integer(whole_seconds(decision.reset_after()).as_secs()),
-        );
-    header_value(list.finish().unwrap_or_default())
+/// `line` with the `pk` parameter of `partition`, if any.
+fn with_partition(line: HeaderValue, partition: Option<&Partition>) -> HeaderValue {
+    let Some(partition) = partition else {
+        return line;
+    };
+    let mut bytes = line.as_bytes().to_vec();
+    bytes.extend_from_slice(&super::partition::parameter(partition));
+    // Printable ASCII only: a line from `sfv`, then `;pk=:`, base64 and `:`.
+    HeaderValue::from_bytes(&bytes).unwrap_or(line)
+}
+
+/// `t` of the `RateLimit` line: the time until more quota is available (draft-ietf-httpapi-
+/// ratelimit-headers-10, "the number of seconds until additional quota ... is made available").
+///
+/// - A refusal: when the request would pass, the same wait as `Retry-After`, which must not point
+///   earlier than `t` (the caller writes that).
+/// - A fixed window: at its end, when the whole quota comes back.
+/// - GCRA and the token bucket: when the next unit drips back. A bucket at level `L` (of a
+///   capacity of `burst` units) drains one unit per emission interval `e`; `reset_after` is the
+///   time to drain it all, and `remaining` whole units are free, so one more is free once the
+///   bucket has drained all but `burst - remaining - 1` units: `reset_after - (burst - remaining
+///   - 1) * e`.
+/// - The sliding log and the sliding window: when their quota is whole again. More may come back
+///   sooner (as each old request leaves the window), which a decision does not say: the answer is
+///   never early, so a client that waits for it is not refused for having come back too soon.
+fn more_after(decision: &Decision, rule: Option<&crate::policy::Rule>) -> std::time::Duration {
+    let reset = decision.reset_after();
+    let Some(rule) = rule.filter(|rule| rule.algorithm().uses_burst()) else {
+        return reset;
+    };
+    let quota = rule.quota();
+    let emission = quota.period() / quota.limit().max(1);
+    let full_units = decision
+        .limit()
+        .saturating_sub(decision.remaining())
+        .saturating_sub(1);
+    let still_full = emission.saturating_mul(u32::try_from(full_units).unwrap_or(u32::MAX));
+    reset.saturating_sub(still_full)
 }
 
 #[cfg(test)]
@@ -99,7 +137,7 @@ mod tests {
 
     use super::*;
     use crate::decision::RuleVerdict;
-    use crate::policy::Policy;
+    use crate::policy::{Policy, Rule};
     use crate::quota::Quota;
 
     fn policy() -> Policy {
@@ -116,6 +154,7 @@ mod tests {
             decision,
             policy: RatePolicy::new(policy()),
             at: SystemTime::now(),
+            partition: None,
         }
     }
 
@@ -203,6 +242,7 @@ mod tests {
                 decision,
                 policy: RatePolicy::new(policy()),
                 at,
+                partition: None,
             };
             decided.apply(&mut headers, HeaderFamilies::ALL);
             assert_eq!(headers[&EXPIRES_AT], expires_at, "{at:?} + {reset_after:?}");

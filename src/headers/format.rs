@@ -1,4 +1,4 @@
-//! Formatting header values: whole seconds rounded up, RFC 3339 instants, structured fields.
+//! Formatting header values: whole seconds rounded up, structured fields.
 //!
 //! Times are always rounded up: a client that waits as long as it is told, or until the instant it
 //! is given, gets in.
@@ -7,7 +7,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::header::RETRY_AFTER;
 use http::{HeaderMap, HeaderName, HeaderValue};
-use sfv::{StringRef, integer};
+use sfv::StringRef;
+
+use super::integer::{SF_INTEGER_MAX, integer};
 
 /// Sets a single-valued header unless a custom rejection or an inner layer already did.
 pub(crate) fn fill(headers: &mut HeaderMap, name: HeaderName, value: HeaderValue) {
@@ -16,11 +18,7 @@ pub(crate) fn fill(headers: &mut HeaderMap, name: HeaderName, value: HeaderValue
 
 /// `Retry-After` in whole seconds, rounded up, at least 1.
 pub(crate) fn retry_after(headers: &mut HeaderMap, after: Duration) {
-    fill(
-        headers,
-        RETRY_AFTER,
-        HeaderValue::from(retry_seconds(after)),
-    );
+    fill(headers, RETRY_AFTER, integer(retry_seconds(after)));
 }
 
 /// A wait as `Retry-After` states it: whole seconds, rounded up, at least 1.
@@ -30,7 +28,7 @@ pub(crate) fn retry_seconds(after: Duration) -> u64 {
 
 /// Structured-field integers have at most 15 digits.
 pub(crate) fn sf_integer(value: u64) -> sfv::Integer {
-    integer(value.min(999_999_999_999_999) as i64)
+    sfv::integer(value.min(SF_INTEGER_MAX) as i64)
 }
 
 /// A limit or rule name as a structured-field string.
@@ -53,11 +51,4 @@ pub(crate) fn whole_seconds(duration: Duration) -> Duration {
 /// Whole seconds since the Unix epoch, rounded up: the first whole second at or after `time`.
 pub(crate) fn epoch_seconds(time: SystemTime) -> u64 {
     whole_seconds(time.duration_since(UNIX_EPOCH).unwrap_or_default()).as_secs()
-}
-
-/// RFC 3339 in UTC with whole seconds, as Go's `time.RFC3339` prints it. The instant is rounded
-/// up to the second: formatting alone would truncate it and name a moment before it.
-pub(crate) fn rfc3339(time: SystemTime) -> HeaderValue {
-    let second = UNIX_EPOCH + Duration::from_secs(epoch_seconds(time));
-    header_value(humantime::format_rfc3339_seconds(second).to_string())
 }

@@ -2,7 +2,7 @@
 //!
 //! | family | headers |
 //! |---|---|
-//! | [`HeaderFamilies::RATE_LIMITING`] | `Rate-Limiting-Total-Requests`, `Rate-Limiting-State` (`Allow`, `Deny`, or `Skipped` when the store failed open), `Rate-Limiting-Expires-At` (RFC 3339, UTC, rounded up to the second) |
+//! | [`HeaderFamilies::RATE_LIMITING`] | `Rate-Limiting-Total-Requests`, `Rate-Limiting-State` (`Allow`, `Deny`, `Degraded` when a fallback decided while the shared store failed, or `Skipped` when the store failed open), `Rate-Limiting-Expires-At` (RFC 3339, UTC, rounded up to the second) |
 //! | [`HeaderFamilies::IETF`] (draft-ietf-httpapi-ratelimit-headers-10) | `RateLimit-Policy: "name";q=5;w=10`, `RateLimit: "name";r=2;t=7` |
 //! | [`HeaderFamilies::X_RATELIMIT`] (GitHub style) | `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Used`, `X-RateLimit-Reset` (Unix epoch seconds, rounded up) |
 //!
@@ -24,14 +24,19 @@ mod concurrent;
 mod decided;
 mod families;
 mod format;
+mod integer;
+mod line;
 mod names;
+mod partition;
 mod quota_policy;
+mod rfc3339;
 mod stamp;
 
 #[cfg(feature = "concurrency")]
 pub(crate) use self::concurrent::Concurrent;
 pub use self::families::HeaderFamilies;
 pub(crate) use self::format::retry_seconds;
+pub(crate) use self::partition::{Partition, Partitioner};
 pub(crate) use self::quota_policy::RatePolicy;
 #[cfg(feature = "concurrency")]
 pub(crate) use self::quota_policy::concurrency_policy;

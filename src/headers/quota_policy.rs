@@ -9,20 +9,45 @@ use sfv::{KeyRef, StringRef};
 use sfv::{ListSerializer, key_ref};
 
 use super::format::{header_value, sf_integer, sf_name, whole_seconds};
+use super::line::LinePrefix;
 use crate::policy::{Policy, Rule};
 
-/// A rate policy with its `RateLimit-Policy` value: made once per layer, shared by every report of
-/// a decision on it (one reference count, where a copy of both would be moved with every request).
+/// A rate policy with its `RateLimit-Policy` value and the start of each rule's `RateLimit` line:
+/// made once per layer, shared by every report of a decision on it (one reference count, where a
+/// copy of each would be moved with every request).
 #[derive(Debug)]
 pub(crate) struct RatePolicy {
     pub(crate) policy: Policy,
     pub(crate) header: HeaderValue,
+    /// One per rule, in policy order.
+    lines: Box<[LinePrefix]>,
 }
 
 impl RatePolicy {
     pub(crate) fn new(policy: Policy) -> Arc<Self> {
         let header = rate_policy(policy.rules());
-        Arc::new(Self { policy, header })
+        let lines = policy
+            .rules()
+            .iter()
+            .map(|rule| LinePrefix::new(rule.name()))
+            .collect();
+        Arc::new(Self {
+            policy,
+            header,
+            lines,
+        })
+    }
+
+    /// The `RateLimit` line of rule `index`: `remaining` requests, reset in `reset_seconds`. None
+    /// for an index the policy does not have.
+    pub(crate) fn line(
+        &self,
+        index: usize,
+        remaining: u64,
+        reset_seconds: u64,
+    ) -> Option<HeaderValue> {
+        let prefix = self.lines.get(index)?;
+        Some(prefix.line(remaining, reset_seconds))
     }
 }
 

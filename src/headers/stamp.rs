@@ -17,6 +17,7 @@ use super::concurrent::Concurrent;
 use super::decided::Decided;
 use super::format::{fill, retry_after};
 use super::names::{RATELIMIT_POLICY, STATE};
+use super::partition::Partition;
 use super::quota_policy::RatePolicy;
 use crate::decision::Decision;
 
@@ -52,11 +53,16 @@ pub(crate) enum Undecided {
 
 impl Report {
     /// A decision on `policy`, made now.
-    pub(crate) fn decided(decision: Decision, policy: &Arc<RatePolicy>) -> Self {
+    pub(crate) fn decided(
+        decision: Decision,
+        policy: &Arc<RatePolicy>,
+        partition: Option<Partition>,
+    ) -> Self {
         Report::Decided(Decided {
             decision,
             policy: policy.clone(),
             at: SystemTime::now(),
+            partition,
         })
     }
 

@@ -198,7 +198,7 @@ fn header_name(header: ForwardedHeader) -> &'static str {
     }
 }
 
-fn parse_network(text: &str) -> Result<IpNet, ConfigError> {
+pub(crate) fn parse_network(text: &str) -> Result<IpNet, ConfigError> {
     text.parse::<IpNet>()
         .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
         .map_err(|_| {

@@ -21,6 +21,7 @@
 //! ```
 
 mod client_ip;
+mod exemptions;
 mod extension;
 mod forwarded;
 mod function;
@@ -34,6 +35,8 @@ use bytes::Bytes;
 use http::request::Parts;
 
 pub use client_ip::{ClientIp, ForwardedHeader};
+pub use exemptions::Exemptions;
+pub(crate) use exemptions::Listed;
 pub use extension::{ExtensionKey, UserId};
 pub use function::{FromFn, KeyResult, from_fn};
 pub use global::GlobalKey;

@@ -5,10 +5,12 @@ use std::sync::Arc;
 use http::request::Parts;
 
 use super::limiter::{CostFn, RateLimiter};
+use super::plan::{ChooseFn, Plan, Plans};
+use super::shadow::{Shadow, ShadowSwitch};
 use super::{RateLimitLayer, Rejection};
 use crate::admission::{Configure, LayerBuilder};
 use crate::error::ConfigError;
-use crate::headers::{HeaderFamilies, RatePolicy};
+use crate::headers::{HeaderFamilies, Partitioner, RatePolicy};
 use crate::policy::{Policy, Rule};
 use crate::store::{MemoryStore, Store};
 
@@ -23,6 +25,11 @@ pub struct Settings {
     rules: Vec<Rule>,
     store: Option<Arc<dyn Store>>,
     cost: Option<Arc<CostFn>>,
+    shadow: bool,
+    shadow_switch: Option<ShadowSwitch>,
+    plans: Vec<(Plan, Policy)>,
+    choose_plan: Option<Arc<ChooseFn>>,
+    partition_secret: Option<Vec<u8>>,
 }
 
 impl RateLimitLayer {
@@ -31,9 +38,9 @@ impl RateLimitLayer {
         LayerBuilder::new(Settings::default(), HeaderFamilies::DEFAULT)
     }
 
-    /// The policy this layer enforces.
+    /// The policy this layer enforces (its default one, when it has [plans](RateLimitLayerBuilder::plan)).
     pub fn policy(&self) -> &Policy {
-        &self.core.admit.policy.policy
+        &self.core.admit.plans.default_policy().policy
     }
 }
 
@@ -64,17 +71,100 @@ impl LayerBuilder<RateLimiter> {
         self
     }
 
+    /// Shadow mode (default off): the layer decides, counts, logs and writes every header it
+    /// would (`Rate-Limiting-State: Deny`, `RateLimit` with `r=0`, `Retry-After`), but lets
+    /// refused requests through to the handler, whose `Option<Decision>` then says it was
+    /// denied. For rolling out a new limit: watch what it would refuse before it does. Refusals
+    /// let through are logged (`info`, at most once a second, with a count; every one at
+    /// `debug`). A [`ShadowSwitch`] does the same for many layers at once, at run time.
+    pub fn shadow(mut self, shadow: bool) -> Self {
+        self.settings.shadow = shadow;
+        self
+    }
+
+    /// Puts the layer in shadow mode whenever `switch` is on (see [`ShadowSwitch`]), in
+    /// addition to its own [`shadow`](Self::shadow) setting.
+    pub fn shadow_switch(mut self, switch: ShadowSwitch) -> Self {
+        self.settings.shadow_switch = Some(switch);
+        self
+    }
+
+    /// A plan: requests of plan `name` are limited by `policy` instead of the layer's rules
+    /// (which stay the default, for requests of no plan or an unknown one). The plan of a
+    /// request is the [`Plan`] in its extensions (an authentication layer puts it there), or
+    /// what [`choose_plan`](Self::choose_plan) says.
+    ///
+    /// A plan's rules may share names with the default's: a client moved to another plan keeps
+    /// its count where the time base of its state stays the same (see
+    /// [`Rule`](crate::Rule)'s Redis keys), and is measured against its new quota at once.
+    ///
+    /// ```
+    /// use tower_redis_ratelimit::key::HeaderKey;
+    /// use tower_redis_ratelimit::{Policy, Quota, RateLimitLayer, Rule};
+    ///
+    /// let pro = Policy::try_from(Rule::gcra("api", Quota::per_minute(1_000)))?;
+    /// let layer = RateLimitLayer::builder()
+    ///     .rule(Rule::gcra("api", Quota::per_minute(60)))
+    ///     .plan("pro", &pro)
+    ///     .key(HeaderKey::new("x-api-key"))
+    ///     .build()?;
+    /// # Ok::<(), tower_redis_ratelimit::ConfigError>(())
+    /// ```
+    pub fn plan(mut self, name: impl Into<Arc<str>>, policy: &Policy) -> Self {
+        self.settings.plans.push((Plan::new(name), policy.clone()));
+        self
+    }
+
+    /// How a request's plan is found (default: the [`Plan`] in its extensions).
+    pub fn choose_plan(
+        mut self,
+        choose: impl Fn(&Parts) -> Option<Plan> + Send + Sync + 'static,
+    ) -> Self {
+        self.settings.choose_plan = Some(Arc::new(choose));
+        self
+    }
+
+    /// Adds the IETF draft's partition key to `RateLimit` (`"api";r=4;t=10;pk=:...:`), so a
+    /// client can tell which partition of a quota (whose key) a response speaks of. The key
+    /// itself is never shown: `pk` is a 128-bit digest (SHA-256) of the key and `secret`. Give
+    /// every instance the same secret, so that they agree; keep it secret, so that no one can
+    /// find a key (an address, a user id) by hashing guesses.
+    pub fn partition_key(mut self, secret: impl AsRef<[u8]>) -> Self {
+        self.settings.partition_secret = Some(secret.as_ref().to_vec());
+        self
+    }
+
     /// Validates the configuration and builds the layer.
     pub fn build(mut self) -> Result<RateLimitLayer, ConfigError> {
         let settings = std::mem::take(&mut self.settings);
         let policy = Policy::new(settings.rules)?;
-        let keys = self.keys(Rejection::MissingKey)?;
+        for (index, (plan, _)) in settings.plans.iter().enumerate() {
+            if settings.plans[..index]
+                .iter()
+                .any(|(other, _)| other == plan)
+            {
+                return Err(ConfigError::DuplicatePlan(plan.name().to_owned()));
+            }
+        }
+        let keys = self.keys(Rejection::MissingKey, Rejection::Denied)?;
         let limiter = RateLimiter {
             store: settings
                 .store
                 .unwrap_or_else(|| Arc::new(MemoryStore::new())),
-            policy: RatePolicy::new(policy),
+            plans: Plans::new(
+                RatePolicy::new(policy),
+                settings
+                    .plans
+                    .into_iter()
+                    .map(|(name, policy)| (name, RatePolicy::new(policy)))
+                    .collect(),
+                settings.choose_plan,
+            ),
             cost: settings.cost,
+            shadow: Shadow::new(settings.shadow, settings.shadow_switch),
+            partitioner: settings
+                .partition_secret
+                .map(|secret| Partitioner::new(&secret)),
         };
         self.finish(
             limiter,

@@ -7,9 +7,11 @@ use http::request::Parts;
 use http::{Extensions, HeaderValue};
 
 use super::Rejection;
+use super::plan::Plans;
+use super::shadow::Shadow;
 use crate::admission::{Admit, Keyed, Keys, Stored, Verdict};
 use crate::decision::Decision;
-use crate::headers::{RatePolicy, Report};
+use crate::headers::{Partition, Partitioner, RatePolicy, Report};
 use crate::key::Key;
 use crate::policy::Rule;
 use crate::store::{Store, StoreError, StoreFuture};
@@ -20,15 +22,19 @@ pub(crate) type CostFn = dyn Fn(&Parts) -> u32 + Send + Sync;
 /// for each request's key. Made by its builder; the layer's type names it.
 pub struct RateLimiter {
     pub(super) store: Arc<dyn Store>,
-    /// The policy, with its `RateLimit-Policy` made once: it is the same on every response.
-    pub(super) policy: Arc<RatePolicy>,
+    /// The policies, each with its `RateLimit-Policy` made once: the default, and one per plan.
+    pub(super) plans: Plans,
     pub(super) cost: Option<Arc<CostFn>>,
+    /// Makes the `pk` of `RateLimit`, when the layer tells partition keys.
+    pub(super) partitioner: Option<Partitioner>,
+    /// Decide and tell, but never refuse (see [`ShadowSwitch`](super::ShadowSwitch)).
+    pub(super) shadow: Shadow,
 }
 
 impl Admit for RateLimiter {
     type Answer = Decision;
-    /// The request's cost.
-    type Pending = u32;
+    /// The request's cost, the index of its plan's policy, and its partition key (when told).
+    type Pending = (u32, usize, Option<Partition>);
     type Held = ();
     type Rejection = Rejection;
     type Keys = Keys<Rejection>;
@@ -37,37 +43,79 @@ impl Admit for RateLimiter {
     const LIMITING: &'static str = "rate limiting";
 
     #[inline]
-    fn check(&self, key: Key, parts: &mut Parts) -> (StoreFuture<Decision>, u32) {
+    fn check(&self, key: Key, parts: &mut Parts) -> (StoreFuture<Decision>, Self::Pending) {
         let cost = self.cost.as_ref().map_or(1, |cost| cost(parts));
-        (self.store.check(&key, &self.policy.policy, cost), cost)
+        let plan = self.plans.choose(parts);
+        let policy = &self.plans.get(plan).policy;
+        let partition = self.partitioner.as_ref().map(|p| p.partition(&key));
+        (
+            self.store.check(&key, policy, cost),
+            (cost, plan, partition),
+        )
     }
 
     #[inline]
-    fn decide(&self, decision: Decision, cost: u32, extensions: &mut Extensions) -> Verdict<Self> {
-        let report = Report::decided(decision.clone(), &self.policy);
+    fn decide(
+        &self,
+        decision: Decision,
+        (cost, plan, partition): Self::Pending,
+        extensions: &mut Extensions,
+    ) -> Verdict<Self> {
+        let policy = self.plans.get(plan);
+        let report = Report::decided(decision.clone(), policy, partition);
+        let rule = rule(policy, &decision);
         if decision.is_allowed() {
+            crate::telemetry::decision(rule, "allowed");
+            if decision.remaining().saturating_mul(5) <= decision.limit() {
+                crate::telemetry::near_limit(rule);
+            }
             extensions.insert(decision);
             return Verdict::pass(Some(report), None);
         }
+        if self.shadow.lets_through(&decision, rule) {
+            crate::telemetry::decision(rule, "shadow_denied");
+            extensions.insert(decision);
+            return Verdict::pass(Some(report), None);
+        }
+        let outcome = match decision.outcome() {
+            crate::decision::Outcome::Never => "never",
+            _ => "denied",
+        };
+        crate::telemetry::decision(rule, outcome);
         let rejection = Rejection::Limited {
             decision,
-            policy: self.policy.policy.clone(),
+            policy: policy.policy.clone(),
             cost,
         };
         Verdict::refuse(Some(report), rejection)
     }
 
-    fn failed(&self, _: u32, _: &StoreError) -> Option<HeaderValue> {
-        Some(self.policy.header.clone())
+    fn failed(&self, (_, plan, _): Self::Pending, _: &StoreError) -> Option<HeaderValue> {
+        Some(self.plans.get(plan).header.clone())
     }
 
     fn announced(&self) -> Option<HeaderValue> {
-        Some(self.policy.header.clone())
+        Some(self.plans.default_policy().header.clone())
     }
 
     fn names(&self) -> Vec<&str> {
-        self.policy.policy.rules().iter().map(Rule::name).collect()
+        self.plans
+            .default_policy()
+            .policy
+            .rules()
+            .iter()
+            .map(Rule::name)
+            .collect()
     }
+}
+
+/// The name of the rule `decision` reports, for logs.
+fn rule<'a>(policy: &'a RatePolicy, decision: &Decision) -> &'a str {
+    policy
+        .policy
+        .rules()
+        .get(decision.rule_index())
+        .map_or("", Rule::name)
 }
 
 impl Keyed for RateLimiter {}
@@ -77,7 +125,7 @@ impl Stored for RateLimiter {}
 impl fmt::Debug for RateLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimiter")
-            .field("policy", &self.policy.policy)
+            .field("plans", &self.plans)
             .finish_non_exhaustive()
     }
 }

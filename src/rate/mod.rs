@@ -19,11 +19,15 @@
 
 mod builder;
 mod limiter;
+mod plan;
 mod rejection;
+mod shadow;
 
 pub use self::builder::RateLimitLayerBuilder;
 pub use self::limiter::RateLimiter;
+pub use self::plan::Plan;
 pub use self::rejection::Rejection;
+pub use self::shadow::ShadowSwitch;
 use crate::admission::{Admission, AdmissionLayer};
 
 /// A tower layer that rate limits requests: one policy, one key, one store.

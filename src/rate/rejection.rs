@@ -7,7 +7,7 @@ use http::{Response, StatusCode};
 
 use crate::decision::{Decision, Outcome};
 use crate::headers::retry_seconds;
-use crate::key::KeyError;
+use crate::key::{Key, KeyError};
 use crate::policy::{Policy, Rule};
 use crate::response::{self, Problem, retry_sentence};
 use crate::store::StoreError;
@@ -22,6 +22,7 @@ use crate::store::StoreError;
 /// | over the quota | 429 | which rule, its quota, and when to retry |
 /// | cost larger than the quota can ever hold | 429, no `Retry-After` | that retrying will never help |
 /// | no key in the request | 400 | what was missing |
+/// | a key on the deny list | 403 | that requests like it are refused |
 /// | store unavailable, [fail closed](crate::admission::FailureMode::Closed) | 503 | that limiting is unavailable |
 #[derive(Debug)]
 #[non_exhaustive]
@@ -37,6 +38,8 @@ pub enum Rejection {
     },
     /// No key could be extracted and the layer rejects such requests.
     MissingKey(KeyError),
+    /// The key is on the layer's deny list ([`Exemptions`](crate::key::Exemptions)).
+    Denied(Key),
     /// The store failed and the layer fails closed.
     Unavailable(StoreError),
 }
@@ -47,6 +50,7 @@ impl Rejection {
         match self {
             Rejection::Limited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Rejection::MissingKey(_) => StatusCode::BAD_REQUEST,
+            Rejection::Denied(_) => StatusCode::FORBIDDEN,
             Rejection::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -60,6 +64,7 @@ impl Rejection {
                 cost,
             } => limited(decision, policy, *cost),
             Rejection::MissingKey(err) => response::missing_key(err),
+            Rejection::Denied(_) => response::denied(),
             Rejection::Unavailable(_) => response::unavailable(),
         }
     }
@@ -81,7 +86,12 @@ fn limited(decision: &Decision, policy: &Policy, cost: u32) -> Response<Bytes> {
             retry_sentence(retry_seconds(decision.retry_after().unwrap_or_default()))
         ),
     };
-    let mut problem = Problem::<()>::new(StatusCode::TOO_MANY_REQUESTS, detail);
+    let violated = decision
+        .refused_by()
+        .filter_map(|index| policy.rules().get(index))
+        .map(|rule| rule.name().to_owned())
+        .collect();
+    let mut problem = Problem::<()>::quota_exceeded(detail, violated);
     problem.policy = rule.map(|rule| rule.name().to_owned());
     problem.limit = Some(decision.limit());
     if decision.outcome() != Outcome::Never {

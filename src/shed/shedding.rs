@@ -69,7 +69,7 @@ impl Shedding {
             self.priority,
             retry_sentence(seconds)
         );
-        let mut problem = Problem::new(StatusCode::SERVICE_UNAVAILABLE, detail);
+        let mut problem = Problem::reduced_capacity(detail);
         problem.retry_after = Some(seconds);
         problem.priority = Some(self.priority);
         problem.into_response()

@@ -30,4 +30,4 @@ pub use self::memory::{MemoryStore, MemoryStoreBuilder};
 pub use self::rate::Store;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub use self::redis::{RedisStore, RedisStoreBuilder};
+pub use self::redis::{Fallback, QuotaLeases, RedisStore, RedisStoreBuilder};

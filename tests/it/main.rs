@@ -8,17 +8,27 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+/// The client example's header reading: its unit tests run here, as the example is a plain
+/// binary that the quickstart tests start.
+#[path = "../../examples/client/told.rs"]
+mod client_told;
 mod concurrency;
+mod config;
 mod conformance;
 mod failure_log;
+mod grpc;
 mod handlers;
 mod headers;
 mod keys;
+mod metrics;
 mod multi_quota;
 mod never;
+mod plans;
 mod properties;
+mod proxy;
 mod quickstart;
 mod redis;
 mod routes;
+mod shadow;
 mod shed;
 mod timing;

@@ -104,8 +104,8 @@ async fn every_quota_is_enforced_at_once(app: Router, clock: ManualClock) {
     })
     .await;
     // Over both the second and the minute: the longer wait wins, until the entries from t = 0
-    // leave the log at 60 s.
-    assert_eq!(request(&app).await, denied(r#""minute";r=0;t=60"#, 20, 59));
+    // leave the log at 60 s; `t`, when more quota comes, is that wait.
+    assert_eq!(request(&app).await, denied(r#""minute";r=0;t=59"#, 20, 59));
 
     // t = 60 s: the ten entries from t = 0 have left; again exactly ten pass (the denial at 1 s
     // added no entry).
@@ -114,7 +114,7 @@ async fn every_quota_is_enforced_at_once(app: Router, clock: ManualClock) {
         allowed(&format!(r#""minute";r={};t=60"#, 10 - k), 10 + k)
     })
     .await;
-    assert_eq!(request(&app).await, denied(r#""minute";r=0;t=60"#, 20, 1));
+    assert_eq!(request(&app).await, denied(r#""minute";r=0;t=1"#, 20, 1));
 
     at(61);
     ten_allowed(&app, |k| {
@@ -135,10 +135,10 @@ async fn every_quota_is_enforced_at_once(app: Router, clock: ManualClock) {
     at(181);
     assert_eq!(
         request(&app).await,
-        denied(r#""hour";r=0;t=4019"#, 50, 3_431)
+        denied(r#""hour";r=0;t=3431"#, 50, 3_431)
     );
     at(3_611);
-    assert_eq!(request(&app).await, denied(r#""hour";r=0;t=589"#, 50, 1));
+    assert_eq!(request(&app).await, denied(r#""hour";r=0;t=1"#, 50, 1));
     at(3_612);
     // Admitted: the hour now counts a unit in the current sub-interval, which slides out at 130 min.
     assert_eq!(request(&app).await, allowed(r#""hour";r=0;t=4188"#, 50));
@@ -171,4 +171,54 @@ async fn every_quota_is_enforced_at_once_in_redis() {
             "ratelimit:second:gcra-10/1s:{alice}",
         ]
     );
+}
+
+/// A 429 names, in `violated-policies`, every rule the request would exceed, not only the one
+/// its headers report: here the second's and the minute's, on both stores.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_names_every_violated_policy() {
+    let redis = RedisServer::start();
+    for store in [
+        std::sync::Arc::new(MemoryStore::builder().clock(ManualClock::new(T0)).build())
+            as std::sync::Arc<dyn Store>,
+        std::sync::Arc::new(
+            RedisStore::builder(&redis.url())
+                .clock(ManualClock::new(T0))
+                .denial_cache(0)
+                .build()
+                .unwrap(),
+        ),
+    ] {
+        let layer = RateLimitLayer::builder()
+            .rule(Rule::fixed_window("second", Quota::per_second(3)))
+            .rule(Rule::fixed_window("minute", Quota::per_minute(3)))
+            .rule(Rule::fixed_window("hour", Quota::per_hour(100)))
+            .key(HeaderKey::new("x-client"))
+            .store(store)
+            .deadline(Duration::from_secs(2))
+            .build()
+            .unwrap();
+        let app = Router::new()
+            .route("/", get(|| async { "ok" }))
+            .layer(layer);
+        for _ in 0..3 {
+            assert_eq!(request_status(&app).await, StatusCode::OK);
+        }
+        let refused = send(&app, "/", PEER, &[("x-client", "bob")]).await;
+        assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+        let body: serde_json::Value =
+            serde_json::from_str(&crate::support::text(refused).await).unwrap();
+        assert_eq!(
+            body["type"],
+            "https://iana.org/assignments/http-problem-types#quota-exceeded"
+        );
+        assert_eq!(
+            body["violated-policies"],
+            serde_json::json!(["second", "minute"])
+        );
+    }
+}
+
+async fn request_status(app: &Router) -> StatusCode {
+    send(app, "/", PEER, &[("x-client", "bob")]).await.status()
 }

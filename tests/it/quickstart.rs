@@ -24,9 +24,9 @@ const PATIENCE: Duration = Duration::from_secs(60);
 const RATE_LIMIT_HEADERS: [&str; 4] =
     ["rate-limiting-", "ratelimit", "x-ratelimit-", "retry-after"];
 
-/// The example binary: `target/<profile>/examples/quickstart`, next to the test binary
+/// The example binary `name`: `target/<profile>/examples/<name>`, next to the test binary
 /// `target/<profile>/deps/it-<hash>`.
-fn example_binary() -> PathBuf {
+fn example_binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
     let profile_dir = exe
         .parent()
@@ -34,10 +34,10 @@ fn example_binary() -> PathBuf {
         .expect("the test binary lives in target/<profile>/deps");
     let binary = profile_dir
         .join("examples")
-        .join(format!("quickstart{}", std::env::consts::EXE_SUFFIX));
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     assert!(
         binary.is_file(),
-        "the quickstart example is not built ({} is missing): run `cargo build --examples` \
+        "the {name} example is not built ({} is missing): run `cargo build --examples` \
          (a plain `cargo test` builds it too)",
         binary.display()
     );
@@ -65,9 +65,12 @@ impl Quickstart {
     /// the contract's environment is inherited), and waits for its first line.
     fn start(env: &[(&str, &str)]) -> Self {
         let addr = format!("127.0.0.1:{}", free_port());
-        let mut command = Command::new(example_binary());
+        let mut command = Command::new(example_binary("quickstart"));
         command
             .env_remove("REDIS_URL")
+            .env_remove("REDIS_CLUSTER_URLS")
+            .env_remove("REDIS_SENTINEL_URLS")
+            .env_remove("REDIS_SENTINEL_MASTER")
             .env_remove("RATE_LIMIT_FAILURE")
             .env("BIND", &addr)
             .stdin(Stdio::null())
@@ -456,4 +459,98 @@ fn with_redis_failing_closed_when_asked() {
         assert_eq!(reply.header("content-type"), "application/problem+json");
     }
     assert_exits_cleanly_on_sigterm(quickstart);
+}
+
+#[cfg(feature = "cluster")]
+#[test]
+fn on_a_redis_cluster() {
+    let cluster = crate::support::cluster::RedisCluster::start();
+    let quickstart = Quickstart::start(&[("REDIS_CLUSTER_URLS", &cluster.urls_joined())]);
+    // The first line says the limits live in a cluster, and names its nodes.
+    assert_eq!(
+        quickstart.first_line,
+        format!(
+            "quickstart: RedisStore on Redis Cluster {}, serving on http://{}",
+            cluster.urls_joined(),
+            quickstart.addr
+        )
+    );
+    wait_until_redis_decides(&quickstart);
+    assert_contract(&quickstart, "cluster");
+    // The client's counts live on the primary of its slot.
+    let primary = cluster.primary_for("{127.0.0.1}");
+    assert_eq!(
+        cluster
+            .node(primary)
+            .cli(&["HGET", "ratelimit:hello:fw-10s:{127.0.0.1}", "n"]),
+        "5"
+    );
+    assert_exits_cleanly_on_sigterm(quickstart);
+}
+
+#[cfg(feature = "sentinel")]
+#[test]
+fn on_redis_sentinel() {
+    use crate::support::sentinel::{MASTER, RedisSentinels};
+
+    let mut sentinels = RedisSentinels::start();
+    let quickstart = Quickstart::start(&[
+        ("REDIS_SENTINEL_URLS", &sentinels.sentinel_urls()),
+        ("REDIS_SENTINEL_MASTER", MASTER),
+    ]);
+    assert_eq!(
+        quickstart.first_line,
+        format!(
+            "quickstart: RedisStore on Redis Sentinel {} (primary {MASTER}), serving on http://{}",
+            sentinels.sentinel_urls(),
+            quickstart.addr
+        )
+    );
+    wait_until_redis_decides(&quickstart);
+    assert_contract(&quickstart, "sentinel");
+    assert_eq!(
+        sentinels
+            .primary()
+            .cli(&["HGET", "ratelimit:hello:fw-10s:{127.0.0.1}", "n"]),
+        "5"
+    );
+    assert_exits_cleanly_on_sigterm(quickstart);
+}
+
+/// `examples/client.rs` against the quickstart: a client that waits as the headers say is never
+/// refused twice in a row (nor, here, at all: it waits for the window before the sixth request).
+#[test]
+fn a_client_doing_what_the_headers_say_is_never_refused_twice_in_a_row() {
+    let quickstart = Quickstart::start(&[]);
+    let output = Command::new(example_binary("client"))
+        .arg(format!("http://{}/api/hello", quickstart.addr))
+        .arg("7")
+        .env("CLIENT_MAX_WAIT_SECS", "15")
+        .output()
+        .expect("the client example runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 8, "{stdout}");
+    // Five admitted, the fifth saying nothing is left and when more is: the client waits that
+    // long, and the next two are admitted.
+    for line in &lines[..4] {
+        assert!(line.contains(": 200 state=Allow"), "{stdout}");
+    }
+    assert!(
+        lines[4].contains(": 200 state=Allow remaining=0"),
+        "{stdout}"
+    );
+    assert!(!lines[4].ends_with("wait none"), "{stdout}");
+    for line in &lines[5..7] {
+        assert!(line.contains(": 200 state=Allow"), "{stdout}");
+    }
+    assert_eq!(
+        lines[7],
+        "7 requests, 0 refused (429), refused twice in a row: 0"
+    );
 }

@@ -3,7 +3,11 @@
 //! Every test starts its own `redis-server` on a free port, so tests run in parallel and may kill,
 //! freeze and restart their server. A missing `redis-server` fails the test with instructions.
 
+#[cfg(feature = "cluster")]
+pub(crate) mod cluster;
 pub(crate) mod logs;
+#[cfg(feature = "sentinel")]
+pub(crate) mod sentinel;
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
@@ -21,18 +25,29 @@ pub(crate) struct RedisServer {
     child: Option<Child>,
     port: u16,
     binary: PathBuf,
+    /// Arguments beyond the port and the no-persistence defaults (a cluster node's, a replica's).
+    extra: Vec<String>,
+    /// The working directory (where a cluster node keeps its nodes.conf), if not the test's.
+    dir: Option<PathBuf>,
 }
 
 impl RedisServer {
     /// Starts a server on a free port and waits until it answers.
     pub(crate) fn start() -> Self {
+        Self::start_with(Vec::new(), None, free_port)
+    }
+
+    /// Starts a server with `extra` arguments in `dir`, on a port from `port`, and waits until it
+    /// answers.
+    fn start_with(extra: Vec<String>, dir: Option<PathBuf>, port: fn() -> u16) -> Self {
         let binary = find_binary("redis-server");
         for _ in 0..20 {
-            let port = free_port();
             let mut server = RedisServer {
                 child: None,
-                port,
+                port: port(),
                 binary: binary.clone(),
+                extra: extra.clone(),
+                dir: dir.clone(),
             };
             if server.spawn() {
                 return server;
@@ -123,6 +138,8 @@ impl RedisServer {
                 "no",
             ])
             .args(["--protected-mode", "no", "--loglevel", "warning"])
+            .args(&self.extra)
+            .current_dir(self.dir.as_deref().unwrap_or(std::path::Path::new(".")))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

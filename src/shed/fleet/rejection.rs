@@ -44,7 +44,7 @@ impl FleetRejection {
                     busy.in_flight(),
                     retry_sentence(seconds)
                 );
-                let mut problem = Problem::new(StatusCode::SERVICE_UNAVAILABLE, detail);
+                let mut problem = Problem::reduced_capacity(detail);
                 problem.policy = Some(busy.name().to_owned());
                 problem.limit = Some(u64::from(busy.limit()));
                 problem.retry_after = Some(seconds);

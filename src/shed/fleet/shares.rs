@@ -50,6 +50,7 @@ impl Limits for FleetShares {
     }
 
     fn refuse(&self, busy: Busy, priority: Priority) -> FleetRejection {
+        crate::telemetry::shed("fleet", priority.as_str());
         FleetRejection::Shed { busy, priority }
     }
 }

@@ -105,6 +105,7 @@ impl Admit for UtilizationShedder {
         match admission {
             Admission::Admitted(guard) => Verdict::pass(None, Some(guard)),
             Admission::Shed(shedding) => {
+                crate::telemetry::shed("utilization", shedding.priority().as_str());
                 self.shed_log.warn(|suppressed| {
                     tracing::warn!(
                         priority = %shedding.priority(),

@@ -3,13 +3,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_redis::{ConnectionAddr, ConnectionInfo, Manager, Pool, ProtocolVersion, Runtime};
+use deadpool_redis::{ConnectionAddr, ConnectionInfo, Manager, Pool, Runtime};
 use redis::{AsyncConnectionConfig, IntoConnectionInfo};
 
-use super::connection::{self, SharedConnection};
+use super::address::{describe, invalid, redact};
+use super::coalesce::Coalescer;
+use super::connection::{self, Connect, SharedConnection};
+use super::fallback::{Degraded, Fallback};
+use super::leases::{Leases, QuotaLeases};
 use super::{Inner, RedisStore};
 use crate::clock::{Clock, SystemClock};
 use crate::error::ConfigError;
+use crate::store::MemoryStore;
 use crate::store::denials::Denials;
 #[cfg(feature = "concurrency")]
 use crate::store::lease::heartbeat::Heartbeat;
@@ -26,6 +31,15 @@ pub(super) enum Target {
     Connection(ConnectionInfo),
     /// A `deadpool_redis::Config` that sets both `url` and `connection`: refused at `build()`.
     UrlAndConnection,
+    /// A Redis Cluster, through any of these node URLs.
+    #[cfg(feature = "cluster")]
+    Cluster(Vec<String>),
+    /// The primary that the sentinels at these URLs name `master`.
+    #[cfg(feature = "sentinel")]
+    Sentinel {
+        sentinels: Vec<String>,
+        master: String,
+    },
 }
 
 /// Settings for a [`RedisStore`]: from [`RedisStore::builder`] (a URL) or
@@ -39,6 +53,9 @@ pub struct RedisStoreBuilder {
     backoff: (Duration, Duration),
     clock: Option<Arc<dyn Clock>>,
     denial_cache: usize,
+    quota_leases: Option<QuotaLeases>,
+    fallback: Option<Fallback>,
+    coalesce: bool,
 }
 
 /// How many denials a store remembers unless told otherwise: at 200 bytes or so each, 20 MB.
@@ -54,6 +71,9 @@ impl RedisStoreBuilder {
             backoff: (Duration::from_millis(50), Duration::from_secs(1)),
             clock: None,
             denial_cache: DEFAULT_DENIAL_CACHE,
+            quota_leases: None,
+            fallback: None,
+            coalesce: true,
         }
     }
 
@@ -171,6 +191,65 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// Whether decisions for a key with a call in flight wait and go to Redis together, as one
+    /// call that decides each of them in order (default on). Exact: Redis decides them one after
+    /// another in the order they arrived, as if each had been sent alone after the call before
+    /// it; a hot key then costs one round trip per batch (up to 64 requests) instead of one per
+    /// request, and an uncontended key is sent at once, as without it.
+    pub fn coalesce(mut self, coalesce: bool) -> Self {
+        self.coalesce = coalesce;
+        self
+    }
+
+    /// Turns on quota leases (off by default): local-first decisions for hot keys, for a bounded
+    /// price in exactness.
+    ///
+    /// A key that this process sees often gets a slice of its remaining quota reserved in Redis
+    /// with one call, sized to what the key asked here in the last
+    /// [`lifetime`](QuotaLeases::lifetime), and its requests are answered from the slice with no
+    /// network call; what is left goes back to Redis when the lifetime ends, and on
+    /// [`RedisStore::return_leases`]. A hot key then costs Redis about two calls per lifetime
+    /// rather than one per request.
+    ///
+    /// The fleet never spends more than Redis granted, but exactness changes in two ways:
+    /// - an instance may deny while others hold unspent slices: at most N ×
+    ///   [`max_share`](QuotaLeases::max_share) of a rule's capacity is held at once (N
+    ///   instances);
+    /// - for GCRA and the token bucket, a unit counts at the instant it was reserved and may be
+    ///   spent up to a lifetime later, so over any interval the fleet admits at most the rule's
+    ///   burst plus its rate over the interval and one lifetime. A fixed window's slices are
+    ///   spent within their window: no over-admission.
+    ///
+    /// Only policies whose rules are all fixed window, GCRA or token bucket are leased (the
+    /// sliding algorithms remember when each unit was spent, which a slice cannot give back);
+    /// others, keys seen rarely, and keys beyond [`max_keys`](QuotaLeases::max_keys) are decided
+    /// by Redis exactly. `docs/performance.md` measures the error against the exact mode.
+    pub fn quota_leases(mut self, leases: QuotaLeases) -> Self {
+        self.quota_leases = Some(leases);
+        self
+    }
+
+    /// Turns on a fallback (off by default): while Redis fails, decisions come from a local
+    /// [`MemoryStore`](crate::MemoryStore) with every quota divided by
+    /// [`Fallback::new`]'s number of instances, instead of the layer's failure mode.
+    ///
+    /// - A Redis call that fails, or takes longer than the fallback's
+    ///   [`timeout`](Fallback::timeout), is answered by the fallback; the decision says so
+    ///   ([`Decision::is_degraded`](crate::Decision::is_degraded), and
+    ///   `Rate-Limiting-State: Degraded` on the response, admitted or refused).
+    /// - After [`failures`](Fallback::failures) such calls in a row, no call goes to Redis for a
+    ///   [`cool_down`](Fallback::cool_down): a dead or frozen Redis costs requests no latency.
+    ///   Then one request probes Redis; its success returns every decision to Redis, its failure
+    ///   starts another cool-down, so Redis's return causes no stampede.
+    /// - Each instance counts its own share: the fleet admits about the quota while every
+    ///   instance takes its share of the traffic, less when traffic is uneven, and a client
+    ///   starts afresh in the fallback (and again in Redis when it returns, where its earlier
+    ///   count may still stand).
+    pub fn fallback(mut self, fallback: Fallback) -> Self {
+        self.fallback = Some(fallback);
+        self
+    }
+
     /// The store. Validates the settings; does not connect.
     pub fn build(self) -> Result<RedisStore, ConfigError> {
         validate_prefix(&self.prefix)?;
@@ -188,14 +267,26 @@ impl RedisStoreBuilder {
                 self.backoff.1
             )));
         }
-        let (info, redacted_url) = resolve(self.target)?;
-        let pool = pool(info, self.connect_timeout)?;
+        if let Some(leases) = &self.quota_leases {
+            leases.validate()?;
+        }
+        if let Some(fallback) = &self.fallback {
+            fallback.validate()?;
+        }
+        let (connect, redacted_url) = connector(self.target, self.connect_timeout)?;
+        // The fallback counts in the store's clock, so that tests driving it see both agree.
+        let fallback = self.fallback.as_ref().map(|fallback| {
+            let memory = match &self.clock {
+                Some(clock) => MemoryStore::builder().clock(clock.clone()).build(),
+                None => MemoryStore::new(),
+            };
+            Degraded::new(fallback, memory)
+        });
         let min_ttl_ms = if self.clock.is_some() {
             10 * 60 * 1000
         } else {
             0
         };
-        let connect = connection::from_pool(pool);
         Ok(RedisStore {
             inner: Arc::new(Inner {
                 connection: SharedConnection::new(connect, self.stale_after, self.backoff),
@@ -206,6 +297,10 @@ impl RedisStoreBuilder {
                     .unwrap_or_else(|| Arc::new(SystemClock::new())),
                 clock: self.clock,
                 denials: (self.denial_cache > 0).then(|| Denials::new(self.denial_cache)),
+                leases: self.quota_leases.as_ref().map(Leases::new),
+                fallback,
+                coalescer: Coalescer::new(),
+                coalesce: self.coalesce,
                 min_ttl_ms,
                 redacted_url: redacted_url.into(),
                 #[cfg(feature = "concurrency")]
@@ -215,9 +310,15 @@ impl RedisStoreBuilder {
     }
 }
 
-/// The connection settings of `target`, and how to show them without the password.
-fn resolve(target: Target) -> Result<(redis::ConnectionInfo, String), ConfigError> {
+/// What makes the connections to `target`, and how to show it without passwords.
+fn connector(target: Target, connect_timeout: Duration) -> Result<(Connect, String), ConfigError> {
     let (info, shown) = match target {
+        #[cfg(feature = "cluster")]
+        Target::Cluster(nodes) => return super::cluster::connector(&nodes, connect_timeout),
+        #[cfg(feature = "sentinel")]
+        Target::Sentinel { sentinels, master } => {
+            return super::sentinel::connector(&sentinels, &master, connect_timeout);
+        }
         Target::Url(url) => {
             let shown = redact(&url);
             let info = url
@@ -250,7 +351,8 @@ fn resolve(target: Target) -> Result<(redis::ConnectionInfo, String), ConfigErro
              `tls-native-tls` feature; Unix sockets need a Unix platform)"
         )));
     }
-    Ok((info, shown))
+    let pool = pool(info, connect_timeout)?;
+    Ok((connection::from_pool(pool), shown))
 }
 
 /// The pool that makes the store's connections, each bounded by `connect_timeout`, with no
@@ -274,10 +376,6 @@ pub(super) fn pool(
         .map_err(|err| invalid(format!("cannot build the Redis pool: {err}")))
 }
 
-fn invalid(message: impl Into<String>) -> ConfigError {
-    ConfigError::Store(message.into())
-}
-
 fn validate_prefix(prefix: &str) -> Result<(), ConfigError> {
     let valid = !prefix.is_empty()
         && prefix.len() <= 64
@@ -290,92 +388,6 @@ fn validate_prefix(prefix: &str) -> Result<(), ConfigError> {
         Err(invalid(format!(
             "invalid key prefix {prefix:?}: use 1 to 64 printable ASCII characters without spaces or braces"
         )))
-    }
-}
-
-/// The URL without its password, for logs and errors: the password of the user information,
-/// and the `pass` parameter of a Unix socket URL, become `***`.
-fn redact(url: &str) -> String {
-    let (scheme, rest) = match url.find("://") {
-        Some(at) => url.split_at(at + 3),
-        None => ("", url),
-    };
-    let shown = match rest.rfind('@') {
-        Some(at) => match rest[..at].split_once(':') {
-            Some((user, _)) => format!("{scheme}{user}:***{}", &rest[at..]),
-            None => url.to_owned(),
-        },
-        None => url.to_owned(),
-    };
-    let Some((base, query)) = shown.split_once('?') else {
-        return shown;
-    };
-    let (query, fragment) = match query.split_once('#') {
-        Some((query, fragment)) => (query, Some(fragment)),
-        None => (query, None),
-    };
-    let query: Vec<String> = query
-        .split('&')
-        .map(|pair| match pair.split_once('=') {
-            Some((key @ ("pass" | "password"), _)) => format!("{key}=***"),
-            _ => pair.to_owned(),
-        })
-        .collect();
-    let mut redacted = format!("{base}?{}", query.join("&"));
-    if let Some(fragment) = fragment {
-        redacted = format!("{redacted}#{fragment}");
-    }
-    redacted
-}
-
-/// Connection settings as a URL for logs, the password shown as `***`:
-/// `redis://[user:***@]host:port/db`, `rediss://…` for TLS, `redis+unix:///path?db=N…`.
-fn describe(info: &ConnectionInfo) -> String {
-    let redis = &info.redis;
-    let resp3 = redis.protocol == ProtocolVersion::RESP3;
-    let host_port = |host: &str, port: u16| {
-        if host.contains(':') {
-            format!("[{host}]:{port}")
-        } else {
-            format!("{host}:{port}")
-        }
-    };
-    let credentials = match (&redis.username, &redis.password) {
-        (Some(user), Some(_)) => format!("{user}:***@"),
-        (Some(user), None) => format!("{user}@"),
-        (None, Some(_)) => ":***@".to_owned(),
-        (None, None) => String::new(),
-    };
-    let protocol = if resp3 { "?protocol=resp3" } else { "" };
-    match &info.addr {
-        ConnectionAddr::Tcp(host, port) => format!(
-            "redis://{credentials}{}/{}{protocol}",
-            host_port(host, *port),
-            redis.db
-        ),
-        ConnectionAddr::TcpTls {
-            host,
-            port,
-            insecure,
-        } => format!(
-            "rediss://{credentials}{}/{}{protocol}{}",
-            host_port(host, *port),
-            redis.db,
-            if *insecure { "#insecure" } else { "" }
-        ),
-        ConnectionAddr::Unix(path) => {
-            let mut url = format!("redis+unix://{}?db={}", path.display(), redis.db);
-            if let Some(user) = &redis.username {
-                url.push_str(&format!("&user={user}"));
-            }
-            if redis.password.is_some() {
-                url.push_str("&pass=***");
-            }
-            if resp3 {
-                url.push_str("&protocol=resp3");
-            }
-            url
-        }
     }
 }
 

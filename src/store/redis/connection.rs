@@ -16,7 +16,9 @@
 //! - a connection that has left a request unanswered for `stale_after` (a partition, a frozen
 //!   server: TCP stays open but nothing comes back) is presumed dead and replaced;
 //! - READONLY or MASTERDOWN (a replica, typically after a failover) drops the connection, so the
-//!   next one finds the new primary.
+//!   next one finds the new primary (through the sentinels, for a store on Sentinel);
+//! - a Redis Cluster link is kept through one node's errors (redis-rs reconnects nodes and
+//!   refreshes slots itself), and replaced only when it stops answering.
 //!
 //! # Why not redis-rs's `ConnectionManager`
 //!
@@ -50,30 +52,50 @@ use std::time::{Duration, Instant};
 use deadpool_redis::{Pool, PoolError};
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
-use redis::aio::MultiplexedConnection;
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 use tokio::task::JoinError;
 
 use crate::store::StoreError;
 use crate::sync::lock;
 
+mod link;
 #[cfg(test)]
 mod tests;
+
+pub(super) use self::link::Link;
 
 /// Makes one new connection. The supervisor runs at most one at a time, on its own task.
 ///
 /// Its errors are pool errors: `StoreError::never_sent` tells a failed connection (no command
 /// sent) by that type.
 pub(super) type Connect =
-    Box<dyn Fn() -> BoxFuture<'static, Result<MultiplexedConnection, PoolError>> + Send + Sync>;
+    Box<dyn Fn() -> BoxFuture<'static, Result<Link, PoolError>> + Send + Sync>;
 
 /// Connections made by `pool`, each taken out of it for good (so none is ever recycled, and the
 /// pool's size never limits a replacement).
 pub(super) fn from_pool(pool: Pool) -> Connect {
     Box::new(move || {
         let pool = pool.clone();
-        async move { pool.get().await.map(deadpool_redis::Connection::take) }.boxed()
+        async move {
+            let connection = pool.get().await?;
+            Ok(Link::Server(deadpool_redis::Connection::take(connection)))
+        }
+        .boxed()
     })
+}
+
+/// Makes a connection with `connect` (several round trips: a cluster's discovery, the sentinels
+/// then the primary) within `timeout` as a whole.
+#[cfg(any(feature = "cluster", feature = "sentinel"))]
+pub(super) async fn within(
+    timeout: Duration,
+    connect: impl std::future::Future<Output = redis::RedisResult<Link>>,
+) -> Result<Link, PoolError> {
+    match tokio::time::timeout(timeout, connect).await {
+        Ok(Ok(link)) => Ok(link),
+        Ok(Err(err)) => Err(PoolError::Backend(err)),
+        Err(_) => Err(PoolError::Timeout(deadpool_redis::TimeoutType::Create)),
+    }
 }
 
 /// How a connection is doing: the moment (ms since `epoch`) since which a request has been
@@ -85,7 +107,7 @@ pub(super) struct Health {
 
 /// A connection for one call, and the health record to report to.
 pub(super) struct Lease {
-    pub(super) connection: MultiplexedConnection,
+    pub(super) connection: Link,
     pub(super) health: Arc<Health>,
     generation: u64,
 }
@@ -94,7 +116,7 @@ pub(super) struct Lease {
 enum State {
     Idle,
     Connected {
-        connection: MultiplexedConnection,
+        connection: Link,
         health: Arc<Health>,
         generation: u64,
     },
@@ -223,6 +245,13 @@ impl SharedConnection {
         if !breaks_connection(&err) {
             return StoreError::backend(err);
         }
+        // A cluster link is many connections, one per node, and redis-rs reconnects each node
+        // and refreshes its slot map by itself: one node's failure (a primary killed before its
+        // replica takes over) must not cut the calls to every other node. Only a link that has
+        // stopped answering altogether (`stale_after`) is replaced.
+        if lease.connection.is_cluster() {
+            return StoreError::unavailable(err);
+        }
         let mut state = self.lock();
         if matches!(&*state, State::Connected { generation, .. } if *generation == lease.generation)
         {
@@ -254,10 +283,7 @@ impl SharedConnection {
         .shared()
     }
 
-    fn finish_connect(
-        &self,
-        result: Result<MultiplexedConnection, PoolError>,
-    ) -> Result<(), StoreError> {
+    fn finish_connect(&self, result: Result<Link, PoolError>) -> Result<(), StoreError> {
         let mut state = self.lock();
         match result {
             Ok(connection) => {

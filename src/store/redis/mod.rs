@@ -1,16 +1,29 @@
 //! The Redis store: state shared by every replica, one atomic script call per decision.
 
+mod address;
 mod builder;
+#[cfg(feature = "cluster")]
+mod cluster;
+mod coalesce;
 mod connection;
+mod fallback;
+mod leases;
 #[cfg(feature = "concurrency")]
 mod permits;
 mod script;
+#[cfg(feature = "sentinel")]
+mod sentinel;
 
 use std::fmt;
 use std::sync::Arc;
 
 pub use self::builder::RedisStoreBuilder;
+use self::coalesce::{Coalescer, Turn};
 use self::connection::SharedConnection;
+use self::fallback::Degraded;
+pub use self::fallback::Fallback;
+use self::leases::Leases;
+pub use self::leases::QuotaLeases;
 use super::denials::Denials;
 use super::key::StorageKey;
 #[cfg(feature = "concurrency")]
@@ -60,6 +73,13 @@ struct Inner {
     local_clock: Arc<dyn Clock>,
     /// Denials answered without Redis until they end (see `RedisStoreBuilder::denial_cache`).
     denials: Option<Denials>,
+    /// Quota reserved here for hot keys (see `RedisStoreBuilder::quota_leases`).
+    leases: Option<Leases>,
+    /// Decisions while Redis fails (see `RedisStoreBuilder::fallback`).
+    fallback: Option<Degraded>,
+    /// Requests for a key with a call in flight, batched (see `RedisStoreBuilder::coalesce`).
+    coalescer: Coalescer,
+    coalesce: bool,
     min_ttl_ms: u64,
     /// The server's address, without its password: `redacted_url`.
     redacted_url: Box<str>,
@@ -78,6 +98,73 @@ impl RedisStore {
     /// Settings for a store at `url`.
     pub fn builder(url: &str) -> RedisStoreBuilder {
         RedisStoreBuilder::new(builder::Target::Url(url.to_owned()))
+    }
+
+    /// Settings for a store on a Redis Cluster reached through any of `nodes` (node URLs, as for
+    /// [`builder`](Self::builder); one is enough, more survive one being down when the store
+    /// connects). Every script call touches one hash slot (the client key is the hash tag), so
+    /// every algorithm, multi-rule policy, concurrency limit and shedder works as on one server;
+    /// redis-rs follows MOVED and ASK, refreshes the slot map after a failover, and loads the
+    /// scripts on every primary on NOSCRIPT. Nothing connects until the first decision.
+    ///
+    /// ```no_run
+    /// use tower_redis_ratelimit::RedisStore;
+    ///
+    /// let store = RedisStore::cluster(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"])
+    ///     .prefix("app")
+    ///     .build()?;
+    /// assert_eq!(
+    ///     store.redacted_url(),
+    ///     "Redis Cluster redis://10.0.0.1:7000,redis://10.0.0.2:7000"
+    /// );
+    /// # Ok::<(), tower_redis_ratelimit::ConfigError>(())
+    /// ```
+    #[cfg(feature = "cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
+    pub fn cluster<I, S>(nodes: I) -> RedisStoreBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let nodes = nodes
+            .into_iter()
+            .map(|url| url.as_ref().to_owned())
+            .collect();
+        RedisStoreBuilder::new(builder::Target::Cluster(nodes))
+    }
+
+    /// Settings for a store on the primary that the sentinels at `sentinels` (sentinel URLs; the
+    /// first one's database, user name and password are used for the data nodes) know as
+    /// `master`. After a failover (`SENTINEL FAILOVER`, or a primary that died) the store finds
+    /// the new primary by itself: a demoted primary answers READONLY, a dead one fails, and
+    /// either way the store asks the sentinels again on its next connection. Nothing connects
+    /// until the first decision.
+    ///
+    /// ```no_run
+    /// use tower_redis_ratelimit::RedisStore;
+    ///
+    /// let store = RedisStore::sentinel(
+    ///     ["redis://10.0.0.1:26379", "redis://10.0.0.2:26379", "redis://10.0.0.3:26379"],
+    ///     "limits",
+    /// )
+    /// .build()?;
+    /// # Ok::<(), tower_redis_ratelimit::ConfigError>(())
+    /// ```
+    #[cfg(feature = "sentinel")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
+    pub fn sentinel<I, S>(sentinels: I, master: &str) -> RedisStoreBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let sentinels = sentinels
+            .into_iter()
+            .map(|url| url.as_ref().to_owned())
+            .collect();
+        RedisStoreBuilder::new(builder::Target::Sentinel {
+            sentinels,
+            master: master.to_owned(),
+        })
     }
 
     /// A store configured by a [`deadpool_redis::Config`] (its `url` or `connection`, and its
@@ -165,6 +252,15 @@ impl RedisStore {
         self.inner.redacted_url.to_string()
     }
 
+    /// Gives back to Redis the quota this process holds in leases and has not spent (see
+    /// [`RedisStoreBuilder::quota_leases`]), for a graceful shutdown: other instances can then use
+    /// it at once rather than when the leases would have expired. Requests checked afterwards
+    /// may take new leases. Returns the first error if some could not be given back; Redis then
+    /// returns those units with time. Without leases, does nothing.
+    pub async fn return_leases(&self) -> Result<(), StoreError> {
+        leases::return_all(&self.inner).await
+    }
+
     /// Sends a PING: a readiness check for the store (connecting first if needed).
     pub async fn ping(&self) -> Result<(), StoreError> {
         let _: String = self.inner.connection.query(&redis::cmd("PING")).await?;
@@ -183,28 +279,65 @@ impl Store for RedisStore {
             .as_ref()
             .and_then(|denials| denials.answer(key, policy, cost, asked))
         {
+            crate::telemetry::denial_cache_hit();
             return StoreFuture::ready(Ok(decision));
         }
-        let client = StorageKey::new(key);
-        let now = inner.clock.as_ref().map(|clock| clock.now_micros());
-        let invocation = script::invocation(
-            &inner.prefix,
-            client.as_str(),
-            policy,
-            cost,
-            now,
-            inner.min_ttl_ms,
-        );
-        let (inner, key, policy) = (inner.clone(), key.clone(), policy.clone());
-        StoreFuture::new(async move {
-            let reply: Vec<i64> = inner.connection.invoke(&invocation).await?;
-            let decision = script::decision(&reply, &policy)?;
-            if let Some(denials) = &inner.denials {
-                denials.learn(&key, &policy, cost, asked, &decision);
-            }
-            Ok(decision)
-        })
+        let pass = match fallback::instead(inner, key, policy, cost) {
+            Ok(pass) => pass,
+            Err(answer) => return answer,
+        };
+        let decided = match inner
+            .leases
+            .as_ref()
+            .and_then(|leases| leases::decide(inner, leases, key, policy, cost, asked))
+        {
+            Some(answer) => answer,
+            None => ask(inner, key, policy, cost, asked),
+        };
+        fallback::guard(inner, decided, pass, key, policy, cost)
     }
+}
+
+/// Redis's decision on one request: in the batch of its key's requests if a call for the key is
+/// in flight (and the store coalesces), else in a call of its own.
+fn ask(
+    inner: &Arc<Inner>,
+    key: &Key,
+    policy: &Policy,
+    cost: u32,
+    asked: u64,
+) -> StoreFuture<Decision> {
+    let lead = if inner.coalesce {
+        match Coalescer::turn(inner, key, policy, cost, asked) {
+            Turn::Wait(answer) => return coalesce::wait(answer),
+            Turn::Lead(lead) => Some(lead),
+            Turn::Alone => None,
+        }
+    } else {
+        None
+    };
+    let client = StorageKey::new(key);
+    let now = inner.clock.as_ref().map(|clock| clock.now_micros());
+    let invocation = script::invocation(
+        &inner.prefix,
+        client.as_str(),
+        policy,
+        cost,
+        now,
+        inner.min_ttl_ms,
+    );
+    let (inner, key, policy) = (inner.clone(), key.clone(), policy.clone());
+    StoreFuture::new(async move {
+        let reply: Result<Vec<i64>, StoreError> = inner.connection.invoke(&invocation).await;
+        let decision = reply.and_then(|reply| script::decision(&reply, &policy));
+        if let (Ok(decision), Some(denials)) = (&decision, &inner.denials) {
+            denials.learn(&key, &policy, cost, asked, decision);
+        }
+        // The key's queue goes on once this call has been learned from (also when this future is
+        // dropped before: the guard's drop hands it on then).
+        drop(lead);
+        decision
+    })
 }
 
 impl fmt::Debug for RedisStore {
@@ -213,5 +346,72 @@ impl fmt::Debug for RedisStore {
             .field("url", &self.inner.redacted_url)
             .field("prefix", &self.inner.prefix)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Rule;
+    use crate::quota::Quota;
+
+    /// The hash tag of a Redis key as a cluster computes it: the bytes between the first `{` and
+    /// the next `}`, if that is not empty; else the whole key.
+    fn hash_tag(key: &str) -> &str {
+        if let Some(open) = key.find('{') {
+            if let Some(close) = key[open + 1..].find('}') {
+                if close > 0 {
+                    return &key[open + 1..open + 1 + close];
+                }
+            }
+        }
+        key
+    }
+
+    fn random_key(rng: &mut fastrand::Rng) -> Key {
+        let len = rng.usize(1..200);
+        let bytes: Vec<u8> = (0..len)
+            .map(|_| match rng.u8(0..4) {
+                0 => b'{',
+                1 => b'}',
+                _ => rng.u8(..),
+            })
+            .collect();
+        Key::from(bytes)
+    }
+
+    /// Every key a script call touches carries the client's storage key as its one hash tag:
+    /// the rule keys of a decision, a grant or a refund (all from `state_key`), and a
+    /// concurrency slot's key (the fleet shedder's is a slot with a fixed client key). So each
+    /// call touches one cluster slot, whatever bytes a client sends as its key.
+    #[test]
+    fn every_key_of_a_call_shares_one_hash_tag_whatever_the_client_key() {
+        let quota = Quota::per_minute(10).with_burst(10);
+        let rules = [
+            Rule::fixed_window("fw", quota),
+            Rule::gcra("gcra", quota),
+            Rule::sliding_log("log", quota),
+            Rule::sliding_window("sw", quota, 6),
+            Rule::token_bucket("tb", quota),
+        ];
+        let mut rng = fastrand::Rng::with_seed(7);
+        for _ in 0..2_000 {
+            let key = random_key(&mut rng);
+            let client = StorageKey::new(&key);
+            let tag = client.as_str();
+            assert!(!tag.is_empty() && !tag.contains(['{', '}']), "{tag:?}");
+            for rule in &rules {
+                let state = script::state_key("app", rule, tag);
+                assert_eq!(hash_tag(&state), tag, "{state}");
+                assert_eq!(state.matches('{').count(), 1, "{state}");
+            }
+            #[cfg(feature = "concurrency")]
+            {
+                let slot = crate::store::lease::Slot::new("ws", key.clone()).unwrap();
+                let slot_key = permits::slot_key("app", &slot);
+                assert_eq!(hash_tag(&slot_key), tag, "{slot_key}");
+                assert_eq!(slot_key.matches('{').count(), 1, "{slot_key}");
+            }
+        }
     }
 }

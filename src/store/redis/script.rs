@@ -1,6 +1,6 @@
 //! The decision script: composed from `lua/`, invoked with one key per rule, its reply parsed.
 
-use std::sync::LazyLock;
+use std::sync::OnceLock;
 
 use redis::{Script, ScriptInvocation};
 
@@ -8,26 +8,73 @@ use crate::decision::{Combined, Decision, Outcome, RuleVerdict};
 use crate::policy::{Policy, Rule};
 use crate::store::StoreError;
 
-/// The one script every decision runs: shared helpers, each algorithm, then the entry point
-/// (`lua/check.lua`, which holds the KEYS/ARGV/reply contract). `redis::Script` sends EVALSHA
-/// and loads the script on NOSCRIPT (a restarted or flushed server).
-pub(super) static CHECK: LazyLock<Script> = LazyLock::new(|| Script::new(SOURCE));
+/// The shared helpers every script starts with (`lua/common.lua`).
+pub(super) const COMMON: &str = include_str!("../../../lua/common.lua");
 
-const SOURCE: &str = concat!(
-    include_str!("../../../lua/common.lua"),
-    "\n",
+/// Each algorithm (`lua/<algorithm>.lua`), defining its entry of `ALGORITHMS`.
+pub(super) const ALGORITHMS: [&str; 5] = [
     include_str!("../../../lua/fixed_window.lua"),
-    "\n",
     include_str!("../../../lua/gcra.lua"),
-    "\n",
     include_str!("../../../lua/sliding_log.lua"),
-    "\n",
     include_str!("../../../lua/sliding_window.lua"),
-    "\n",
     include_str!("../../../lua/token_bucket.lua"),
-    "\n",
-    include_str!("../../../lua/check.lua"),
-);
+];
+
+/// A script of the shared helpers, every algorithm, then `entry`, the entry point that holds
+/// its KEYS/ARGV/reply contract.
+pub(super) fn with_algorithms(entry: &str) -> Script {
+    compose(u8::MAX, entry)
+}
+
+/// A script of the shared helpers, the algorithms whose bit is set in `algorithms` (bit `id - 1`
+/// for script id `id`, see `Params::script_id`), then `entry`.
+fn compose(algorithms: u8, entry: &str) -> Script {
+    let mut source = String::from(COMMON);
+    for (index, algorithm) in ALGORITHMS.iter().enumerate() {
+        if algorithms & (1 << index) != 0 {
+            source.push('\n');
+            source.push_str(algorithm);
+        }
+    }
+    source.push('\n');
+    source.push_str(entry);
+    Script::new(&source)
+}
+
+/// Redis runs a script's whole body on every call, so defining five algorithms where a policy
+/// uses one costs it time on every decision (about half a microsecond of Redis's time, measured
+/// in `docs/performance.md`): each combination of algorithms has a script of its own, made on
+/// first use. Policies hold at most five kinds of rule: 31 combinations at most.
+struct Scripts {
+    entry: &'static str,
+    by_algorithms: [OnceLock<Script>; 32],
+}
+
+impl Scripts {
+    const fn new(entry: &'static str) -> Self {
+        Self {
+            entry,
+            by_algorithms: [const { OnceLock::new() }; 32],
+        }
+    }
+
+    /// The script for `policy`'s algorithms.
+    fn get(&self, policy: &Policy) -> &Script {
+        let algorithms = policy
+            .params()
+            .iter()
+            .fold(0_u8, |set, params| set | 1 << (params.script_id() - 1));
+        self.by_algorithms[usize::from(algorithms & 31)]
+            .get_or_init(|| compose(algorithms, self.entry))
+    }
+}
+
+/// The script of one decision (`lua/check.lua`). `redis::Script` sends EVALSHA and loads the
+/// script on NOSCRIPT (a restarted or flushed server, a promoted replica).
+static CHECK: Scripts = Scripts::new(include_str!("../../../lua/check.lua"));
+
+/// The script of several decisions of one client, in order (`lua/batch.lua`).
+static BATCH: Scripts = Scripts::new(include_str!("../../../lua/batch.lua"));
 
 /// Integers per rule in the reply.
 const REPLY_WIDTH: usize = 5;
@@ -41,12 +88,18 @@ pub(super) fn invocation(
     now_micros: Option<u64>,
     min_ttl_ms: u64,
 ) -> ScriptInvocation<'static> {
-    let mut invocation = CHECK.prepare_invoke();
+    let mut invocation = CHECK.get(policy).prepare_invoke();
     match now_micros {
         Some(now) => invocation.arg(now),
         None => invocation.arg(""),
     };
     invocation.arg(cost).arg(min_ttl_ms);
+    rule_args(&mut invocation, prefix, client, policy);
+    invocation
+}
+
+/// Every rule's state key, and its five arguments (see `lua/check.lua`).
+fn rule_args(invocation: &mut ScriptInvocation<'_>, prefix: &str, client: &str, policy: &Policy) {
     for (rule, params) in policy.rules().iter().zip(policy.params()) {
         invocation.key(state_key(prefix, rule, client));
         // Integer-valued: see Params::new.
@@ -57,7 +110,49 @@ pub(super) fn invocation(
             .arg(params.burst as u64)
             .arg(params.extra as u64);
     }
+}
+
+/// The invocation of several decisions of one client under `policy`, one per cost, in order
+/// (see `lua/batch.lua`).
+pub(super) fn batch_invocation(
+    prefix: &str,
+    client: &str,
+    policy: &Policy,
+    costs: &[u32],
+    now_micros: Option<u64>,
+    min_ttl_ms: u64,
+) -> ScriptInvocation<'static> {
+    let mut invocation = BATCH.get(policy).prepare_invoke();
+    match now_micros {
+        Some(now) => invocation.arg(now),
+        None => invocation.arg(""),
+    };
+    invocation.arg(costs.len()).arg(min_ttl_ms);
+    for cost in costs {
+        invocation.arg(*cost);
+    }
+    rule_args(&mut invocation, prefix, client, policy);
     invocation
+}
+
+/// Turns a batch's reply into one decision per request.
+pub(super) fn decisions(
+    reply: &[i64],
+    policy: &Policy,
+    requests: usize,
+) -> Result<Vec<Decision>, StoreError> {
+    let width = policy.rules().len() * REPLY_WIDTH;
+    if reply.len() != width * requests {
+        return Err(StoreError::Protocol(format!(
+            "expected {} integers for {requests} decisions, got {}",
+            width * requests,
+            reply.len()
+        )));
+    }
+    reply
+        .chunks_exact(width)
+        .map(|decision_reply| decision(decision_reply, policy))
+        .collect()
 }
 
 /// The Redis key of one rule's state for one client. The client key is the hash tag: every rule's
@@ -89,7 +184,7 @@ pub(super) fn decision(reply: &[i64], policy: &Policy) -> Result<Decision, Store
     Ok(combined.decision(policy))
 }
 
-fn verdict(values: &[i64]) -> Result<RuleVerdict, StoreError> {
+pub(super) fn verdict(values: &[i64]) -> Result<RuleVerdict, StoreError> {
     let outcome = match values[0] {
         1 => Outcome::Allowed,
         0 => Outcome::Denied,

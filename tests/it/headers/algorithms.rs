@@ -79,8 +79,8 @@ async fn fixed_window_headers(env: Env) {
         assert_eq!(
             problem(response).await,
             serde_json::json!({
-                "type": "about:blank",
-                "title": "Too Many Requests",
+                "type": "https://iana.org/assignments/http-problem-types#quota-exceeded",
+                "title": "Request cannot be satisfied as assigned quota has been exceeded",
                 "status": 429,
                 "detail": format!(
                     "Rate limit \"hello\" (5 per 10s) exceeded. Retry after {seconds} second{plural}."
@@ -88,6 +88,7 @@ async fn fixed_window_headers(env: Env) {
                 "policy": "hello",
                 "limit": 5,
                 "retry_after": seconds,
+                "violated-policies": ["hello"],
             })
         );
     }
@@ -147,10 +148,12 @@ async fn gcra_headers(env: Env) {
     assert_eq!(
         fields,
         [
+            // `t`: when the next request's worth drips back, 10/3 s after the last one, never
+            // when the bucket is empty; on the refusal, the same wait as `Retry-After`.
             ("1", r#""burst";r=2;t=4"#, "", "2"),
-            ("2", r#""burst";r=1;t=7"#, "", "1"),
-            ("3", r#""burst";r=0;t=10"#, "", "0"),
-            ("3", r#""burst";r=0;t=10"#, "4", "0"),
+            ("2", r#""burst";r=1;t=4"#, "", "1"),
+            ("3", r#""burst";r=0;t=4"#, "", "0"),
+            ("3", r#""burst";r=0;t=4"#, "4", "0"),
         ]
     );
     // Wait as told (4 s, more than the exact 3.333334 s): the next request passes.

@@ -14,7 +14,9 @@
 
 mod algorithms;
 mod families;
+mod follow;
 mod never;
+mod partition;
 mod real_time;
 
 use std::sync::Arc;

@@ -26,12 +26,13 @@ async fn never_headers(env: Env) {
     assert_eq!(
         problem(response).await,
         serde_json::json!({
-            "type": "about:blank",
-            "title": "Too Many Requests",
+            "type": "https://iana.org/assignments/http-problem-types#quota-exceeded",
+            "title": "Request cannot be satisfied as assigned quota has been exceeded",
             "status": 429,
             "detail": "This request costs 9 but the rate limit \"hello\" (5 per 10s) admits at most 5 at once; it can never be allowed, so do not retry it.",
             "policy": "hello",
             "limit": 5,
+            "violated-policies": ["hello"],
         })
     );
     // It consumed nothing.

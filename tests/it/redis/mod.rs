@@ -1,10 +1,17 @@
 //! The Redis store on its own: exact counts across replicas, outages and stalls, the names of its
 //! keys, what its scripts write, and its life across tokio runtimes.
 
+#[cfg(feature = "cluster")]
+mod cluster;
+mod coalescing;
 mod counts;
 mod denial_cache;
 mod failure;
+mod fallback;
 mod freeze;
 mod key_format;
+mod leases;
 mod runtime;
 mod scripts;
+#[cfg(feature = "sentinel")]
+mod sentinel;

@@ -156,6 +156,23 @@ async fn redis_servers_sharing_a_store_form_one_fleet() {
     sheds_by_priority(stores, || redis.zcard("ratelimit:fleet:cc:{fleet}")).await;
 }
 
+/// On a Redis Cluster, the fleet's one slot key lives on one primary, which every server's store
+/// finds.
+#[cfg(feature = "cluster")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_cluster_servers_form_one_fleet() {
+    let cluster = crate::support::cluster::RedisCluster::start();
+    let stores = [(); 2].map(|_| RedisStore::cluster(cluster.urls()).build().unwrap());
+    let primary = cluster.node(cluster.primary_for("{fleet}"));
+    sheds_by_priority(stores, || {
+        primary
+            .cli(&["ZCARD", "ratelimit:fleet:cc:{fleet}"])
+            .parse()
+            .unwrap_or(0)
+    })
+    .await;
+}
+
 /// The handler, and a utilisation shedder inside the fleet shedder (whose own classifier would say
 /// `Low`), see the priority the fleet shedder decided; a priority an outer layer already recorded
 /// is kept.

@@ -1,6 +1,6 @@
 use std::path::PathBuf;
 
-use deadpool_redis::{Config, RedisConnectionInfo};
+use deadpool_redis::{Config, ProtocolVersion, RedisConnectionInfo};
 
 use super::*;
 use crate::key::Key;

@@ -45,7 +45,9 @@ fn gated(pool: Pool, gate: Arc<Semaphore>) -> Connect {
         let (pool, gate) = (pool.clone(), gate.clone());
         async move {
             let _open = gate.acquire().await;
-            pool.get().await.map(deadpool_redis::Connection::take)
+            pool.get()
+                .await
+                .map(|c| Link::Server(deadpool_redis::Connection::take(c)))
         }
         .boxed()
     })
@@ -57,7 +59,12 @@ fn switchable(pool: Pool) -> (Connect, Arc<Mutex<Pool>>) {
     let handle = current.clone();
     let connect: Connect = Box::new(move || {
         let pool = current.lock().unwrap().clone();
-        async move { pool.get().await.map(deadpool_redis::Connection::take) }.boxed()
+        async move {
+            pool.get()
+                .await
+                .map(|c| Link::Server(deadpool_redis::Connection::take(c)))
+        }
+        .boxed()
     });
     (connect, handle)
 }

@@ -161,7 +161,9 @@ async fn a_panicked_attempt_counts_as_failed_and_the_next_call_tries_again() {
         let (pool, first) = (pool.clone(), counted.fetch_add(1, Ordering::SeqCst) == 0);
         async move {
             assert!(!first, "the first connection attempt panics (on purpose)");
-            pool.get().await.map(deadpool_redis::Connection::take)
+            pool.get()
+                .await
+                .map(|c| Link::Server(deadpool_redis::Connection::take(c)))
         }
         .boxed()
     });

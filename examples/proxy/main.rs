@@ -1,0 +1,214 @@
+//! Run with: cargo run --release --example proxy -- CONFIG_FILE
+//!
+//! A rate-limiting reverse proxy: put it in front of a service written in any language, and the
+//! limits of a configuration file apply to its routes (a sidecar, or a gateway).
+//!
+//! The file (TOML) holds a `[proxy]` table and the crate's limits (`stores`, `policies`,
+//! `routes`, `shadow`: see `docs/configuration.md`); each route's `paths` are the path prefixes
+//! it limits, the longest matching prefix wins, and other paths pass unlimited:
+//!
+//! ```toml
+//! [proxy]
+//! listen = "127.0.0.1:8080"
+//! upstream = "http://127.0.0.1:3000"
+//! metrics = "127.0.0.1:9000"                 # optional: Prometheus metrics at /metrics
+//! websockets = { max_per_key = 2, key = { client_ip = {} } }   # optional
+//!
+//! [policies.api]
+//! rules = [{ name = "api", algorithm = "gcra", limit = 10, period = "1s", burst = 20 }]
+//!
+//! [routes.api]
+//! paths = ["/api/"]
+//! policy = "api"
+//! key = { header = "x-api-key" }
+//! ```
+//!
+//! - Request and response bodies stream through (nothing is buffered).
+//! - The client's address is appended to `X-Forwarded-For` (created when absent), and a
+//!   `Forwarded: for=...` element is appended (RFC 7239); `Host` is passed on as the client sent
+//!   it. Hop-by-hop headers are not forwarded.
+//! - Upstream answers, errors included, pass through unchanged; an upstream that cannot be
+//!   reached is answered 502 (problem+json).
+//! - Upgrades (WebSocket) pass through: the tunnel is copied both ways, and with `websockets`
+//!   each key holds one slot of a concurrency limit for as long as its tunnel lives.
+//! - SIGHUP reloads the file: new requests get the new limits, connections and tunnels that are
+//!   open keep going; a file that does not load is reported and the old limits kept. `listen`
+//!   and `upstream` changes need a restart.
+//! - SIGTERM or Ctrl-C: stop accepting, finish what is in flight, exit.
+//!
+//! The first line on stdout says where it listens, e.g.
+//! `proxy: listening on http://127.0.0.1:8080, upstream http://127.0.0.1:3000, 1 routes`.
+
+mod config;
+mod forward;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use tower::util::BoxCloneSyncService;
+use tower::{Layer, ServiceExt};
+
+use crate::config::Loaded;
+use crate::forward::Forward;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type Proxied = BoxCloneSyncService<Request<Body>, Response<Body>, Infallible>;
+
+/// The services of one configuration: a limited one per route, the upstream itself for other
+/// paths, and the WebSocket limit.
+struct Routes {
+    loaded: Loaded,
+    by_route: std::collections::HashMap<String, Proxied>,
+    unlimited: Proxied,
+}
+
+impl Routes {
+    fn new(loaded: Loaded, forward: &Forward) -> Self {
+        let unlimited = Proxied::new(forward.clone());
+        let by_route = loaded
+            .limits
+            .layers()
+            .map(|(name, layer)| {
+                let service = layer
+                    .clone()
+                    .layer(forward.clone())
+                    .map_response(|response| response.map(Body::new));
+                (name.to_owned(), Proxied::new(service))
+            })
+            .collect();
+        Self {
+            loaded,
+            by_route,
+            unlimited,
+        }
+    }
+
+    /// The service for `request`: its route's, behind the WebSocket limit for an upgrade.
+    fn service(&self, request: &Request<Body>) -> Proxied {
+        let routed = self
+            .loaded
+            .limits
+            .route_for(request.uri().path())
+            .and_then(|(name, _)| self.by_route.get(name))
+            .unwrap_or(&self.unlimited)
+            .clone();
+        match &self.loaded.websockets {
+            Some(limit) if forward::is_upgrade(request) => Proxied::new(
+                limit
+                    .layer(routed)
+                    .map_response(|response| response.map(Body::new)),
+            ),
+            _ => routed,
+        }
+    }
+}
+
+type Shared = Arc<RwLock<Arc<Routes>>>;
+
+async fn proxy(State(shared): State<Shared>, request: Request<Body>) -> Response<Body> {
+    let service = shared
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .service(&request);
+    match service.oneshot(request).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    }
+}
+
+fn main() -> Result<(), BoxError> {
+    let path = std::env::args()
+        .nth(1)
+        .ok_or("usage: proxy CONFIG_FILE (a TOML file: see the example's documentation)")?;
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(run(path))
+}
+
+async fn run(path: String) -> Result<(), BoxError> {
+    let loaded = config::load(&path).map_err(|err| format!("{path}: {err}"))?;
+    let (listen, upstream) = (loaded.listen, loaded.upstream.clone());
+    if let Some(metrics) = loaded.metrics {
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .with_http_listener(metrics)
+            .install()?;
+    }
+    let forward = Forward::new(&upstream)?;
+    let routes = loaded.limits.layers().count();
+    let shared: Shared = Arc::new(RwLock::new(Arc::new(Routes::new(loaded, &forward))));
+    tokio::spawn(reload_on_hangup(path, shared.clone(), forward));
+
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    println!(
+        "proxy: listening on http://{}, upstream {upstream}, {routes} routes",
+        listener.local_addr()?
+    );
+    let app = Router::new().fallback(proxy).with_state(shared);
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown())
+    .await?;
+    Ok(())
+}
+
+/// Reloads the limits on every SIGHUP; a file that fails to load leaves the running limits.
+async fn reload_on_hangup(path: String, shared: Shared, forward: Forward) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+            return;
+        };
+        while hangups.recv().await.is_some() {
+            match config::load(&path) {
+                Ok(loaded) => {
+                    let routes = Arc::new(Routes::new(loaded, &forward));
+                    *shared
+                        .write()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = routes;
+                    tracing::info!(path, "configuration reloaded");
+                }
+                Err(err) => {
+                    tracing::error!(path, error = %err, "configuration not reloaded, the old one stays");
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (path, shared, forward);
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+async fn shutdown() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = interrupt => {},
+        _ = terminate => {},
+    }
+    tracing::info!("shutting down: finishing the requests in flight");
+}

@@ -1,0 +1,290 @@
+//! Limits from a configuration file: stores, named policies, keys and routes, deserialized with
+//! serde from TOML, YAML, JSON or anything serde reads, validated with the exact field named,
+//! and built into the same layers as code builds.
+//!
+//! ```
+//! use tower_redis_ratelimit::config::LimitsConfig;
+//!
+//! let config: LimitsConfig = serde_json::from_str(r#"{
+//!     "stores": { "local": { "type": "memory" } },
+//!     "policies": {
+//!         "api": { "rules": [ { "name": "second", "algorithm": "gcra",
+//!                              "limit": 10, "period": "1s", "burst": 20 } ] }
+//!     },
+//!     "routes": {
+//!         "api": { "paths": ["/api/"], "policy": "api", "key": { "header": "x-api-key" } }
+//!     }
+//! }"#)?;
+//! let limits = config.build()?;
+//! let layer = limits.layer("api").expect("a route named api");
+//! // let app = axum::Router::new().route("/api/hello", get(hello)).layer(layer.clone());
+//! # let _ = layer;
+//!
+//! // Mistakes name the field:
+//! let config: LimitsConfig = serde_json::from_str(r#"{
+//!     "routes": { "api": { "policy": "ap1", "key": { "global": "all" } } }
+//! }"#)?;
+//! assert_eq!(
+//!     config.build().unwrap_err().to_string(),
+//!     "`routes.api.policy`: no policy named \"ap1\" (there are none)"
+//! );
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! `examples/limits.toml`, `examples/limits.yaml` and `examples/limits.json` show every setting;
+//! [`guide::configuration`](crate::guide::configuration) (`docs/configuration.md`) is the
+//! reference.
+
+mod duration;
+mod key;
+mod policy;
+mod route;
+mod store;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+pub use self::key::{ClientIpConfig, KeyConfig};
+pub use self::policy::{AlgorithmName, PolicyConfig, RuleConfig};
+pub use self::route::{FailureModeName, HeaderFamilyName, ListConfig, MissingKeyName, RouteConfig};
+pub use self::store::{FallbackConfig, LeasesConfig, StoreConfig, StoreKind};
+use crate::error::ConfigError;
+use crate::key::Exemptions;
+use crate::policy::Policy;
+use crate::rate::{RateLimitLayer, ShadowSwitch};
+use crate::store::{MemoryStore, Store};
+
+/// A whole set-up of limits, as a configuration file holds it.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Stores by name.
+    #[serde(default)]
+    pub stores: BTreeMap<String, StoreConfig>,
+    /// Policies by name.
+    #[serde(default)]
+    pub policies: BTreeMap<String, PolicyConfig>,
+    /// Routes (or groups of routes) by name.
+    #[serde(default)]
+    pub routes: BTreeMap<String, RouteConfig>,
+    /// Every route in shadow mode at first (default `false`); [`Limits::shadow_switch`] turns
+    /// them all on or off at run time.
+    #[serde(default)]
+    pub shadow: bool,
+}
+
+/// Built limits: a layer per route, and which paths each applies to.
+#[derive(Clone)]
+pub struct Limits {
+    layers: BTreeMap<String, RateLimitLayer>,
+    shadow: ShadowSwitch,
+    /// Path prefixes and their route, longest prefix first.
+    paths: Vec<(String, String)>,
+}
+
+impl LimitsConfig {
+    /// Validates everything and builds the stores (once each, shared by the routes naming them),
+    /// the policies and a layer per route. Stores do not connect until their first decision.
+    pub fn build(&self) -> Result<Limits, ConfigError> {
+        let stores = self
+            .stores
+            .iter()
+            .map(|(name, store)| Ok((name.clone(), store.build(&format!("stores.{name}"))?)))
+            .collect::<Result<BTreeMap<_, _>, ConfigError>>()?;
+        let policies = self
+            .policies
+            .iter()
+            .map(|(name, policy)| Ok((name.clone(), policy.build(&format!("policies.{name}"))?)))
+            .collect::<Result<BTreeMap<_, _>, ConfigError>>()?;
+        let default_store: Option<Arc<dyn Store>> = match stores.len() {
+            0 => Some(Arc::new(MemoryStore::new())),
+            1 => stores.values().next().cloned(),
+            _ => None,
+        };
+        let shadow = ShadowSwitch::new(self.shadow);
+        let mut layers = BTreeMap::new();
+        let mut paths = Vec::new();
+        for (name, route) in &self.routes {
+            let field = format!("routes.{name}");
+            let built = Built {
+                stores: &stores,
+                policies: &policies,
+                default_store: default_store.as_ref(),
+                shadow: &shadow,
+            };
+            let layer = build_route(route, &field, &built)?;
+            for (index, path) in route.paths.iter().enumerate() {
+                if !path.starts_with('/') {
+                    return Err(invalid(
+                        format!("{field}.paths[{index}]"),
+                        format!("{path:?} is not a path: it must start with `/`"),
+                    ));
+                }
+                if let Some((_, other)) = paths.iter().find(|(taken, _)| taken == path) {
+                    return Err(invalid(
+                        format!("{field}.paths[{index}]"),
+                        format!("{path:?} is already a path of route {other:?}"),
+                    ));
+                }
+                paths.push((path.clone(), name.clone()));
+            }
+            layers.insert(name.clone(), layer);
+        }
+        paths.sort_by(|(a, _), (b, _)| b.len().cmp(&a.len()).then(a.cmp(b)));
+        Ok(Limits {
+            layers,
+            shadow,
+            paths,
+        })
+    }
+}
+
+/// What routes are built from.
+struct Built<'a> {
+    stores: &'a BTreeMap<String, Arc<dyn Store>>,
+    policies: &'a BTreeMap<String, Policy>,
+    default_store: Option<&'a Arc<dyn Store>>,
+    shadow: &'a ShadowSwitch,
+}
+
+fn build_route(
+    route: &RouteConfig,
+    field: &str,
+    built: &Built<'_>,
+) -> Result<RateLimitLayer, ConfigError> {
+    let Built {
+        stores,
+        policies,
+        default_store,
+        shadow,
+    } = *built;
+    let policy = policies.get(&route.policy).ok_or_else(|| {
+        invalid(
+            format!("{field}.policy"),
+            format!(
+                "no policy named {:?} ({})",
+                route.policy,
+                names(policies.keys())
+            ),
+        )
+    })?;
+    let store = match &route.store {
+        Some(name) => stores.get(name).ok_or_else(|| {
+            invalid(
+                format!("{field}.store"),
+                format!("no store named {name:?} ({})", names(stores.keys())),
+            )
+        })?,
+        None => default_store.ok_or_else(|| {
+            invalid(
+                format!("{field}.store"),
+                format!(
+                    "is required when there are several stores ({})",
+                    names(stores.keys())
+                ),
+            )
+        })?,
+    };
+    let mut builder = RateLimitLayer::builder()
+        .policy(policy)
+        .store(store.clone())
+        .key(route.key.build(&format!("{field}.key"))?)
+        .shadow(route.shadow)
+        .shadow_switch(shadow.clone());
+    if let Some(mode) = route.failure_mode {
+        builder = builder.failure_mode(mode.mode());
+    }
+    if let Some(missing) = route.missing_key {
+        builder = builder.on_missing_key(missing.missing_key());
+    }
+    if let Some(deadline) = route.deadline {
+        builder = builder.deadline(deadline);
+    }
+    if let Some(families) = &route.headers {
+        builder = builder.headers(route::families(families));
+    }
+    if let Some(cost) = route.cost {
+        builder = builder.cost(move |_| cost);
+    }
+    for (plan, name) in &route.plans {
+        let policy = policies.get(name).ok_or_else(|| {
+            invalid(
+                format!("{field}.plans.{plan}"),
+                format!("no policy named {name:?} ({})", names(policies.keys())),
+            )
+        })?;
+        builder = builder.plan(plan.as_str(), policy);
+    }
+    let mut exemptions = Exemptions::new();
+    if let Some(allow) = &route.allow {
+        for key in &allow.keys {
+            exemptions = exemptions.allow_key(key.as_str());
+        }
+        exemptions = exemptions
+            .allow_networks(allow.networks.iter().map(String::as_str))
+            .map_err(|err| err.at(format!("{field}.allow.networks")))?;
+    }
+    if let Some(deny) = &route.deny {
+        for key in &deny.keys {
+            exemptions = exemptions.deny_key(key.as_str());
+        }
+        exemptions = exemptions
+            .deny_networks(deny.networks.iter().map(String::as_str))
+            .map_err(|err| err.at(format!("{field}.deny.networks")))?;
+    }
+    builder = builder.exemptions(exemptions);
+    builder.build().map_err(|err| err.at(field.to_owned()))
+}
+
+impl Limits {
+    /// The layer of the route named `name`.
+    pub fn layer(&self, name: &str) -> Option<&RateLimitLayer> {
+        self.layers.get(name)
+    }
+
+    /// The switch that puts every route in shadow mode while it is on (set by the file's
+    /// top-level `shadow`, changeable at run time).
+    pub fn shadow_switch(&self) -> &ShadowSwitch {
+        &self.shadow
+    }
+
+    /// Every route's name and layer.
+    pub fn layers(&self) -> impl Iterator<Item = (&str, &RateLimitLayer)> {
+        self.layers
+            .iter()
+            .map(|(name, layer)| (name.as_str(), layer))
+    }
+
+    /// The route whose path prefix is the longest that `path` starts with, if any: its name and
+    /// layer.
+    pub fn route_for(&self, path: &str) -> Option<(&str, &RateLimitLayer)> {
+        self.paths
+            .iter()
+            .find(|(prefix, _)| path.starts_with(prefix.as_str()))
+            .and_then(|(_, name)| Some((name.as_str(), self.layers.get(name)?)))
+    }
+}
+
+impl std::fmt::Debug for Limits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Limits")
+            .field("routes", &self.layers.keys().collect::<Vec<_>>())
+            .field("paths", &self.paths)
+            .finish()
+    }
+}
+
+fn names<'a>(names: impl Iterator<Item = &'a String>) -> String {
+    let names: Vec<String> = names.map(|name| format!("{name:?}")).collect();
+    if names.is_empty() {
+        "there are none".to_owned()
+    } else {
+        format!("there are {}", names.join(", "))
+    }
+}
+
+fn invalid(field: String, reason: String) -> ConfigError {
+    ConfigError::Field { field, reason }
+}

@@ -1,0 +1,151 @@
+//! Routes (or groups of routes) in a configuration file: which policy limits them, by which key,
+//! in which store, and how.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::duration;
+use super::key::KeyConfig;
+use crate::admission::{FailureMode, MissingKey};
+use crate::headers::HeaderFamilies;
+
+/// One route, or a group of routes that share a limit. In TOML:
+///
+/// ```toml
+/// [routes.api]
+/// paths = ["/api/"]              # path prefixes it applies to (for the proxy; optional in code)
+/// policy = "api"
+/// store = "shared"
+/// key = { header = "x-api-key" }
+/// failure_mode = "closed"        # or "open" (default)
+/// missing_key = "reject"         # or "skip"
+/// deadline = "50ms"              # default 100ms
+/// headers = ["rate_limiting", "ietf"]   # default; [] for none; "x_ratelimit" too
+/// cost = 1
+/// shadow = false                 # true: decide and tell, never refuse
+/// plans = { pro = "api-pro" }    # requests of plan "pro" limited by policy "api-pro"
+/// allow = { keys = ["internal"], networks = ["10.0.0.0/8"] }   # pass unchecked
+/// deny = { networks = ["203.0.113.0/24"] }                      # refused, 403
+/// ```
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// Path prefixes this route applies to, longest first wins (the proxy's routing; a layer
+    /// built in code applies where it is layered).
+    #[serde(default)]
+    pub paths: Vec<String>,
+    /// The name of a policy under `[policies]`.
+    pub policy: String,
+    /// The name of a store under `[stores]`; may be left out when there is exactly one (or none:
+    /// an in-process memory store).
+    #[serde(default)]
+    pub store: Option<String>,
+    /// Who the limit counts against.
+    pub key: KeyConfig,
+    /// `open` (default) or `closed`: what to do when the store fails.
+    #[serde(default)]
+    pub failure_mode: Option<FailureModeName>,
+    /// `reject` (default: 400) or `skip` (pass unchecked): a request without a key.
+    #[serde(default)]
+    pub missing_key: Option<MissingKeyName>,
+    /// How long to wait for the store (default `"100ms"`).
+    #[serde(default, deserialize_with = "duration::optional")]
+    pub deadline: Option<Duration>,
+    /// Header families to write (default `["rate_limiting", "ietf"]`).
+    #[serde(default)]
+    pub headers: Option<Vec<HeaderFamilyName>>,
+    /// The cost of each request (default 1).
+    #[serde(default)]
+    pub cost: Option<u32>,
+    /// Plans: a plan name to the name of the policy its requests are limited by (the request's
+    /// [`Plan`](crate::rate::Plan) extension says its plan; `policy` is the default).
+    #[serde(default)]
+    pub plans: BTreeMap<String, String>,
+    /// Keys and networks let through unchecked.
+    #[serde(default)]
+    pub allow: Option<ListConfig>,
+    /// Keys and networks refused with 403.
+    #[serde(default)]
+    pub deny: Option<ListConfig>,
+    /// Shadow mode: decide and tell, never refuse (default `false`; see
+    /// [`RateLimitLayerBuilder::shadow`](crate::rate::RateLimitLayerBuilder::shadow)).
+    #[serde(default)]
+    pub shadow: bool,
+}
+
+/// An allow or deny list: keys as the route's key extractor makes them, and networks (CIDRs or
+/// addresses) matching client-address keys.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ListConfig {
+    /// Keys.
+    #[serde(default)]
+    pub keys: Vec<String>,
+    /// Networks.
+    #[serde(default)]
+    pub networks: Vec<String>,
+}
+
+/// [`FailureMode`] in a configuration file.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureModeName {
+    /// [`FailureMode::Open`].
+    Open,
+    /// [`FailureMode::Closed`].
+    Closed,
+}
+
+/// [`MissingKey`] in a configuration file.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum MissingKeyName {
+    /// [`MissingKey::Reject`].
+    Reject,
+    /// [`MissingKey::Skip`].
+    Skip,
+}
+
+/// A [`HeaderFamilies`] member in a configuration file.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum HeaderFamilyName {
+    /// [`HeaderFamilies::RATE_LIMITING`].
+    RateLimiting,
+    /// [`HeaderFamilies::IETF`].
+    Ietf,
+    /// [`HeaderFamilies::X_RATELIMIT`].
+    XRatelimit,
+}
+
+impl FailureModeName {
+    pub(super) fn mode(self) -> FailureMode {
+        match self {
+            FailureModeName::Open => FailureMode::Open,
+            FailureModeName::Closed => FailureMode::Closed,
+        }
+    }
+}
+
+impl MissingKeyName {
+    pub(super) fn missing_key(self) -> MissingKey {
+        match self {
+            MissingKeyName::Reject => MissingKey::Reject,
+            MissingKeyName::Skip => MissingKey::Skip,
+        }
+    }
+}
+
+/// The families named, together.
+pub(super) fn families(names: &[HeaderFamilyName]) -> HeaderFamilies {
+    names.iter().fold(HeaderFamilies::NONE, |families, name| {
+        families
+            | match name {
+                HeaderFamilyName::RateLimiting => HeaderFamilies::RATE_LIMITING,
+                HeaderFamilyName::Ietf => HeaderFamilies::IETF,
+                HeaderFamilyName::XRatelimit => HeaderFamilies::X_RATELIMIT,
+            }
+    })
+}

@@ -1,0 +1,258 @@
+//! Named stores in a configuration file: where limits are counted.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::duration;
+use crate::error::ConfigError;
+use crate::store::{MemoryStore, Store};
+
+/// A store. In TOML:
+///
+/// ```toml
+/// [stores.local]
+/// type = "memory"
+///
+/// [stores.shared]
+/// type = "redis"
+/// url = "redis://127.0.0.1:6379"
+/// prefix = "app"
+///
+/// [stores.cluster]
+/// type = "cluster"
+/// nodes = ["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"]
+///
+/// [stores.ha]
+/// type = "sentinel"
+/// sentinels = ["redis://10.0.0.1:26379", "redis://10.0.0.2:26379"]
+/// master = "limits"
+/// fallback = { instances = 4 }
+/// ```
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    /// `memory`, `redis`, `cluster` or `sentinel`.
+    #[serde(rename = "type")]
+    pub kind: StoreKind,
+    /// `redis`: `redis://[user:password@]host[:port][/db]`.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// `cluster`: node URLs; one is enough to find the others.
+    #[serde(default)]
+    pub nodes: Option<Vec<String>>,
+    /// `sentinel`: sentinel URLs.
+    #[serde(default)]
+    pub sentinels: Option<Vec<String>>,
+    /// `sentinel`: the primary's name.
+    #[serde(default)]
+    pub master: Option<String>,
+    /// `memory`: the most keys kept (default 1,000,000).
+    #[serde(default)]
+    pub max_keys: Option<usize>,
+    /// Redis stores: the key prefix (default `ratelimit`).
+    #[serde(default)]
+    pub prefix: Option<String>,
+    /// Redis stores: one connection attempt's bound (default `"1s"`).
+    #[serde(default, deserialize_with = "duration::optional")]
+    pub connect_timeout: Option<Duration>,
+    /// Redis stores: how many denials to remember (default 100,000; 0 turns the cache off).
+    #[serde(default)]
+    pub denial_cache: Option<usize>,
+    /// Redis stores: quota leases for hot keys (off unless set).
+    #[serde(default)]
+    pub quota_leases: Option<LeasesConfig>,
+    /// Redis stores: a local fallback while Redis fails (off unless set).
+    #[serde(default)]
+    pub fallback: Option<FallbackConfig>,
+}
+
+/// The kinds of store.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreKind {
+    /// An in-process [`MemoryStore`]: limits per instance.
+    Memory,
+    /// One Redis server (`RedisStore::builder`).
+    Redis,
+    /// A Redis Cluster (`RedisStore::cluster`).
+    Cluster,
+    /// The primary a set of Sentinels names (`RedisStore::sentinel`).
+    Sentinel,
+}
+
+/// `RedisStoreBuilder::quota_leases`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LeasesConfig {
+    /// How long a lease is kept (default `"100ms"`).
+    #[serde(default, deserialize_with = "duration::optional")]
+    pub lifetime: Option<Duration>,
+    /// The largest lease as a share of a rule's capacity (default 0.1).
+    #[serde(default)]
+    pub max_share: Option<f64>,
+    /// Keys leased at once (default 10,000).
+    #[serde(default)]
+    pub max_keys: Option<usize>,
+}
+
+/// `RedisStoreBuilder::fallback`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FallbackConfig {
+    /// The instances the quotas are divided among.
+    pub instances: u32,
+    /// A Redis call's bound before the fallback answers (default `"50ms"`).
+    #[serde(default, deserialize_with = "duration::optional")]
+    pub timeout: Option<Duration>,
+    /// Failures in a row that stop calls (default 3).
+    #[serde(default)]
+    pub failures: Option<u32>,
+    /// How long calls stop (default `"1s"`).
+    #[serde(default, deserialize_with = "duration::optional")]
+    pub cool_down: Option<Duration>,
+}
+
+impl StoreConfig {
+    /// The store, its errors named from `field` (`stores.shared`).
+    pub(super) fn build(&self, field: &str) -> Result<Arc<dyn Store>, ConfigError> {
+        self.check_fields(field)?;
+        match self.kind {
+            StoreKind::Memory => {
+                let mut builder = MemoryStore::builder();
+                if let Some(max) = self.max_keys {
+                    builder = builder.max_keys(max);
+                }
+                Ok(Arc::new(builder.build()))
+            }
+            #[cfg(feature = "redis")]
+            _ => redis::build(self, field),
+            #[cfg(not(feature = "redis"))]
+            _ => Err(ConfigError::Field {
+                field: format!("{field}.type"),
+                reason: "this build has no Redis support (the crate's `redis` feature)".to_owned(),
+            }),
+        }
+    }
+
+    /// Every field set is one this kind of store has, and every field it needs is set.
+    fn check_fields(&self, field: &str) -> Result<(), ConfigError> {
+        let redis = self.kind != StoreKind::Memory;
+        let fields = [
+            ("url", self.url.is_some(), self.kind == StoreKind::Redis),
+            (
+                "nodes",
+                self.nodes.is_some(),
+                self.kind == StoreKind::Cluster,
+            ),
+            (
+                "sentinels",
+                self.sentinels.is_some(),
+                self.kind == StoreKind::Sentinel,
+            ),
+            (
+                "master",
+                self.master.is_some(),
+                self.kind == StoreKind::Sentinel,
+            ),
+            ("max_keys", self.max_keys.is_some(), !redis),
+            ("prefix", self.prefix.is_some(), redis),
+            ("connect_timeout", self.connect_timeout.is_some(), redis),
+            ("denial_cache", self.denial_cache.is_some(), redis),
+            ("quota_leases", self.quota_leases.is_some(), redis),
+            ("fallback", self.fallback.is_some(), redis),
+        ];
+        let required = ["url", "nodes", "sentinels", "master"];
+        let kind = format!("{:?}", self.kind).to_lowercase();
+        for (name, set, applies) in fields {
+            if set && !applies {
+                return Err(ConfigError::Field {
+                    field: format!("{field}.{name}"),
+                    reason: format!("is not a setting of a {kind} store"),
+                });
+            }
+            if !set && applies && required.contains(&name) {
+                return Err(ConfigError::Field {
+                    field: format!("{field}.{name}"),
+                    reason: format!("is required for a {kind} store"),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(feature = "redis")]
+mod redis {
+    use std::sync::Arc;
+
+    use super::{StoreConfig, StoreKind};
+    use crate::error::ConfigError;
+    use crate::store::{Fallback, QuotaLeases, RedisStore, RedisStoreBuilder, Store};
+
+    pub(super) fn build(config: &StoreConfig, field: &str) -> Result<Arc<dyn Store>, ConfigError> {
+        let builder = match config.kind {
+            StoreKind::Redis => RedisStore::builder(config.url.as_deref().unwrap_or_default()),
+            #[cfg(feature = "cluster")]
+            StoreKind::Cluster => RedisStore::cluster(config.nodes.clone().unwrap_or_default()),
+            #[cfg(feature = "sentinel")]
+            StoreKind::Sentinel => RedisStore::sentinel(
+                config.sentinels.clone().unwrap_or_default(),
+                config.master.as_deref().unwrap_or_default(),
+            ),
+            #[allow(unreachable_patterns)]
+            _ => {
+                return Err(ConfigError::Field {
+                    field: format!("{field}.type"),
+                    reason: "this build lacks the crate feature for this store (`cluster` or \
+                             `sentinel`)"
+                        .to_owned(),
+                });
+            }
+        };
+        let store = apply(builder, config)
+            .build()
+            .map_err(|err| err.at(field.to_owned()))?;
+        Ok(Arc::new(store))
+    }
+
+    fn apply(mut builder: RedisStoreBuilder, settings: &StoreConfig) -> RedisStoreBuilder {
+        if let Some(prefix) = &settings.prefix {
+            builder = builder.prefix(prefix.clone());
+        }
+        if let Some(timeout) = settings.connect_timeout {
+            builder = builder.connect_timeout(timeout);
+        }
+        if let Some(denials) = settings.denial_cache {
+            builder = builder.denial_cache(denials);
+        }
+        if let Some(leases) = &settings.quota_leases {
+            let mut config = QuotaLeases::default();
+            if let Some(lifetime) = leases.lifetime {
+                config = config.lifetime(lifetime);
+            }
+            if let Some(share) = leases.max_share {
+                config = config.max_share(share);
+            }
+            if let Some(max) = leases.max_keys {
+                config = config.max_keys(max);
+            }
+            builder = builder.quota_leases(config);
+        }
+        if let Some(fallback) = &settings.fallback {
+            let mut config = Fallback::new(fallback.instances);
+            if let Some(timeout) = fallback.timeout {
+                config = config.timeout(timeout);
+            }
+            if let Some(failures) = fallback.failures {
+                config = config.failures(failures);
+            }
+            if let Some(cool_down) = fallback.cool_down {
+                config = config.cool_down(cool_down);
+            }
+            builder = builder.fallback(config);
+        }
+        builder
+    }
+}

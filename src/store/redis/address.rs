@@ -1,0 +1,124 @@
+//! How a Redis address is shown (without its password) and how bad ones are reported.
+
+use deadpool_redis::{ConnectionAddr, ConnectionInfo, ProtocolVersion};
+
+use crate::error::ConfigError;
+
+/// A store configuration error.
+pub(super) fn invalid(message: impl Into<String>) -> ConfigError {
+    ConfigError::Store(message.into())
+}
+
+/// The connection settings of every URL of `urls` (the nodes of a cluster, the sentinels of a
+/// primary: `what` names them in errors), and how to show them all without passwords.
+#[cfg(any(feature = "cluster", feature = "sentinel"))]
+pub(super) fn parse_all(
+    urls: &[String],
+    what: &str,
+) -> Result<(Vec<redis::ConnectionInfo>, String), ConfigError> {
+    if urls.is_empty() {
+        return Err(invalid(format!("{what} needs at least one URL")));
+    }
+    use redis::IntoConnectionInfo;
+
+    let infos = urls
+        .iter()
+        .map(|url| {
+            url.as_str()
+                .into_connection_info()
+                .map_err(|err| invalid(format!("invalid {what} URL {}: {err}", redact(url))))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let shown = urls
+        .iter()
+        .map(|url| redact(url))
+        .collect::<Vec<_>>()
+        .join(",");
+    Ok((infos, shown))
+}
+
+/// The URL without its password, for logs and errors: the password of the user information,
+/// and the `pass` parameter of a Unix socket URL, become `***`.
+pub(super) fn redact(url: &str) -> String {
+    let (scheme, rest) = match url.find("://") {
+        Some(at) => url.split_at(at + 3),
+        None => ("", url),
+    };
+    let shown = match rest.rfind('@') {
+        Some(at) => match rest[..at].split_once(':') {
+            Some((user, _)) => format!("{scheme}{user}:***{}", &rest[at..]),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    };
+    let Some((base, query)) = shown.split_once('?') else {
+        return shown;
+    };
+    let (query, fragment) = match query.split_once('#') {
+        Some((query, fragment)) => (query, Some(fragment)),
+        None => (query, None),
+    };
+    let query: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((key @ ("pass" | "password"), _)) => format!("{key}=***"),
+            _ => pair.to_owned(),
+        })
+        .collect();
+    let mut redacted = format!("{base}?{}", query.join("&"));
+    if let Some(fragment) = fragment {
+        redacted = format!("{redacted}#{fragment}");
+    }
+    redacted
+}
+
+/// Connection settings as a URL for logs, the password shown as `***`:
+/// `redis://[user:***@]host:port/db`, `rediss://…` for TLS, `redis+unix:///path?db=N…`.
+pub(super) fn describe(info: &ConnectionInfo) -> String {
+    let redis = &info.redis;
+    let resp3 = redis.protocol == ProtocolVersion::RESP3;
+    let host_port = |host: &str, port: u16| {
+        if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        }
+    };
+    let credentials = match (&redis.username, &redis.password) {
+        (Some(user), Some(_)) => format!("{user}:***@"),
+        (Some(user), None) => format!("{user}@"),
+        (None, Some(_)) => ":***@".to_owned(),
+        (None, None) => String::new(),
+    };
+    let protocol = if resp3 { "?protocol=resp3" } else { "" };
+    match &info.addr {
+        ConnectionAddr::Tcp(host, port) => format!(
+            "redis://{credentials}{}/{}{protocol}",
+            host_port(host, *port),
+            redis.db
+        ),
+        ConnectionAddr::TcpTls {
+            host,
+            port,
+            insecure,
+        } => format!(
+            "rediss://{credentials}{}/{}{protocol}{}",
+            host_port(host, *port),
+            redis.db,
+            if *insecure { "#insecure" } else { "" }
+        ),
+        ConnectionAddr::Unix(path) => {
+            let mut url = format!("redis+unix://{}?db={}", path.display(), redis.db);
+            if let Some(user) = &redis.username {
+                url.push_str(&format!("&user={user}"));
+            }
+            if redis.password.is_some() {
+                url.push_str("&pass=***");
+            }
+            if resp3 {
+                url.push_str("&protocol=resp3");
+            }
+            url
+        }
+    }
+}

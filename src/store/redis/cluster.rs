@@ -1,0 +1,49 @@
+//! Connections to a Redis Cluster: redis-rs's async cluster client behind the store's supervisor.
+//!
+//! Every script call touches the keys of one client under one hash tag (`{<client key>}`, and
+//! prefixes and rule names may hold no braces), so it runs on the primary of one slot: no
+//! CROSSSLOT, and clients spread over the cluster. redis-rs routes each call by its first key,
+//! follows MOVED and ASK (resharding) and refreshes its slot map, and answers NOSCRIPT (a new
+//! primary after a failover, a flushed node) by loading the script on every primary and calling
+//! again; the layer's deadline bounds all of it.
+
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use redis::cluster::ClusterClientBuilder;
+
+use super::address::{invalid, parse_all};
+use super::connection::{self, Connect, Link};
+use crate::error::ConfigError;
+
+/// How many times redis-rs retries a call (a redirect, a node reconnecting) before answering its
+/// error: few, and quickly, since the layer's deadline is short anyway and a call that cannot be
+/// served in it is answered by the failure mode.
+const RETRIES: u32 = 3;
+const MIN_RETRY_WAIT_MS: u64 = 5;
+const MAX_RETRY_WAIT_MS: u64 = 50;
+
+/// The connector for a cluster reached through any of `nodes` (one is enough; the client finds
+/// the others), and how to show them without passwords.
+pub(super) fn connector(
+    nodes: &[String],
+    connect_timeout: Duration,
+) -> Result<(Connect, String), ConfigError> {
+    let (infos, shown) = parse_all(nodes, "Redis Cluster node")?;
+    let client = ClusterClientBuilder::new(infos)
+        .connection_timeout(connect_timeout)
+        .retries(RETRIES)
+        .min_retry_wait(MIN_RETRY_WAIT_MS)
+        .max_retry_wait(MAX_RETRY_WAIT_MS)
+        .build()
+        .map_err(|err| invalid(format!("invalid Redis Cluster settings: {err}")))?;
+    let connect: Connect = Box::new(move || {
+        let client = client.clone();
+        // Discovery talks to several nodes: bound the whole of it, not each connection.
+        connection::within(connect_timeout, async move {
+            client.get_async_connection().await.map(Link::Cluster)
+        })
+        .boxed()
+    });
+    Ok((connect, format!("Redis Cluster {shown}")))
+}

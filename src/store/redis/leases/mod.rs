@@ -1,0 +1,267 @@
+//! Quota leases: a hot key's quota reserved in Redis a slice at a time and spent in process.
+//!
+//! An instance that sees a key often reserves a slice of the key's remaining quota under every
+//! rule of its policy with one script call (`lua/grant.lua`), then answers the key's next
+//! requests from the slice with no network call, until it is spent or a lifetime has passed; the
+//! units it did not spend then go back (`lua/refund.lua`). Because a slice is taken from Redis
+//! before it is spent, the fleet never spends more than Redis granted; the price is that one
+//! instance may deny while others hold unspent slices.
+//!
+//! - **Sizing.** A slice is what the key asked of this instance in the last lifetime, at most
+//!   [`max_share`](QuotaLeases::max_share) of each rule's capacity. A key seen once, or asking a
+//!   unit per lifetime, is not leased: it is decided by Redis, exactly.
+//! - **Flow.** The request that finds no slice asks for one and is answered from it; when a slice
+//!   runs low (a quarter of the next slice's size left) the next one is asked for in the
+//!   background, so a hot key's requests do not wait. While a grant is in flight, requests the
+//!   slice cannot cover are decided by Redis one by one.
+//! - **Giving back.** A slice's unspent units go back when its lifetime ends (a background task
+//!   sweeps every half lifetime), when a fixed window it was reserved in ends (those units are
+//!   lost with the window, never spent in the next), and on
+//!   [`RedisStore::return_leases`](super::RedisStore::return_leases) at shutdown. A refund never
+//!   returns more than the slice took: a fixed window's units go back only to the window they
+//!   came from; a bucket's only as far as the grant's own level has not already drained.
+//! - **What it costs in exactness.** Fixed window: no over-admission (a slice is spent within its
+//!   window). GCRA and token bucket: a unit counts in Redis at the instant it was reserved, and is
+//!   spent up to a lifetime later, so over any interval the fleet admits at most the rule's burst
+//!   plus its rate over the interval *and one lifetime*. Under-admission: at most N × `max_share`
+//!   of a rule's capacity (N instances) is held in slices at once, for at most a lifetime after
+//!   its instance stops using it. Remembered denials (the denial cache) can outlast capacity
+//!   that a refund gave back. `docs/performance.md` measures both against the exact mode.
+//! - **Not leased:** the sliding log and the sliding window. Both remember *when* each unit was
+//!   spent and give it back a whole period later; a slice would record its units at the grant,
+//!   and a refund would have to find and remove them from a log, or from a sub-window of a
+//!   weighted count, of which neither keeps track by whom. A policy with such a rule is decided
+//!   by Redis, exactly, one call per request.
+
+mod config;
+mod script;
+mod table;
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+pub use self::config::QuotaLeases;
+pub(in crate::store::redis) use self::table::Leases;
+use self::table::{Plan, Refund};
+use super::{Inner, RedisStore};
+use crate::decision::Decision;
+use crate::key::Key;
+use crate::policy::Policy;
+use crate::store::key::StorageKey;
+use crate::store::{Store, StoreError, StoreFuture};
+
+/// Answers a request of `cost` from a lease of `key` under `policy`, or asks Redis for one; `None`
+/// when Redis should decide the request alone.
+pub(super) fn decide(
+    inner: &Arc<Inner>,
+    leases: &Leases,
+    key: &Key,
+    policy: &Policy,
+    cost: u32,
+    asked: u64,
+) -> Option<StoreFuture<Decision>> {
+    let mut refunds = Vec::new();
+    let plan = leases.plan(key, policy, cost, asked, &mut refunds);
+    give_back(inner, refunds);
+    match plan {
+        Plan::Exact => None,
+        Plan::Wait(mut landed) => {
+            let store = RedisStore {
+                inner: inner.clone(),
+            };
+            let (key, policy) = (key.clone(), policy.clone());
+            Some(StoreFuture::new(async move {
+                // Closed: the key was forgotten, which also ends its grant. Plan again either way.
+                let _ = landed.changed().await;
+                store.check(&key, &policy, cost).await
+            }))
+        }
+        Plan::Local { decision, prefetch } => {
+            if let Some(want) = prefetch {
+                let task = grant(inner.clone(), key.clone(), policy.clone(), 0, want, asked);
+                if spawn(task).is_none() {
+                    leases.abandon(key, policy);
+                }
+            }
+            Some(StoreFuture::ready(Ok(decision)))
+        }
+        Plan::Grant { want } => {
+            let task = grant(
+                inner.clone(),
+                key.clone(),
+                policy.clone(),
+                cost,
+                want,
+                asked,
+            );
+            // A task of its own: a request dropped at its deadline leaves the grant to finish and
+            // land, rather than reserved in Redis and lost here.
+            let Some(handle) = spawn(task) else {
+                leases.abandon(key, policy);
+                return None;
+            };
+            Some(StoreFuture::new(async move {
+                handle.await.map_err(|err| {
+                    StoreError::Protocol(format!("a quota lease's grant did not finish: {err}"))
+                })?
+            }))
+        }
+    }
+}
+
+/// Gives back every lease this store holds; see [`RedisStore::return_leases`](super::RedisStore::return_leases).
+pub(super) async fn return_all(inner: &Inner) -> Result<(), StoreError> {
+    let Some(leases) = &inner.leases else {
+        return Ok(());
+    };
+    let mut refunds = Vec::new();
+    leases.sweep(u64::MAX, &mut refunds);
+    let mut first_error = None;
+    for refund in refunds {
+        if let Err(err) = send_refund(inner, &refund).await {
+            first_error.get_or_insert(err);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// Reserves up to `want` units for a request of `cost` (0: a slice asked for in the background)
+/// and answers that request.
+async fn grant(
+    inner: Arc<Inner>,
+    key: Key,
+    policy: Policy,
+    cost: u32,
+    want: u64,
+    asked: u64,
+) -> Result<Decision, StoreError> {
+    let leases = inner.leases.as_ref().expect("a store with leases");
+    let client = StorageKey::new(&key);
+    let invocation = script::grant(
+        &inner.prefix,
+        client.as_str(),
+        &policy,
+        cost.max(1),
+        want,
+        inner.clock.as_ref().map(|clock| clock.now_micros()),
+        inner.min_ttl_ms,
+    );
+    let granted = match inner.connection.invoke::<Vec<i64>>(&invocation).await {
+        Ok(reply) => script::granted(&reply, &policy),
+        Err(err) => Err(err),
+    };
+    let granted = match granted {
+        Ok(granted) => granted,
+        Err(err) => {
+            leases.abandon(&key, &policy);
+            return Err(err);
+        }
+    };
+    start_sweeping(&inner);
+    let (decision, refund) = leases.install(&key, &policy, cost, asked, granted);
+    if let Some(denials) = inner.denials.as_ref().filter(|_| cost > 0) {
+        denials.learn(&key, &policy, cost, asked, &decision);
+    }
+    give_back(&inner, refund.into_iter().collect());
+    Ok(decision)
+}
+
+/// Sends `refunds` from a task of their own; a failed refund leaves its units in Redis until
+/// time returns them, which is logged, once per sweep at most.
+fn give_back(inner: &Arc<Inner>, refunds: Vec<Refund>) {
+    if refunds.is_empty() {
+        return;
+    }
+    let owner = inner.clone();
+    spawn(async move {
+        let mut failed = 0_usize;
+        let mut last = None;
+        for refund in &refunds {
+            if let Err(err) = send_refund(&owner, refund).await {
+                failed += 1;
+                last = Some(err);
+            }
+        }
+        if let Some(err) = last {
+            tracing::warn!(
+                failed,
+                error = %err,
+                "could not give back unspent quota leases; Redis returns them with time"
+            );
+        }
+    });
+}
+
+async fn send_refund(inner: &Inner, refund: &Refund) -> Result<(), StoreError> {
+    let client = StorageKey::new(&refund.key);
+    let invocation = script::refund(
+        &inner.prefix,
+        client.as_str(),
+        &refund.policy,
+        refund.units,
+        &refund.marks,
+        inner.clock.as_ref().map(|clock| clock.now_micros()),
+        inner.min_ttl_ms,
+    );
+    inner.connection.invoke::<()>(&invocation).await
+}
+
+/// Starts, once per store, the task that gives back expired leases of keys that went quiet. It
+/// holds the store weakly and ends with it.
+fn start_sweeping(inner: &Arc<Inner>) {
+    let Some(leases) = &inner.leases else {
+        return;
+    };
+    if leases.sweeping.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let period = Duration::from_micros((leases.lifetime_us() / 2).max(1_000));
+    let store: Weak<Inner> = Arc::downgrade(inner);
+    let started = spawn(async move {
+        // A runtime shut down drops this task: the next grant, on whatever runtime then runs the
+        // store, starts another.
+        let _stopped = Stopped(store.clone());
+        let mut ticks = tokio::time::interval(period);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let Some(inner) = store.upgrade() else {
+                return;
+            };
+            let leases = inner.leases.as_ref().expect("a store with leases");
+            let mut refunds = Vec::new();
+            leases.sweep(inner.local_clock.now_micros(), &mut refunds);
+            give_back(&inner, refunds);
+        }
+    });
+    if started.is_none() {
+        leases.sweeping.store(false, Ordering::Relaxed);
+    }
+}
+
+/// Marks the sweep of a store as stopped when its task ends or is dropped.
+struct Stopped(Weak<Inner>);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if let Some(leases) = self
+            .0
+            .upgrade()
+            .as_ref()
+            .and_then(|inner| inner.leases.as_ref())
+        {
+            leases.sweeping.store(false, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Spawns `task` on the current Tokio runtime; `None` outside of one.
+fn spawn<F>(task: F) -> Option<tokio::task::JoinHandle<F::Output>>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let runtime = tokio::runtime::Handle::try_current().ok()?;
+    Some(runtime.spawn(task))
+}

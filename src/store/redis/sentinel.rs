@@ -1,0 +1,61 @@
+//! Connections to the primary that a set of Redis Sentinels names, followed across failovers.
+//!
+//! Each connection asks the sentinels for the primary's address (redis-rs checks the server's
+//! `ROLE` before using it). The supervisor drops a connection that answers READONLY or
+//! MASTERDOWN (a demoted primary after `SENTINEL FAILOVER`) or that fails (a killed primary), so
+//! the next call connects again and finds the primary the sentinels elected, after its backoff.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use redis::AsyncConnectionConfig;
+use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
+
+use super::address::{invalid, parse_all};
+use super::connection::{self, Connect, Link};
+use crate::error::ConfigError;
+
+/// The connector for the primary named `master` by the sentinels at `sentinels`, and how to show
+/// them without passwords. The data nodes are reached with the database, user name and password
+/// of the first sentinel URL.
+pub(super) fn connector(
+    sentinels: &[String],
+    master: &str,
+    connect_timeout: Duration,
+) -> Result<(Connect, String), ConfigError> {
+    let (infos, shown) = parse_all(sentinels, "Redis Sentinel")?;
+    if master.is_empty() {
+        return Err(invalid(
+            "Redis Sentinel needs the name of the primary it watches",
+        ));
+    }
+    let node = SentinelNodeConnectionInfo::default()
+        .set_redis_connection_info(infos[0].redis_settings().clone());
+    let client = SentinelClient::build(
+        infos,
+        master.to_owned(),
+        Some(node),
+        SentinelServerType::Master,
+    )
+    .map_err(|err| invalid(format!("invalid Redis Sentinel settings: {err}")))?;
+    // Asking the sentinels needs the client mutably; connections are made one at a time anyway.
+    let client = Arc::new(tokio::sync::Mutex::new(client));
+    let config = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(connect_timeout))
+        .set_response_timeout(None);
+    let connect: Connect = Box::new(move || {
+        let (client, config) = (client.clone(), config.clone());
+        // The sentinels, then the primary: bound the whole of it.
+        connection::within(connect_timeout, async move {
+            let mut client = client.lock().await;
+            let connection = client.get_async_connection_with_config(&config).await?;
+            Ok(Link::Server(connection))
+        })
+        .boxed()
+    });
+    Ok((
+        connect,
+        format!("Redis Sentinel {shown} (primary {master})"),
+    ))
+}

@@ -1,0 +1,104 @@
+//! Metrics through the [`metrics`](https://docs.rs/metrics) facade (feature `metrics`): what the
+//! limiters decide, how their stores behave, and what their fallbacks and caches answer. Without
+//! the feature every function here is empty and compiles away.
+//!
+//! | metric | kind | labels | counts |
+//! |---|---|---|---|
+//! | `ratelimit_decisions_total` | counter | `rule`, `outcome` (`allowed`, `denied`, `never`, `shadow_denied`) | rate-limit decisions, by the rule they report |
+//! | `ratelimit_near_limit_total` | counter | `rule` | admitted requests that left a fifth of the rule's capacity or less (80% used) |
+//! | `ratelimit_store_seconds` | histogram | `limiting` (`rate limiting`, `concurrency limiting`, ...) | how long store calls that needed I/O took |
+//! | `ratelimit_store_errors_total` | counter | `limiting` | store calls that failed or missed their deadline |
+//! | `ratelimit_fallback_decisions_total` | counter | | decisions by a Redis store's fallback |
+//! | `ratelimit_denial_cache_hits_total` | counter | | denials answered by the denial cache, without Redis |
+//! | `ratelimit_shed_total` | counter | `shedder` (`utilization`, `fleet`), `priority` | requests shed |
+//! | `ratelimit_concurrency_refused_total` | counter | `limit` | requests refused by a full concurrency slot |
+
+#[cfg(feature = "metrics")]
+mod enabled {
+    use std::time::Duration;
+
+    /// A rate-limit decision on `rule`.
+    #[inline]
+    pub(crate) fn decision(rule: &str, outcome: &'static str) {
+        metrics::counter!("ratelimit_decisions_total", "rule" => rule.to_owned(), "outcome" => outcome)
+            .increment(1);
+    }
+
+    /// An admitted request that left at most a fifth of `rule`'s capacity.
+    #[inline]
+    pub(crate) fn near_limit(rule: &str) {
+        metrics::counter!("ratelimit_near_limit_total", "rule" => rule.to_owned()).increment(1);
+    }
+
+    /// A store call that needed I/O, and how long it took.
+    #[inline]
+    pub(crate) fn store_call(limiting: &'static str, took: Duration) {
+        metrics::histogram!("ratelimit_store_seconds", "limiting" => limiting)
+            .record(took.as_secs_f64());
+    }
+
+    /// A store call that failed or missed its deadline.
+    #[inline]
+    pub(crate) fn store_error(limiting: &'static str) {
+        metrics::counter!("ratelimit_store_errors_total", "limiting" => limiting).increment(1);
+    }
+
+    /// A decision by a Redis store's fallback.
+    #[inline]
+    #[cfg(feature = "redis")]
+    pub(crate) fn fallback() {
+        metrics::counter!("ratelimit_fallback_decisions_total").increment(1);
+    }
+
+    /// A denial answered by the denial cache.
+    #[inline]
+    #[cfg(feature = "redis")]
+    pub(crate) fn denial_cache_hit() {
+        metrics::counter!("ratelimit_denial_cache_hits_total").increment(1);
+    }
+
+    /// A request shed by `shedder` at `priority`.
+    #[inline]
+    #[cfg(feature = "shed")]
+    pub(crate) fn shed(shedder: &'static str, priority: &'static str) {
+        metrics::counter!("ratelimit_shed_total", "shedder" => shedder, "priority" => priority)
+            .increment(1);
+    }
+
+    /// A request refused by the full slot of concurrency limit `limit`.
+    #[inline]
+    #[cfg(feature = "concurrency")]
+    pub(crate) fn concurrency_refused(limit: &str) {
+        metrics::counter!("ratelimit_concurrency_refused_total", "limit" => limit.to_owned())
+            .increment(1);
+    }
+}
+
+#[cfg(not(feature = "metrics"))]
+#[allow(clippy::missing_const_for_fn)]
+mod enabled {
+    use std::time::Duration;
+
+    #[inline(always)]
+    pub(crate) fn decision(_: &str, _: &'static str) {}
+    #[inline(always)]
+    pub(crate) fn near_limit(_: &str) {}
+    #[inline(always)]
+    pub(crate) fn store_call(_: &'static str, _: Duration) {}
+    #[inline(always)]
+    pub(crate) fn store_error(_: &'static str) {}
+    #[inline(always)]
+    #[cfg(feature = "redis")]
+    pub(crate) fn fallback() {}
+    #[inline(always)]
+    #[cfg(feature = "redis")]
+    pub(crate) fn denial_cache_hit() {}
+    #[inline(always)]
+    #[cfg(feature = "shed")]
+    pub(crate) fn shed(_: &'static str, _: &'static str) {}
+    #[inline(always)]
+    #[cfg(feature = "concurrency")]
+    pub(crate) fn concurrency_refused(_: &str) {}
+}
+
+pub(crate) use enabled::*;

@@ -1,0 +1,260 @@
+//! Limits from a configuration file: the example files in TOML, YAML and JSON say the same thing
+//! and build; a layer built from a file limits as one built in code; every mistake names its
+//! field.
+
+use axum::Router;
+use axum::routing::get;
+use http::StatusCode;
+use tower_redis_ratelimit::config::LimitsConfig;
+
+use crate::support::{header, timed_get};
+
+const PEER: &str = "203.0.113.7:4000";
+
+fn example(name: &str) -> String {
+    let path = format!("{}/examples/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{path}: {err}"))
+}
+
+#[test]
+fn the_example_files_say_the_same_in_toml_yaml_and_json_and_build() {
+    let toml: LimitsConfig = toml::from_str(&example("limits.toml")).unwrap();
+    let yaml: LimitsConfig = serde_yaml_ng::from_str(&example("limits.yaml")).unwrap();
+    let json: LimitsConfig = serde_json::from_str(&example("limits.json")).unwrap();
+    assert_eq!(toml, yaml);
+    assert_eq!(toml, json);
+    let limits = toml.build().unwrap();
+    let routes: Vec<&str> = limits.layers().map(|(name, _)| name).collect();
+    assert_eq!(routes, ["api", "login", "reports"]);
+    assert_eq!(limits.route_for("/api/v1/users").map(|r| r.0), Some("api"));
+    assert_eq!(limits.route_for("/login").map(|r| r.0), Some("login"));
+    assert_eq!(limits.route_for("/health").map(|r| r.0), None);
+}
+
+#[tokio::test]
+async fn a_layer_from_a_file_limits_as_one_from_code() {
+    let config: LimitsConfig = toml::from_str(
+        r#"
+        [policies.hello]
+        rules = [{ name = "hello", algorithm = "fixed_window", limit = 2, period = "10s" }]
+
+        [routes.hello]
+        policy = "hello"
+        key = { header = "x-client" }
+        headers = ["rate_limiting", "ietf", "x_ratelimit"]
+        "#,
+    )
+    .unwrap();
+    let limits = config.build().unwrap();
+    let app = Router::new()
+        .route("/", get(|| async { "hello" }))
+        .layer(limits.layer("hello").unwrap().clone());
+    for used in 1..=2 {
+        let (response, _) = timed_get(&app, "/", PEER, &[("x-client", "a")]).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(header(&response, "ratelimit-policy"), r#""hello";q=2;w=10"#);
+        assert_eq!(
+            header(&response, "x-ratelimit-remaining"),
+            (2 - used).to_string()
+        );
+    }
+    let (refused, _) = timed_get(&app, "/", PEER, &[("x-client", "a")]).await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    let (unkeyed, _) = timed_get(&app, "/", PEER, &[]).await;
+    assert_eq!(unkeyed.status(), StatusCode::BAD_REQUEST);
+}
+
+/// Each mistake and what is said about it.
+#[test]
+fn every_mistake_names_its_field() {
+    let policies = r#"
+        [policies.api]
+        rules = [{ name = "api", algorithm = "gcra", limit = 10, period = "1s" }]
+    "#;
+    let cases = [
+        (
+            r#"
+            [routes.api]
+            policy = "nope"
+            key = { global = "all" }
+            "#
+            .to_owned(),
+            r#"`routes.api.policy`: no policy named "nope" (there are none)"#,
+        ),
+        (
+            format!(
+                r#"{policies}
+                [stores.a]
+                type = "memory"
+                [stores.b]
+                type = "memory"
+                [routes.api]
+                policy = "api"
+                key = {{ global = "all" }}
+                "#
+            ),
+            r#"`routes.api.store`: is required when there are several stores (there are "a", "b")"#,
+        ),
+        (
+            format!(
+                r#"{policies}
+                [routes.api]
+                policy = "api"
+                key = {{ header = "x-api-key", global = "all" }}
+                "#
+            ),
+            "`routes.api.key`: names several keys (header, global): set one, and `or` for a second",
+        ),
+        (
+            format!(
+                r#"{policies}
+                [routes.api]
+                policy = "api"
+                key = {{ client_ip = {{ trusted_proxies = ["10.0.0.0/33"] }} }}
+                "#
+            ),
+            "`routes.api.key.client_ip.trusted_proxies`: invalid key extractor configuration: ",
+        ),
+        (
+            format!(
+                r#"{policies}
+                [routes.api]
+                policy = "api"
+                key = {{ client_ip = {{ forwarded_header = "forwarded" }} }}
+                "#
+            ),
+            "`routes.api.key.client_ip.forwarded_header`: is set without trusted_proxies",
+        ),
+        (
+            r#"
+            [policies.api]
+            rules = [{ name = "api", algorithm = "fixed_window", limit = 0, period = "1s" }]
+            "#
+            .to_owned(),
+            "`policies.api.rules[0]`: rule \"api\" has a limit of 0",
+        ),
+        (
+            r#"
+            [policies.api]
+            rules = [{ name = "api", algorithm = "fixed_window", limit = 5, period = "1s", burst = 9 }]
+            "#
+            .to_owned(),
+            "`policies.api.rules[0].burst`: only token_bucket and gcra rules have a burst",
+        ),
+        (
+            r#"
+            [policies.api]
+            rules = [
+              { name = "a", algorithm = "gcra", limit = 5, period = "1s" },
+              { name = "a", algorithm = "gcra", limit = 50, period = "1min" },
+            ]
+            "#
+            .to_owned(),
+            "`policies.api.rules`: ",
+        ),
+        (
+            r#"
+            [policies.api]
+            rules = []
+            "#
+            .to_owned(),
+            "`policies.api.rules`: is empty: a policy needs at least one rule",
+        ),
+        (
+            r#"
+            [stores.shared]
+            type = "redis"
+            "#
+            .to_owned(),
+            "`stores.shared.url`: is required for a redis store",
+        ),
+        (
+            r#"
+            [stores.shared]
+            type = "memory"
+            url = "redis://127.0.0.1"
+            "#
+            .to_owned(),
+            "`stores.shared.url`: is not a setting of a memory store",
+        ),
+        (
+            r#"
+            [stores.shared]
+            type = "redis"
+            url = "redis://127.0.0.1"
+            prefix = "a{b}"
+            "#
+            .to_owned(),
+            "`stores.shared`: invalid store configuration: invalid key prefix",
+        ),
+        (
+            r#"
+            [stores.shared]
+            type = "redis"
+            url = "redis://127.0.0.1"
+            fallback = { instances = 0 }
+            "#
+            .to_owned(),
+            "`stores.shared`: invalid store configuration: a fallback divides quotas among at least 1 instance",
+        ),
+        (
+            format!(
+                r#"{policies}
+                [routes.api]
+                paths = ["api/"]
+                policy = "api"
+                key = {{ global = "all" }}
+                "#
+            ),
+            r#"`routes.api.paths[0]`: "api/" is not a path: it must start with `/`"#,
+        ),
+        (
+            format!(
+                r#"{policies}
+                [routes.api]
+                policy = "api"
+                key = {{ global = "all" }}
+                deadline = "0s"
+                "#
+            ),
+            "`routes.api`: store deadline 0ns is out of range",
+        ),
+    ];
+    for (config, expected) in cases {
+        let config: LimitsConfig = toml::from_str(&config).unwrap();
+        let error = config.build().unwrap_err().to_string();
+        assert!(
+            error.starts_with(expected),
+            "expected {expected:?}\n     got {error:?}"
+        );
+    }
+}
+
+/// What serde finds wrong (a misspelled field, a bad duration, an unknown algorithm) is named by
+/// the format's own error, with its place in the file.
+#[test]
+fn what_does_not_parse_is_named_by_the_format() {
+    for (config, expected) in [
+        (
+            "[policies.api]\nrulez = []\n",
+            "unknown field `rulez`, expected `rules`",
+        ),
+        (
+            "[policies.api]\nrules = [{ name = \"a\", algorithm = \"gcra\", limit = 5, period = \"ten seconds\" }]\n",
+            "invalid duration \"ten seconds\"",
+        ),
+        (
+            "[policies.api]\nrules = [{ name = \"a\", algorithm = \"leaky\", limit = 5, period = \"1s\" }]\n",
+            "unknown variant `leaky`",
+        ),
+        (
+            "[stores.a]\ntype = \"redis\"\nurl = \"redis://x\"\nprefx = \"p\"\n",
+            "unknown field `prefx`",
+        ),
+    ] {
+        let error = toml::from_str::<LimitsConfig>(config)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(expected), "{expected:?} not in {error}");
+    }
+}

@@ -1,0 +1,221 @@
+//! Metrics through the `metrics` facade: decisions by rule and outcome, near-limit admissions,
+//! store latency and errors, denial-cache hits, fallback decisions and concurrency refusals,
+//! captured by a recorder local to each test.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::get;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use tower_redis_ratelimit::admission::FailureMode;
+use tower_redis_ratelimit::key::HeaderKey;
+use tower_redis_ratelimit::store::Fallback;
+use tower_redis_ratelimit::{ConcurrencyLimitLayer, Quota, RateLimitLayer, RedisStore, Rule};
+
+use crate::support::{RedisServer, timed_get};
+
+const PEER: &str = "203.0.113.7:4000";
+
+/// Runs `work` on a runtime of this thread with a recorder of its own; every metric recorded, as
+/// `name{label=value,...}` and its value (a counter's count, a histogram's number of samples).
+fn recorded(work: impl std::future::Future<Output = ()>) -> Vec<(String, u64)> {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(work);
+    });
+    let mut metrics: Vec<(String, u64)> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, _, _, value)| {
+            let key = key.key();
+            let mut labels: Vec<String> = key
+                .labels()
+                .map(|label| format!("{}={}", label.key(), label.value()))
+                .collect();
+            labels.sort();
+            let value = match value {
+                DebugValue::Counter(count) => count,
+                DebugValue::Histogram(samples) => samples.len() as u64,
+                DebugValue::Gauge(value) => value.into_inner() as u64,
+            };
+            (format!("{}{{{}}}", key.name(), labels.join(",")), value)
+        })
+        .collect();
+    metrics.sort();
+    metrics
+}
+
+fn value(metrics: &[(String, u64)], name: &str) -> u64 {
+    metrics
+        .iter()
+        .find(|(metric, _)| metric == name)
+        .map_or(0, |(_, value)| *value)
+}
+
+fn app(layer: RateLimitLayer) -> Router {
+    Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer)
+}
+
+#[test]
+fn decisions_are_counted_by_rule_and_outcome_with_the_near_limit_ones() {
+    let metrics = recorded(async {
+        let limited = app(RateLimitLayer::builder()
+            .rule(Rule::fixed_window("api", Quota::per_minute(5)))
+            .key(HeaderKey::new("x-client"))
+            .build()
+            .unwrap());
+        let shadow = app(RateLimitLayer::builder()
+            .rule(Rule::fixed_window("trial", Quota::per_minute(1)))
+            .key(HeaderKey::new("x-client"))
+            .shadow(true)
+            .build()
+            .unwrap());
+        for _ in 0..7 {
+            timed_get(&limited, "/", PEER, &[("x-client", "a")]).await;
+        }
+        for _ in 0..3 {
+            timed_get(&shadow, "/", PEER, &[("x-client", "a")]).await;
+        }
+    });
+    assert_eq!(
+        value(
+            &metrics,
+            "ratelimit_decisions_total{outcome=allowed,rule=api}"
+        ),
+        5
+    );
+    assert_eq!(
+        value(
+            &metrics,
+            "ratelimit_decisions_total{outcome=denied,rule=api}"
+        ),
+        2
+    );
+    // Remaining 1 and 0 of 5: a fifth or less left.
+    assert_eq!(value(&metrics, "ratelimit_near_limit_total{rule=api}"), 2);
+    assert_eq!(
+        value(
+            &metrics,
+            "ratelimit_decisions_total{outcome=allowed,rule=trial}"
+        ),
+        1
+    );
+    assert_eq!(
+        value(
+            &metrics,
+            "ratelimit_decisions_total{outcome=shadow_denied,rule=trial}"
+        ),
+        2
+    );
+}
+
+#[test]
+fn redis_calls_are_timed_and_cache_hits_errors_and_fallbacks_counted() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let metrics = recorded(async move {
+        let cached = app(RateLimitLayer::builder()
+            .rule(Rule::fixed_window("api", Quota::per_minute(1)))
+            .key(HeaderKey::new("x-client"))
+            .store(RedisStore::open(&url).unwrap())
+            .deadline(Duration::from_secs(2))
+            .build()
+            .unwrap());
+        // One admitted and one denied by Redis, then four denials from the cache.
+        for _ in 0..6 {
+            timed_get(&cached, "/", PEER, &[("x-client", "a")]).await;
+        }
+        // Nothing listens on port 1: a store error, then a fallback decision.
+        let failing = app(RateLimitLayer::builder()
+            .rule(Rule::fixed_window("down", Quota::per_minute(10)))
+            .key(HeaderKey::new("x-client"))
+            .store(RedisStore::open("redis://127.0.0.1:1").unwrap())
+            .failure_mode(FailureMode::Open)
+            .build()
+            .unwrap());
+        timed_get(&failing, "/", PEER, &[("x-client", "a")]).await;
+        let falling_back = app(RateLimitLayer::builder()
+            .rule(Rule::fixed_window("degraded", Quota::per_minute(10)))
+            .key(HeaderKey::new("x-client"))
+            .store(
+                RedisStore::builder("redis://127.0.0.1:1")
+                    .fallback(Fallback::new(2))
+                    .build()
+                    .unwrap(),
+            )
+            .build()
+            .unwrap());
+        timed_get(&falling_back, "/", PEER, &[("x-client", "a")]).await;
+    });
+    assert_eq!(
+        value(&metrics, "ratelimit_store_seconds{limiting=rate limiting}"),
+        2 + 2
+    );
+    assert_eq!(value(&metrics, "ratelimit_denial_cache_hits_total{}"), 4);
+    assert_eq!(
+        value(
+            &metrics,
+            "ratelimit_store_errors_total{limiting=rate limiting}"
+        ),
+        1
+    );
+    assert_eq!(value(&metrics, "ratelimit_fallback_decisions_total{}"), 1);
+    assert_eq!(
+        value(
+            &metrics,
+            "ratelimit_decisions_total{outcome=allowed,rule=degraded}"
+        ),
+        1
+    );
+}
+
+#[test]
+fn concurrency_refusals_are_counted() {
+    let metrics = recorded(async {
+        let layer = ConcurrencyLimitLayer::builder()
+            .name("uploads")
+            .max_in_flight(1)
+            .key(HeaderKey::new("x-client"))
+            .build()
+            .unwrap();
+        let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+        let wait = gate.clone();
+        let app = Router::new()
+            .route(
+                "/",
+                get(move || {
+                    let wait = wait.clone();
+                    async move {
+                        wait.notified().await;
+                        "done"
+                    }
+                }),
+            )
+            .layer(layer);
+        let held = tokio::spawn({
+            let app = app.clone();
+            async move { timed_get(&app, "/", PEER, &[("x-client", "a")]).await }
+        });
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let (refused, _) = timed_get(&app, "/", PEER, &[("x-client", "a")]).await;
+        assert_eq!(refused.status(), http::StatusCode::TOO_MANY_REQUESTS);
+        gate.notify_waiters();
+        held.await.unwrap();
+    });
+    assert_eq!(
+        value(
+            &metrics,
+            "ratelimit_concurrency_refused_total{limit=uploads}"
+        ),
+        1
+    );
+}

@@ -1,0 +1,163 @@
+//! Plans and exemptions: the policy chosen per request by the customer's plan (with a default),
+//! allow and deny lists of keys and networks, from code and from a configuration file.
+
+use axum::Router;
+use axum::routing::get;
+use http::{HeaderMap, StatusCode};
+use tower_redis_ratelimit::config::LimitsConfig;
+use tower_redis_ratelimit::key::{ClientIp, Exemptions, HeaderKey};
+use tower_redis_ratelimit::rate::Plan;
+use tower_redis_ratelimit::{Policy, Quota, RateLimitLayer, Rule};
+
+use crate::support::{header, timed_get};
+
+/// An axum middleware standing in for authentication: the `x-plan` header becomes the
+/// request's [`Plan`].
+async fn authenticate(
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let plan = request
+        .headers()
+        .get("x-plan")
+        .and_then(|value| value.to_str().ok())
+        .map(Plan::new);
+    if let Some(plan) = plan {
+        request.extensions_mut().insert(plan);
+    }
+    next.run(request).await
+}
+
+fn app(layer: RateLimitLayer) -> Router {
+    Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer)
+        .layer(axum::middleware::from_fn(authenticate))
+}
+
+/// How many of `n` requests pass, as `client` of `plan`, from `peer`; and the last headers.
+async fn passed(
+    app: &Router,
+    peer: &str,
+    client: &str,
+    plan: Option<&str>,
+    n: usize,
+) -> (usize, HeaderMap) {
+    let mut headers = vec![("x-client", client)];
+    if let Some(plan) = plan {
+        headers.push(("x-plan", plan));
+    }
+    let (mut passed, mut last) = (0, HeaderMap::new());
+    for _ in 0..n {
+        let (response, _) = timed_get(app, "/", peer, &headers).await;
+        if response.status() == StatusCode::OK {
+            passed += 1;
+        }
+        last = response.headers().clone();
+    }
+    (passed, last)
+}
+
+#[tokio::test]
+async fn each_plan_gets_its_own_quota_and_no_plan_gets_the_default() {
+    let pro = Policy::try_from(Rule::fixed_window("api", Quota::per_minute(5))).unwrap();
+    let layer = RateLimitLayer::builder()
+        .rule(Rule::fixed_window("api", Quota::per_minute(2)))
+        .plan("pro", &pro)
+        .key(HeaderKey::new("x-client"))
+        .build()
+        .unwrap();
+    let app = app(layer);
+    let peer = "203.0.113.7:4000";
+    let (free, headers) = passed(&app, peer, "a", None, 8).await;
+    assert_eq!(free, 2);
+    assert_eq!(headers["ratelimit-policy"], r#""api";q=2;w=60"#);
+    let (pro, headers) = passed(&app, peer, "b", Some("pro"), 8).await;
+    assert_eq!(pro, 5);
+    assert_eq!(headers["ratelimit-policy"], r#""api";q=5;w=60"#);
+    // An unknown plan is the default.
+    assert_eq!(passed(&app, peer, "c", Some("gold"), 8).await.0, 2);
+}
+
+#[tokio::test]
+async fn allowed_keys_and_networks_pass_unchecked_and_denied_ones_are_refused() {
+    let exemptions = Exemptions::new()
+        .allow_networks(["10.0.0.0/8"])
+        .unwrap()
+        .deny_key("192.0.2.66")
+        .deny_networks(["198.51.100.0/24"])
+        .unwrap();
+    let layer = RateLimitLayer::builder()
+        .rule(Rule::fixed_window("api", Quota::per_minute(1)))
+        .key(ClientIp::peer())
+        .exemptions(exemptions)
+        .build()
+        .unwrap();
+    let app = app(layer);
+    let (internal, headers) = passed(&app, "10.1.2.3:5000", "-", None, 5).await;
+    assert_eq!(internal, 5);
+    assert_eq!(
+        header_of(&headers, "ratelimit"),
+        "",
+        "an allowed key is not checked"
+    );
+    assert_eq!(passed(&app, "203.0.113.9:5000", "-", None, 5).await.0, 1);
+    for peer in ["192.0.2.66:5000", "198.51.100.4:5000"] {
+        let (response, _) = timed_get(&app, "/", peer, &[]).await;
+        assert_eq!(response.status(), StatusCode::FORBIDDEN, "{peer}");
+        assert_eq!(
+            header(&response, "content-type"),
+            "application/problem+json"
+        );
+    }
+}
+
+fn header_of(headers: &HeaderMap, name: &str) -> String {
+    headers
+        .get(name)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn plans_and_lists_come_from_a_configuration_file() {
+    let limits: LimitsConfig = toml::from_str(
+        r#"
+        [policies.free]
+        rules = [{ name = "api", algorithm = "fixed_window", limit = 1, period = "1min" }]
+        [policies.pro]
+        rules = [{ name = "api", algorithm = "fixed_window", limit = 3, period = "1min" }]
+        [routes.api]
+        policy = "free"
+        plans = { pro = "pro" }
+        key = { header = "x-client" }
+        allow = { keys = ["internal"] }
+        deny = { keys = ["banned"] }
+        "#,
+    )
+    .unwrap();
+    let limits = limits.build().unwrap();
+    let app = app(limits.layer("api").unwrap().clone());
+    let peer = "203.0.113.7:4000";
+    assert_eq!(passed(&app, peer, "a", None, 4).await.0, 1);
+    assert_eq!(passed(&app, peer, "b", Some("pro"), 4).await.0, 3);
+    assert_eq!(passed(&app, peer, "internal", None, 4).await.0, 4);
+    assert_eq!(passed(&app, peer, "banned", None, 4).await.0, 0);
+
+    let unknown: LimitsConfig = toml::from_str(
+        r#"
+        [policies.free]
+        rules = [{ name = "api", algorithm = "fixed_window", limit = 1, period = "1min" }]
+        [routes.api]
+        policy = "free"
+        plans = { pro = "nope" }
+        key = { header = "x-client" }
+        "#,
+    )
+    .unwrap();
+    assert_eq!(
+        unknown.build().unwrap_err().to_string(),
+        r#"`routes.api.plans.pro`: no policy named "nope" (there are "free")"#
+    );
+}

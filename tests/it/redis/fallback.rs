@@ -1,0 +1,183 @@
+//! The Redis store's fallback: while Redis fails, a local store decides with each quota divided
+//! by the number of instances, and says so; a breaker stops calling a dead or frozen Redis, then
+//! lets a single call probe it, and limiting returns to Redis by itself.
+
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::routing::get;
+use http::StatusCode;
+use tower_redis_ratelimit::admission::FailureMode;
+use tower_redis_ratelimit::key::{HeaderKey, Key};
+use tower_redis_ratelimit::store::Fallback;
+use tower_redis_ratelimit::{Policy, Quota, RateLimitLayer, RedisStore, Rule, Store};
+
+use crate::support::{RedisServer, eventually, header, timed_get};
+
+const PEER: &str = "203.0.113.7:4000";
+const COOL_DOWN: Duration = Duration::from_millis(500);
+
+fn store(redis: &RedisServer) -> RedisStore {
+    RedisStore::builder(&redis.url())
+        .reconnect_backoff(Duration::from_millis(20), Duration::from_millis(100))
+        .stale_after(Duration::from_secs(30))
+        .fallback(
+            Fallback::new(2)
+                .timeout(Duration::from_millis(50))
+                .failures(3)
+                .cool_down(COOL_DOWN),
+        )
+        .build()
+        .unwrap()
+}
+
+fn policy() -> Policy {
+    Policy::try_from(Rule::fixed_window("api", Quota::per_minute(10))).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_redis_is_down_a_share_of_the_quota_is_decided_locally_and_the_response_says_so() {
+    let mut redis = RedisServer::start();
+    let layer = RateLimitLayer::builder()
+        .rule(Rule::fixed_window("api", Quota::per_minute(10)))
+        .key(HeaderKey::new("x-client"))
+        .store(store(&redis))
+        // The fallback answers instead of the failure mode: no 503 while it decides.
+        .failure_mode(FailureMode::Closed)
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer);
+    let get = |client: &'static str| {
+        let app = app.clone();
+        async move { timed_get(&app, "/", PEER, &[("x-client", client)]).await.0 }
+    };
+    let response = get("a").await;
+    assert_eq!(header(&response, "rate-limiting-state"), "Allow");
+
+    redis.kill();
+    // Two instances share the quota of 10: this one admits 5 of a new client, then refuses,
+    // every answer marked as degraded.
+    for used in 1..=5 {
+        let response = get("b").await;
+        assert_eq!(response.status(), StatusCode::OK, "request {used}");
+        assert_eq!(header(&response, "rate-limiting-state"), "Degraded");
+        assert_eq!(
+            header(&response, "rate-limiting-total-requests"),
+            used.to_string()
+        );
+        assert_eq!(
+            header(&response, "ratelimit"),
+            format!("\"api\";r={};t=60", 5 - used)
+        );
+    }
+    let refused = get("b").await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&refused, "rate-limiting-state"), "Degraded");
+
+    // Redis returns: after the cool-down, a probe finds it, and decisions are Redis's again.
+    redis.restart();
+    eventually(
+        Duration::from_secs(10),
+        "decisions from Redis again",
+        || async { header(&get("c").await, "rate-limiting-state") == "Allow" },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_redis_costs_no_latency_once_the_breaker_opens_and_one_call_probes_its_return() {
+    let redis = RedisServer::start();
+    let store = store(&redis);
+    let key = Key::from("client");
+    assert!(!store.check(&key, &policy(), 1).await.unwrap().is_degraded());
+
+    // A frozen Redis answers nothing: the first calls wait for the fallback's timeout (50 ms),
+    // then the breaker opens and the fallback answers at once.
+    redis.freeze();
+    for _ in 0..3 {
+        let started = Instant::now();
+        let decision = store.check(&key, &policy(), 1).await.unwrap();
+        assert!(decision.is_degraded());
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    let started = Instant::now();
+    for _ in 0..100 {
+        let decision = store
+            .check(&Key::from("other"), &policy(), 0)
+            .await
+            .unwrap();
+        assert!(decision.is_degraded());
+    }
+    assert!(
+        started.elapsed() < Duration::from_millis(100),
+        "100 decisions with the breaker open took {:?}: they waited for Redis",
+        started.elapsed()
+    );
+
+    // After the cool-down, many concurrent requests while Redis is still frozen: one of them
+    // probes Redis (and waits the fallback's timeout), the others are answered at once; so when
+    // Redis returns it meets one call, not a stampede.
+    tokio::time::sleep(COOL_DOWN).await;
+    let burst: Vec<_> = (0..50)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let started = Instant::now();
+                let decision = store
+                    .check(&Key::from(format!("burst-{i}")), &policy(), 1)
+                    .await
+                    .unwrap();
+                assert!(decision.is_degraded());
+                started.elapsed()
+            })
+        })
+        .collect();
+    let mut waited = 0;
+    for task in burst {
+        if task.await.unwrap() >= Duration::from_millis(50) {
+            waited += 1;
+        }
+    }
+    assert_eq!(waited, 1, "requests that called the frozen Redis");
+
+    // Redis thaws: the next probe finds it, and decisions are Redis's again.
+    redis.thaw();
+    eventually(
+        Duration::from_secs(5),
+        "every decision from Redis again",
+        || async {
+            !store
+                .check(&Key::from("after"), &policy(), 1)
+                .await
+                .unwrap()
+                .is_degraded()
+        },
+    )
+    .await;
+}
+
+#[test]
+fn bad_fallback_settings_are_refused_with_what_is_wrong() {
+    for (fallback, expected) in [
+        (Fallback::new(0), "at least 1 instance"),
+        (Fallback::new(2).timeout(Duration::ZERO), "timeout is zero"),
+        (Fallback::new(2).failures(0), "at least 1 failure"),
+        (
+            Fallback::new(2).cool_down(Duration::ZERO),
+            "cool-down is zero",
+        ),
+    ] {
+        let error = RedisStore::builder("redis://127.0.0.1:6379")
+            .fallback(fallback)
+            .build()
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(expected), "{error:?} lacks {expected:?}");
+    }
+}

@@ -1,0 +1,260 @@
+//! Quota leases: a hot key's quota reserved a slice at a time and spent in process. The fleet
+//! never spends more than Redis granted (exact counts once unspent units are given back), a hot
+//! key costs Redis a few calls instead of one per request, and what leases cannot hold exactly
+//! is decided by Redis.
+
+use std::time::Duration;
+
+use tower_redis_ratelimit::clock::ManualClock;
+use tower_redis_ratelimit::key::Key;
+use tower_redis_ratelimit::store::QuotaLeases;
+use tower_redis_ratelimit::{Policy, Quota, RedisStore, Rule, Store};
+
+use crate::support::{RedisServer, eventually};
+
+/// 2023-11-14T22:13:20Z, in µs.
+const T0: u64 = 1_700_000_000_000_000;
+
+fn store(server: &RedisServer, clock: &ManualClock, leases: QuotaLeases) -> RedisStore {
+    RedisStore::builder(&server.url())
+        .prefix("leased")
+        .clock(clock.clone())
+        .quota_leases(leases)
+        .build()
+        .unwrap()
+}
+
+/// `calls=N` of `cmdstat_evalsha`, or 0 before the first call.
+fn calls(server: &RedisServer) -> u64 {
+    server
+        .cli(&["INFO", "commandstats"])
+        .lines()
+        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|calls| calls.parse().ok())
+        .unwrap_or(0)
+}
+
+fn policy(rule: Rule) -> Policy {
+    Policy::try_from(rule).unwrap()
+}
+
+/// Checks `key` `n` times with cost 1; how many were admitted.
+async fn admitted(store: &RedisStore, key: &str, policy: &Policy, n: usize) -> u64 {
+    let key = Key::from(key);
+    let mut admitted = 0;
+    for _ in 0..n {
+        if store.check(&key, policy, 1).await.unwrap().is_allowed() {
+            admitted += 1;
+        }
+    }
+    admitted
+}
+
+/// What Redis says is in use for `key` (a cost-0 check on a store without leases).
+async fn used_in_redis(
+    server: &RedisServer,
+    clock: &ManualClock,
+    key: &str,
+    policy: &Policy,
+) -> u64 {
+    let exact = RedisStore::builder(&server.url())
+        .prefix("leased")
+        .clock(clock.clone())
+        .denial_cache(0)
+        .build()
+        .unwrap();
+    exact
+        .check(&Key::from(key), policy, 0)
+        .await
+        .unwrap()
+        .used()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hot_key_costs_redis_a_few_calls_not_one_per_request() {
+    let server = RedisServer::start();
+    let clock = ManualClock::new(T0);
+    let store = store(&server, &clock, QuotaLeases::default());
+    let policy = policy(Rule::fixed_window("api", Quota::per_minute(100_000)));
+    let before = calls(&server);
+    let key = Key::from("hot");
+    for n in 1..=5_000 {
+        let decision = store.check(&key, &policy, 1).await.unwrap();
+        assert!(decision.is_allowed());
+        // One instance: what its slices hold is what Redis would still admit, so the counts are
+        // Redis's own.
+        assert_eq!((decision.used(), decision.remaining()), (n, 100_000 - n));
+    }
+    // The slices double as the key proves hot (2, 4, ... units), then follow its demand; every
+    // call, grants in the background included, is counted.
+    let spent = calls(&server) - before;
+    assert!(spent <= 100, "{spent} calls for 5,000 requests");
+    // Every unit Redis counts was spent, or is held here and goes back on shutdown.
+    store.return_leases().await.unwrap();
+    assert_eq!(used_in_redis(&server, &clock, "hot", &policy).await, 5_000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_sharing_a_key_never_admit_more_than_the_quota() {
+    let server = RedisServer::start();
+    let clock = ManualClock::new(T0);
+    let leases = QuotaLeases::default().max_share(0.1);
+    for rule in [
+        Rule::fixed_window("fw", Quota::per_minute(1_000)),
+        Rule::gcra("gcra", Quota::per_minute(1_000).with_burst(1_000)),
+        Rule::token_bucket("tb", Quota::per_minute(1_000).with_burst(1_000)),
+    ] {
+        let policy = policy(rule);
+        let instances: Vec<RedisStore> = (0..4)
+            .map(|_| store(&server, &clock, leases.clone()))
+            .collect();
+        // The clock stands still: nothing comes back with time, so the quota is 1,000 in all.
+        let tasks: Vec<_> = instances
+            .iter()
+            .map(|store| {
+                let (store, policy) = (store.clone(), policy.clone());
+                tokio::spawn(async move { admitted(&store, "shared", &policy, 600).await })
+            })
+            .collect();
+        let mut total = 0;
+        for task in tasks {
+            total += task.await.unwrap();
+        }
+        let name = policy.rules()[0].name().to_owned();
+        assert!(total <= 1_000, "{name}: {total} admitted");
+        // Under-admission is bounded by the slices others hold: 4 instances × 10% of 1,000.
+        assert!(total >= 1_000 - 4 * 100, "{name}: only {total} admitted");
+        for store in &instances {
+            store.return_leases().await.unwrap();
+        }
+        // Once every unspent unit is back, Redis counts exactly what was admitted.
+        assert_eq!(
+            used_in_redis(&server, &clock, "shared", &policy).await,
+            total,
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unspent_units_go_back_when_a_lease_expires() {
+    let server = RedisServer::start();
+    let clock = ManualClock::new(T0);
+    let store = store(
+        &server,
+        &clock,
+        QuotaLeases::default().lifetime(Duration::from_millis(100)),
+    );
+    let policy = policy(Rule::gcra("api", Quota::per_hour(1_000).with_burst(1_000)));
+    assert_eq!(admitted(&store, "quiet", &policy, 50).await, 50);
+    // Slices hold more than was spent...
+    let held = used_in_redis(&server, &clock, "quiet", &policy).await;
+    assert!(held > 50, "nothing reserved beyond what was spent: {held}");
+    // ...until their lifetime ends: the background sweep gives the rest back. GCRA drains by
+    // one unit every 3.6 s: 100 ms later, Redis holds exactly what was spent.
+    clock.advance(Duration::from_millis(100));
+    eventually(
+        Duration::from_secs(5),
+        "unspent units given back",
+        || async { used_in_redis(&server, &clock, "quiet", &policy).await == 50 },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fixed_window_lease_ends_with_its_window() {
+    let server = RedisServer::start();
+    let clock = ManualClock::new(T0);
+    let store = store(
+        &server,
+        &clock,
+        QuotaLeases::default()
+            .lifetime(Duration::from_secs(60))
+            .max_share(1.0),
+    );
+    let policy = policy(Rule::fixed_window(
+        "api",
+        Quota::new(100, Duration::from_secs(1)),
+    ));
+    assert_eq!(admitted(&store, "k", &policy, 100).await, 100);
+    assert_eq!(admitted(&store, "k", &policy, 10).await, 0);
+    // The next window: units reserved in the last one are not spent in it, and it admits its
+    // own 100 exactly.
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(admitted(&store, "k", &policy, 150).await, 100);
+    store.return_leases().await.unwrap();
+    assert_eq!(used_in_redis(&server, &clock, "k", &policy).await, 100);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sliding_algorithms_are_decided_by_redis_one_call_per_request() {
+    let server = RedisServer::start();
+    let clock = ManualClock::new(T0);
+    let store = store(&server, &clock, QuotaLeases::default());
+    for rule in [
+        Rule::sliding_log("log", Quota::per_minute(1_000)),
+        Rule::sliding_window("sw", Quota::per_minute(1_000), 60),
+    ] {
+        let policy = policy(rule);
+        admitted(&store, "warm", &policy, 1).await;
+        let before = calls(&server);
+        assert_eq!(admitted(&store, "k", &policy, 200).await, 200);
+        assert_eq!(calls(&server) - before, 200);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_denied_by_redis_answers_as_redis_would() {
+    let server = RedisServer::start();
+    let clock = ManualClock::new(T0);
+    let leased = store(&server, &clock, QuotaLeases::default().max_share(1.0));
+    let policy = policy(Rule::fixed_window(
+        "api",
+        Quota::new(10, Duration::from_secs(10)),
+    ));
+    assert_eq!(admitted(&leased, "k", &policy, 10).await, 10);
+    let denied = leased.check(&Key::from("k"), &policy, 1).await.unwrap();
+    assert!(!denied.is_allowed());
+    assert_eq!(denied.remaining(), 0);
+    assert_eq!(denied.used(), 10);
+    assert_eq!(denied.retry_after(), Some(Duration::from_secs(10)));
+    // A request that can never pass is told so.
+    let never = leased.check(&Key::from("k"), &policy, 11).await.unwrap();
+    assert_eq!(never.retry_after(), None);
+    assert!(!never.is_allowed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_fails_grants_promptly_and_leasing_resumes_after_it() {
+    let mut server = RedisServer::start();
+    let clock = ManualClock::new(T0);
+    let store = store(&server, &clock, QuotaLeases::default());
+    let policy = policy(Rule::token_bucket(
+        "api",
+        Quota::per_minute(10_000).with_burst(10_000),
+    ));
+    assert_eq!(admitted(&store, "k", &policy, 100).await, 100);
+    server.kill();
+    // Slices already held keep answering; once spent, the next grant fails at once.
+    let key = Key::from("k");
+    let mut failed = false;
+    for _ in 0..10_000 {
+        let answer = tokio::time::timeout(Duration::from_secs(3), store.check(&key, &policy, 1))
+            .await
+            .expect("a check during an outage must not hang");
+        if answer.is_err() {
+            failed = true;
+            break;
+        }
+    }
+    assert!(failed, "held slices cannot cover 10,000 requests");
+    server.restart();
+    eventually(Duration::from_secs(10), "leases resume", || async {
+        store
+            .check(&key, &policy, 1)
+            .await
+            .is_ok_and(|d| d.is_allowed())
+    })
+    .await;
+}

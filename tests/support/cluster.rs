@@ -1,0 +1,246 @@
+//! A real Redis Cluster for one test: three primaries and a replica each, on free ports, started
+//! with `redis-server --cluster-enabled yes` and joined with `redis-cli --cluster create`, torn
+//! down with its processes (SIGKILL by PID) and its directory.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use super::{RedisServer, find_binary};
+
+/// How long a primary may be unreachable before its replica takes over: short, so failover tests
+/// take seconds.
+const NODE_TIMEOUT_MS: u64 = 1_000;
+
+pub(crate) struct RedisCluster {
+    nodes: Vec<RedisServer>,
+    dir: PathBuf,
+}
+
+impl RedisCluster {
+    /// Three primaries with one replica each, every slot served, every replica in sync.
+    pub(crate) fn start() -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "trr-cluster-{}-{}",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        std::fs::create_dir_all(&dir).expect("a directory for the cluster's nodes.conf files");
+        let nodes: Vec<RedisServer> = (0..6)
+            .map(|_| {
+                RedisServer::start_with(
+                    vec![
+                        "--cluster-enabled".into(),
+                        "yes".into(),
+                        "--cluster-node-timeout".into(),
+                        NODE_TIMEOUT_MS.to_string(),
+                        // Unique within the directory, and kept across a restart of the node.
+                        "--cluster-config-file".into(),
+                        format!("nodes-{}.conf", fastrand::u64(..)),
+                    ],
+                    Some(dir.clone()),
+                    cluster_port,
+                )
+            })
+            .collect();
+        let cluster = RedisCluster { nodes, dir };
+        let addresses: Vec<String> = cluster
+            .nodes
+            .iter()
+            .map(|node| format!("127.0.0.1:{}", node.port()))
+            .collect();
+        let output = Command::new(find_binary("redis-cli"))
+            .arg("--cluster")
+            .arg("create")
+            .args(&addresses)
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .output()
+            .expect("redis-cli runs");
+        assert!(
+            output.status.success(),
+            "redis-cli --cluster create failed: {}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+        cluster.wait_until_ready(Duration::from_secs(30));
+        cluster
+    }
+
+    /// Every node's URL.
+    pub(crate) fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+
+    /// The URLs as `REDIS_CLUSTER_URLS` takes them: comma-separated.
+    pub(crate) fn urls_joined(&self) -> String {
+        self.urls().join(",")
+    }
+
+    /// The node at `index` (0 to 5).
+    pub(crate) fn node(&self, index: usize) -> &RedisServer {
+        &self.nodes[index]
+    }
+
+    /// The indexes of the running primaries.
+    pub(crate) fn primaries(&self) -> Vec<usize> {
+        (0..self.nodes.len())
+            .filter(|&index| self.nodes[index].child.is_some())
+            .filter(|&index| self.nodes[index].cli(&["ROLE"]).starts_with("master"))
+            .collect()
+    }
+
+    /// `key`'s slot, as the cluster computes it.
+    pub(crate) fn keyslot(&self, key: &str) -> u16 {
+        self.any_live()
+            .cli(&["CLUSTER", "KEYSLOT", key])
+            .parse()
+            .expect("a slot number")
+    }
+
+    /// The running primary serving `key`'s slot.
+    pub(crate) fn primary_for(&self, key: &str) -> usize {
+        let slot = self.keyslot(key);
+        self.primaries()
+            .into_iter()
+            .find(|&index| self.owns_slot(index, slot))
+            .expect("a primary for every slot")
+    }
+
+    /// Kills node `index` (SIGKILL): its replica takes over after the node timeout.
+    pub(crate) fn kill(&mut self, index: usize) {
+        self.nodes[index].kill();
+    }
+
+    /// Starts node `index` again with its nodes.conf: it rejoins the cluster (as a replica of
+    /// whoever took its slots over).
+    pub(crate) fn restart(&mut self, index: usize) {
+        self.nodes[index].restart();
+    }
+
+    /// Waits until every running node sees the cluster as ok, every slot served, and every running
+    /// replica in sync with its primary.
+    pub(crate) fn wait_until_ready(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            if self.is_ready() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the cluster was not ready within {within:?}: {}",
+                self.any_live().cli(&["CLUSTER", "INFO"])
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Moves `slots` slots from the primary at `from` to the primary at `to`
+    /// (`redis-cli --cluster reshard`), keys included, while clients keep running.
+    pub(crate) fn reshard(&self, from: usize, to: usize, slots: u32) {
+        let output = Command::new(find_binary("redis-cli"))
+            .args(["--cluster", "reshard"])
+            .arg(format!("127.0.0.1:{}", self.nodes[to].port()))
+            .args(["--cluster-from", &self.node_id(from)])
+            .args(["--cluster-to", &self.node_id(to)])
+            .args(["--cluster-slots", &slots.to_string(), "--cluster-yes"])
+            .output()
+            .expect("redis-cli runs");
+        assert!(
+            output.status.success(),
+            "redis-cli --cluster reshard failed: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    /// How many slots the node at `index` serves.
+    pub(crate) fn slot_count(&self, index: usize) -> u32 {
+        self.slot_ranges(index)
+            .iter()
+            .map(|(start, end)| u32::from(end - start) + 1)
+            .sum()
+    }
+
+    fn is_ready(&self) -> bool {
+        let live: Vec<&RedisServer> = self.nodes.iter().filter(|n| n.child.is_some()).collect();
+        let ok = live.iter().all(|node| {
+            let info = node.cli(&["CLUSTER", "INFO"]);
+            info.contains("cluster_state:ok") && info.contains("cluster_slots_ok:16384")
+        });
+        ok && live.iter().all(|node| {
+            let replication = node.cli(&["INFO", "replication"]);
+            replication.contains("role:master") || replication.contains("master_link_status:up")
+        })
+    }
+
+    fn any_live(&self) -> &RedisServer {
+        self.nodes
+            .iter()
+            .find(|node| node.child.is_some())
+            .expect("a running node")
+    }
+
+    fn node_id(&self, index: usize) -> String {
+        self.nodes[index].cli(&["CLUSTER", "MYID"])
+    }
+
+    fn owns_slot(&self, index: usize, slot: u16) -> bool {
+        self.slot_ranges(index)
+            .iter()
+            .any(|&(start, end)| (start..=end).contains(&slot))
+    }
+
+    /// The slot ranges the node at `index` serves, from its own `CLUSTER NODES` line.
+    fn slot_ranges(&self, index: usize) -> Vec<(u16, u16)> {
+        let nodes = self.nodes[index].cli(&["CLUSTER", "NODES"]);
+        let Some(line) = nodes.lines().find(|line| line.contains("myself")) else {
+            return Vec::new();
+        };
+        line.split_whitespace()
+            .skip(8)
+            .filter(|field| !field.starts_with('['))
+            .filter_map(|field| match field.split_once('-') {
+                Some((start, end)) => Some((start.parse().ok()?, end.parse().ok()?)),
+                None => field.parse().ok().map(|slot| (slot, slot)),
+            })
+            .collect()
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            node.kill();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A free port whose cluster bus port (the port + 10000) is free too, both below Linux's
+/// ephemeral range (32768 and up by default): a node killed and restarted on its port must find
+/// it free, and an outgoing connection may take an ephemeral port while the node is down.
+fn cluster_port() -> u16 {
+    loop {
+        let port = fastrand::u16(20_000..22_768);
+        let free = |port: u16| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
+        if free(port) && free(port + 10_000) {
+            return port;
+        }
+    }
+}
+
+/// The cluster slot of a key whose hash tag is all of `tag` (CRC16/XMODEM modulo 16384, as Redis
+/// computes it).
+pub(crate) fn slot(tag: &str) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in tag.as_bytes() {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16_384
+}
