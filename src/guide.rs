@@ -21,6 +21,11 @@ pub mod configuration {}
 #[doc = include_str!("../docs/operations.md")]
 pub mod operations {}
 
+/// The rate-limiting reverse proxy (`examples/proxy`): the limits of a file in front of a
+/// service in any language; streaming, forwarding headers, WebSockets, reload and shutdown.
+#[doc = include_str!("../docs/proxy.md")]
+pub mod proxy {}
+
 /// Observability: the metrics recorded through the `metrics` facade, and the logs.
 #[doc = include_str!("../docs/observability.md")]
 pub mod observability {}

@@ -65,6 +65,23 @@ pub(crate) enum Next<B, H> {
 }
 
 impl<A: Admit> Core<A> {
+    /// The span of one decision, at debug level: the store's work and the decision are logged in
+    /// it. Below debug it is none, at the cost of one level check: `debug_span!` alone costs more
+    /// when its callsite is off, since with `tracing`'s `log` feature (which axum turns on) it
+    /// then asks `log` too.
+    #[inline]
+    pub(crate) fn span(&self) -> tracing::Span {
+        if tracing::level_enabled!(tracing::Level::DEBUG) {
+            tracing::debug_span!(
+                "admission",
+                limiting = A::LIMITING,
+                policy = ?self.admit.names()
+            )
+        } else {
+            tracing::Span::none()
+        }
+    }
+
     /// The request's key, or what to do without one.
     #[inline]
     pub(crate) fn key(&self, parts: &Parts) -> Keyed<A::Key> {
@@ -94,6 +111,9 @@ impl<A: Admit> Core<A> {
             }
             Err(err) => {
                 crate::telemetry::store_error(A::LIMITING);
+                if tracing::level_enabled!(tracing::Level::DEBUG) {
+                    tracing::debug!(error = %err, "the store failed");
+                }
                 let policy = self.admit.failed(pending, &err);
                 match &self.on_failure {
                     OnFailure::Open => {
@@ -115,6 +135,10 @@ impl<A: Admit> Core<A> {
     /// Carries out a verdict on `request`.
     #[inline]
     pub(crate) fn follow<B>(&self, verdict: Verdict<A>, request: Request<B>) -> Next<B, A::Held> {
+        if tracing::level_enabled!(tracing::Level::DEBUG) {
+            let admitted = matches!(verdict.outcome, Outcome::Pass(_));
+            tracing::debug!(admitted, "decided");
+        }
         match verdict.outcome {
             Outcome::Pass(held) => Next::Pass(
                 request,

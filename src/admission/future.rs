@@ -49,6 +49,8 @@ pin_project! {
             inner: Option<S>,
             request: Option<Request<B>>,
             core: Arc<Core<A>>,
+            // The decision's span, entered while the store is polled and the answer settled.
+            span: tracing::Span,
         },
         // The service is handling the request; its response gets the stamp, its body what the
         // request holds.
@@ -76,6 +78,7 @@ where
         inner: S,
         request: Request<B>,
         core: Arc<Core<A>>,
+        span: tracing::Span,
     ) -> Self {
         let answer = Deadline::new(answer, core.deadline, A::LIMITING);
         let state = State::Checking {
@@ -84,6 +87,7 @@ where
             inner: Some(inner),
             request: Some(request),
             core,
+            span,
         };
         Self { state }
     }
@@ -149,7 +153,9 @@ where
                     inner,
                     request,
                     core,
+                    span,
                 } => {
+                    let entered = span.enter();
                     let result = ready!(answer.poll(cx));
                     let (Some(pending), Some(mut inner), Some(request)) =
                         (pending.take(), inner.take(), request.take())
@@ -157,6 +163,7 @@ where
                         unreachable!("the checking state is left as soon as the store answers")
                     };
                     let next = core.settle(result, pending, request);
+                    drop(entered);
                     state.set(State::after(next, &mut inner));
                 }
                 StateProj::Calling {

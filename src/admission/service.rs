@@ -90,19 +90,25 @@ where
             }
             Keyed::Refused(response) => return ResponseFuture::rejected(response),
         };
+        let span = core.span();
+        let entered = span.enter();
         let (mut answer, pending) = core.admit.check(key, &mut parts);
         let request = Request::from_parts(parts, body);
         match answer.take_ready() {
             // Answered at once (an in-process store, a shedder): no clone of the service, no timer.
             Some(result) => {
-                ResponseFuture::next(core.settle(result, pending, request), &mut self.inner)
+                let next = core.settle(result, pending, request);
+                drop(entered);
+                ResponseFuture::next(next, &mut self.inner)
             }
             None => {
+                drop(entered);
                 // The ready service goes into the future; this one keeps a fresh clone, which
                 // will be polled ready before its next call.
                 let clone = self.inner.clone();
                 let inner = std::mem::replace(&mut self.inner, clone);
-                ResponseFuture::checking(answer, pending, inner, request, self.core.clone())
+                let core = self.core.clone();
+                ResponseFuture::checking(answer, pending, inner, request, core, span)
             }
         }
     }

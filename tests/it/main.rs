@@ -15,6 +15,7 @@ mod client_told;
 mod concurrency;
 mod config;
 mod conformance;
+mod decision_log;
 mod failure_log;
 mod grpc;
 mod handlers;

@@ -426,3 +426,44 @@ async fn sigterm_finishes_what_is_in_flight_then_exits() {
     };
     assert!(status.success(), "{status}");
 }
+
+/// `examples/proxy/proxy.toml`, the file README and `docs/proxy.md` show, runs as documented.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_configuration_runs() {
+    let upstream = upstream().await;
+    let example = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/proxy/proxy.toml"),
+    )
+    .unwrap();
+    let config = example
+        .replace(r#"listen = "127.0.0.1:8080""#, r#"listen = "127.0.0.1:0""#)
+        .replace(
+            r#"upstream = "http://127.0.0.1:3000""#,
+            &format!(r#"upstream = "http://{upstream}""#),
+        );
+    assert_ne!(
+        config, example,
+        "the example's listen and upstream lines changed"
+    );
+    let proxy = Proxy::start(&config);
+    // The API: a GCRA burst of 20 and an hourly window of 5000 per key.
+    let response = get_with(&proxy.url("/api/echo"), &[("x-api-key", "ex")]).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["ratelimit-policy"],
+        "\"api-burst\";q=20;w=2, \"api-hourly\";q=5000;w=3600"
+    );
+    // Login: 5 a minute per client address, then 429.
+    for _ in 0..5 {
+        assert_eq!(
+            reqwest::get(proxy.url("/login")).await.unwrap().status(),
+            404
+        );
+    }
+    let refused = reqwest::get(proxy.url("/login")).await.unwrap();
+    assert_eq!(refused.status(), 429);
+    assert_eq!(
+        refused.headers()["content-type"],
+        "application/problem+json"
+    );
+}
