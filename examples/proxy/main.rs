@@ -4,8 +4,9 @@
 //! limits of a configuration file apply to its routes (a sidecar, or a gateway).
 //!
 //! The file (TOML) holds a `[proxy]` table and the crate's limits (`stores`, `policies`,
-//! `routes`, `shadow`: see `docs/configuration.md`); each route's `paths` are the path prefixes
-//! it limits, the longest matching prefix wins, and other paths pass unlimited:
+//! `routes`, `concurrency`, `shadow`: see `docs/configuration.md`); each route's and concurrency
+//! limit's `paths` are the path prefixes it limits, the longest matching prefix wins, and other
+//! paths pass unlimited:
 //!
 //! ```toml
 //! [proxy]
@@ -37,7 +38,8 @@
 //! - SIGTERM or Ctrl-C: stop accepting, finish what is in flight, exit.
 //!
 //! The first line on stdout says where it listens, e.g.
-//! `proxy: listening on http://127.0.0.1:8080, upstream http://127.0.0.1:3000, 1 routes`.
+//! `proxy: listening on http://127.0.0.1:8080, upstream http://127.0.0.1:3000, 1 routes, 0
+//! concurrency limits`.
 
 mod config;
 mod forward;
@@ -59,53 +61,59 @@ use crate::forward::Forward;
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type Proxied = BoxCloneSyncService<Request<Body>, Response<Body>, Infallible>;
 
-/// The services of one configuration: a limited one per route, the upstream itself for other
-/// paths, and the WebSocket limit.
+/// The services of one configuration: the upstream, behind each request's limits.
 struct Routes {
     loaded: Loaded,
-    by_route: std::collections::HashMap<String, Proxied>,
-    unlimited: Proxied,
+    upstream: Proxied,
 }
 
 impl Routes {
     fn new(loaded: Loaded, forward: &Forward) -> Self {
-        let unlimited = Proxied::new(forward.clone());
-        let by_route = loaded
-            .limits
-            .layers()
-            .map(|(name, layer)| {
-                let service = layer
-                    .clone()
-                    .layer(forward.clone())
-                    .map_response(|response| response.map(Body::new));
-                (name.to_owned(), Proxied::new(service))
-            })
-            .collect();
         Self {
             loaded,
-            by_route,
-            unlimited,
+            upstream: Proxied::new(forward.clone()),
         }
     }
 
-    /// The service for `request`: its route's, behind the WebSocket limit for an upgrade.
+    /// The service for `request`: the upstream behind its path's concurrency limit, the
+    /// WebSocket limit for an upgrade, and its path's rate limit, outermost (refusing is cheapest
+    /// there). Layering is a few reference counts and a box per request.
     fn service(&self, request: &Request<Body>) -> Proxied {
-        let routed = self
-            .loaded
-            .limits
-            .route_for(request.uri().path())
-            .and_then(|(name, _)| self.by_route.get(name))
-            .unwrap_or(&self.unlimited)
-            .clone();
-        match &self.loaded.websockets {
-            Some(limit) if forward::is_upgrade(request) => Proxied::new(
-                limit
-                    .layer(routed)
-                    .map_response(|response| response.map(Body::new)),
-            ),
-            _ => routed,
+        let path = request.uri().path();
+        let limits = &self.loaded.limits;
+        let mut service = self.upstream.clone();
+        if let Some((_, limit)) = limits.concurrency_for(path) {
+            service = limited(limit, service);
         }
+        if let Some(limit) = &self.loaded.websockets
+            && forward::is_upgrade(request)
+        {
+            service = limited(limit, service);
+        }
+        if let Some((_, layer)) = limits.route_for(path) {
+            service = limited(layer, service);
+        }
+        service
     }
+}
+
+/// `service` behind `layer`, boxed again.
+fn limited<L, B>(layer: &L, service: Proxied) -> Proxied
+where
+    L: Layer<Proxied>,
+    L::Service: tower::Service<Request<Body>, Response = Response<B>, Error = Infallible>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    <L::Service as tower::Service<Request<Body>>>::Future: Send + 'static,
+    B: http_body::Body<Data = axum::body::Bytes, Error: Into<BoxError>> + Send + 'static,
+{
+    Proxied::new(
+        layer
+            .layer(service)
+            .map_response(|response| response.map(Body::new)),
+    )
 }
 
 type Shared = Arc<RwLock<Arc<Routes>>>;
@@ -149,12 +157,13 @@ async fn run(path: String) -> Result<(), BoxError> {
     }
     let forward = Forward::new(&upstream)?;
     let routes = loaded.limits.layers().count();
+    let concurrency = loaded.limits.concurrency_layers().count();
     let shared: Shared = Arc::new(RwLock::new(Arc::new(Routes::new(loaded, &forward))));
     tokio::spawn(reload_on_hangup(path, shared.clone(), forward));
 
     let listener = tokio::net::TcpListener::bind(listen).await?;
     println!(
-        "proxy: listening on http://{}, upstream {upstream}, {routes} routes",
+        "proxy: listening on http://{}, upstream {upstream}, {routes} routes, {concurrency} concurrency limits",
         listener.local_addr()?
     );
     let app = Router::new().fallback(proxy).with_state(shared);

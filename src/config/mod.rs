@@ -1,6 +1,6 @@
-//! Limits from a configuration file: stores, named policies, keys and routes, deserialized with
-//! serde from TOML, YAML, JSON or anything serde reads, validated with the exact field named,
-//! and built into the same layers as code builds.
+//! Limits from a configuration file: stores, named policies, keys, routes and concurrency limits,
+//! deserialized with serde from TOML, YAML, JSON or anything serde reads, validated with the
+//! exact field named, and built into the same layers as code builds.
 //!
 //! ```
 //! use tower_redis_ratelimit::config::LimitsConfig;
@@ -35,26 +35,32 @@
 //! [`guide::configuration`](crate::guide::configuration) (`docs/configuration.md`) is the
 //! reference.
 
+mod concurrency;
 mod duration;
 mod key;
+mod paths;
 mod policy;
 mod route;
 mod store;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use serde::Deserialize;
 
+pub use self::concurrency::ConcurrencyConfig;
 pub use self::key::{ClientIpConfig, KeyConfig};
+use self::paths::Paths;
 pub use self::policy::{AlgorithmName, PolicyConfig, RuleConfig};
 pub use self::route::{FailureModeName, HeaderFamilyName, ListConfig, MissingKeyName, RouteConfig};
+use self::store::BuiltStore;
 pub use self::store::{FallbackConfig, LeasesConfig, StoreConfig, StoreKind};
+#[cfg(feature = "concurrency")]
+use crate::concurrency::ConcurrencyLimitLayer;
 use crate::error::ConfigError;
 use crate::key::Exemptions;
 use crate::policy::Policy;
 use crate::rate::{RateLimitLayer, ShadowSwitch};
-use crate::store::{MemoryStore, Store};
+use crate::store::MemoryStore;
 
 /// A whole set-up of limits, as a configuration file holds it.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -69,24 +75,31 @@ pub struct LimitsConfig {
     /// Routes (or groups of routes) by name.
     #[serde(default)]
     pub routes: BTreeMap<String, RouteConfig>,
+    /// Concurrency limits by name (the crate's `concurrency` feature).
+    #[serde(default)]
+    pub concurrency: BTreeMap<String, ConcurrencyConfig>,
     /// Every route in shadow mode at first (default `false`); [`Limits::shadow_switch`] turns
     /// them all on or off at run time.
     #[serde(default)]
     pub shadow: bool,
 }
 
-/// Built limits: a layer per route, and which paths each applies to.
+/// Built limits: a layer per route and per concurrency limit, and which paths each applies to.
 #[derive(Clone)]
 pub struct Limits {
     layers: BTreeMap<String, RateLimitLayer>,
     shadow: ShadowSwitch,
-    /// Path prefixes and their route, longest prefix first.
-    paths: Vec<(String, String)>,
+    paths: Paths,
+    #[cfg(feature = "concurrency")]
+    concurrency: BTreeMap<String, ConcurrencyLimitLayer>,
+    #[cfg(feature = "concurrency")]
+    concurrency_paths: Paths,
 }
 
 impl LimitsConfig {
     /// Validates everything and builds the stores (once each, shared by the routes naming them),
-    /// the policies and a layer per route. Stores do not connect until their first decision.
+    /// the policies and a layer per route and per concurrency limit. Stores do not connect until
+    /// their first decision.
     pub fn build(&self) -> Result<Limits, ConfigError> {
         let stores = self
             .stores
@@ -98,55 +111,87 @@ impl LimitsConfig {
             .iter()
             .map(|(name, policy)| Ok((name.clone(), policy.build(&format!("policies.{name}"))?)))
             .collect::<Result<BTreeMap<_, _>, ConfigError>>()?;
-        let default_store: Option<Arc<dyn Store>> = match stores.len() {
-            0 => Some(Arc::new(MemoryStore::new())),
+        let default_store = match stores.len() {
+            0 => Some(BuiltStore::new(MemoryStore::new())),
             1 => stores.values().next().cloned(),
             _ => None,
         };
         let shadow = ShadowSwitch::new(self.shadow);
+        let built = Built {
+            stores: &stores,
+            policies: &policies,
+            default_store: default_store.as_ref(),
+            shadow: &shadow,
+        };
         let mut layers = BTreeMap::new();
-        let mut paths = Vec::new();
+        let mut paths = Paths::new("route");
         for (name, route) in &self.routes {
             let field = format!("routes.{name}");
-            let built = Built {
-                stores: &stores,
-                policies: &policies,
-                default_store: default_store.as_ref(),
-                shadow: &shadow,
-            };
             let layer = build_route(route, &field, &built)?;
-            for (index, path) in route.paths.iter().enumerate() {
-                if !path.starts_with('/') {
-                    return Err(invalid(
-                        format!("{field}.paths[{index}]"),
-                        format!("{path:?} is not a path: it must start with `/`"),
-                    ));
-                }
-                if let Some((_, other)) = paths.iter().find(|(taken, _)| taken == path) {
-                    return Err(invalid(
-                        format!("{field}.paths[{index}]"),
-                        format!("{path:?} is already a path of route {other:?}"),
-                    ));
-                }
-                paths.push((path.clone(), name.clone()));
-            }
+            paths.add(&format!("{field}.paths"), name, &route.paths)?;
             layers.insert(name.clone(), layer);
         }
-        paths.sort_by(|(a, _), (b, _)| b.len().cmp(&a.len()).then(a.cmp(b)));
+        #[cfg(not(feature = "concurrency"))]
+        if let Some(name) = self.concurrency.keys().next() {
+            return Err(invalid(
+                format!("concurrency.{name}"),
+                "this build has no concurrency limits (the crate's `concurrency` feature)"
+                    .to_owned(),
+            ));
+        }
+        #[cfg(feature = "concurrency")]
+        let (concurrency, concurrency_paths) = {
+            let mut layers = BTreeMap::new();
+            let mut paths = Paths::new("concurrency limit");
+            for (name, limit) in &self.concurrency {
+                let field = format!("concurrency.{name}");
+                let store = built.store(&field, limit.store.as_ref())?;
+                layers.insert(name.clone(), limit.build(name, &field, store)?);
+                paths.add(&format!("{field}.paths"), name, &limit.paths)?;
+            }
+            (layers, paths.sorted())
+        };
         Ok(Limits {
             layers,
             shadow,
-            paths,
+            paths: paths.sorted(),
+            #[cfg(feature = "concurrency")]
+            concurrency,
+            #[cfg(feature = "concurrency")]
+            concurrency_paths,
         })
     }
 }
 
 /// What routes are built from.
 struct Built<'a> {
-    stores: &'a BTreeMap<String, Arc<dyn Store>>,
+    stores: &'a BTreeMap<String, BuiltStore>,
     policies: &'a BTreeMap<String, Policy>,
-    default_store: Option<&'a Arc<dyn Store>>,
+    default_store: Option<&'a BuiltStore>,
     shadow: &'a ShadowSwitch,
+}
+
+impl Built<'_> {
+    /// The store named `name` at `field`, or the default one.
+    fn store(&self, field: &str, name: Option<&String>) -> Result<&BuiltStore, ConfigError> {
+        match name {
+            Some(name) => self.stores.get(name).ok_or_else(|| {
+                invalid(
+                    format!("{field}.store"),
+                    format!("no store named {name:?} ({})", names(self.stores.keys())),
+                )
+            }),
+            None => self.default_store.ok_or_else(|| {
+                invalid(
+                    format!("{field}.store"),
+                    format!(
+                        "is required when there are several stores ({})",
+                        names(self.stores.keys())
+                    ),
+                )
+            }),
+        }
+    }
 }
 
 fn build_route(
@@ -154,12 +199,7 @@ fn build_route(
     field: &str,
     built: &Built<'_>,
 ) -> Result<RateLimitLayer, ConfigError> {
-    let Built {
-        stores,
-        policies,
-        default_store,
-        shadow,
-    } = *built;
+    let policies = built.policies;
     let policy = policies.get(&route.policy).ok_or_else(|| {
         invalid(
             format!("{field}.policy"),
@@ -170,41 +210,20 @@ fn build_route(
             ),
         )
     })?;
-    let store = match &route.store {
-        Some(name) => stores.get(name).ok_or_else(|| {
-            invalid(
-                format!("{field}.store"),
-                format!("no store named {name:?} ({})", names(stores.keys())),
-            )
-        })?,
-        None => default_store.ok_or_else(|| {
-            invalid(
-                format!("{field}.store"),
-                format!(
-                    "is required when there are several stores ({})",
-                    names(stores.keys())
-                ),
-            )
-        })?,
-    };
+    let store = built.store(field, route.store.as_ref())?;
     let mut builder = RateLimitLayer::builder()
         .policy(policy)
-        .store(store.clone())
+        .store(store.rate.clone())
         .key(route.key.build(&format!("{field}.key"))?)
         .shadow(route.shadow)
-        .shadow_switch(shadow.clone());
-    if let Some(mode) = route.failure_mode {
-        builder = builder.failure_mode(mode.mode());
-    }
-    if let Some(missing) = route.missing_key {
-        builder = builder.on_missing_key(missing.missing_key());
-    }
-    if let Some(deadline) = route.deadline {
-        builder = builder.deadline(deadline);
-    }
-    if let Some(families) = &route.headers {
-        builder = builder.headers(route::families(families));
-    }
+        .shadow_switch(built.shadow.clone());
+    builder = route::admission(
+        builder,
+        route.failure_mode,
+        route.missing_key,
+        route.deadline,
+        route.headers.as_deref(),
+    );
     if let Some(cost) = route.cost {
         builder = builder.cost(move |_| cost);
     }
@@ -260,19 +279,47 @@ impl Limits {
     /// The route whose path prefix is the longest that `path` starts with, if any: its name and
     /// layer.
     pub fn route_for(&self, path: &str) -> Option<(&str, &RateLimitLayer)> {
-        self.paths
+        let name = self.paths.route_for(path)?;
+        Some((name, self.layers.get(name)?))
+    }
+
+    /// The concurrency limit named `name`.
+    #[cfg(feature = "concurrency")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "concurrency")))]
+    pub fn concurrency_layer(&self, name: &str) -> Option<&ConcurrencyLimitLayer> {
+        self.concurrency.get(name)
+    }
+
+    /// Every concurrency limit's name and layer.
+    #[cfg(feature = "concurrency")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "concurrency")))]
+    pub fn concurrency_layers(&self) -> impl Iterator<Item = (&str, &ConcurrencyLimitLayer)> {
+        self.concurrency
             .iter()
-            .find(|(prefix, _)| path.starts_with(prefix.as_str()))
-            .and_then(|(_, name)| Some((name.as_str(), self.layers.get(name)?)))
+            .map(|(name, layer)| (name.as_str(), layer))
+    }
+
+    /// The concurrency limit whose path prefix is the longest that `path` starts with, if any:
+    /// its name and layer.
+    #[cfg(feature = "concurrency")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "concurrency")))]
+    pub fn concurrency_for(&self, path: &str) -> Option<(&str, &ConcurrencyLimitLayer)> {
+        let name = self.concurrency_paths.route_for(path)?;
+        Some((name, self.concurrency.get(name)?))
     }
 }
 
 impl std::fmt::Debug for Limits {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Limits")
+        let mut debug = f.debug_struct("Limits");
+        debug
             .field("routes", &self.layers.keys().collect::<Vec<_>>())
-            .field("paths", &self.paths)
-            .finish()
+            .field("paths", &self.paths);
+        #[cfg(feature = "concurrency")]
+        debug
+            .field("concurrency", &self.concurrency.keys().collect::<Vec<_>>())
+            .field("concurrency_paths", &self.concurrency_paths);
+        debug.finish()
     }
 }
 

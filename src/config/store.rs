@@ -7,6 +7,8 @@ use serde::Deserialize;
 
 use super::duration;
 use crate::error::ConfigError;
+#[cfg(feature = "concurrency")]
+use crate::store::lease::LeaseStore;
 use crate::store::{MemoryStore, Store};
 
 /// A store. In TOML:
@@ -114,9 +116,35 @@ pub struct FallbackConfig {
     pub cool_down: Option<Duration>,
 }
 
+/// A built store, as rate limits and concurrency limits use it: one store behind both.
+#[derive(Clone)]
+pub(super) struct BuiltStore {
+    pub(super) rate: Arc<dyn Store>,
+    #[cfg(feature = "concurrency")]
+    pub(super) permits: Arc<dyn LeaseStore>,
+}
+
+impl BuiltStore {
+    #[cfg(feature = "concurrency")]
+    pub(super) fn new<S: Store + LeaseStore>(store: S) -> Self {
+        let store = Arc::new(store);
+        Self {
+            permits: store.clone(),
+            rate: store,
+        }
+    }
+
+    #[cfg(not(feature = "concurrency"))]
+    pub(super) fn new<S: Store>(store: S) -> Self {
+        Self {
+            rate: Arc::new(store),
+        }
+    }
+}
+
 impl StoreConfig {
     /// The store, its errors named from `field` (`stores.shared`).
-    pub(super) fn build(&self, field: &str) -> Result<Arc<dyn Store>, ConfigError> {
+    pub(super) fn build(&self, field: &str) -> Result<BuiltStore, ConfigError> {
         self.check_fields(field)?;
         match self.kind {
             StoreKind::Memory => {
@@ -124,7 +152,7 @@ impl StoreConfig {
                 if let Some(max) = self.max_keys {
                     builder = builder.max_keys(max);
                 }
-                Ok(Arc::new(builder.build()))
+                Ok(BuiltStore::new(builder.build()))
             }
             #[cfg(feature = "redis")]
             _ => redis::build(self, field),
@@ -185,13 +213,11 @@ impl StoreConfig {
 
 #[cfg(feature = "redis")]
 mod redis {
-    use std::sync::Arc;
-
-    use super::{StoreConfig, StoreKind};
+    use super::{BuiltStore, StoreConfig, StoreKind};
     use crate::error::ConfigError;
-    use crate::store::{Fallback, QuotaLeases, RedisStore, RedisStoreBuilder, Store};
+    use crate::store::{Fallback, QuotaLeases, RedisStore, RedisStoreBuilder};
 
-    pub(super) fn build(config: &StoreConfig, field: &str) -> Result<Arc<dyn Store>, ConfigError> {
+    pub(super) fn build(config: &StoreConfig, field: &str) -> Result<BuiltStore, ConfigError> {
         let builder = match config.kind {
             StoreKind::Redis => RedisStore::builder(config.url.as_deref().unwrap_or_default()),
             #[cfg(feature = "cluster")]
@@ -214,7 +240,7 @@ mod redis {
         let store = apply(builder, config)
             .build()
             .map_err(|err| err.at(field.to_owned()))?;
-        Ok(Arc::new(store))
+        Ok(BuiltStore::new(store))
     }
 
     fn apply(mut builder: RedisStoreBuilder, settings: &StoreConfig) -> RedisStoreBuilder {

@@ -29,6 +29,51 @@ fn the_example_files_say_the_same_in_toml_yaml_and_json_and_build() {
     assert_eq!(limits.route_for("/api/v1/users").map(|r| r.0), Some("api"));
     assert_eq!(limits.route_for("/login").map(|r| r.0), Some("login"));
     assert_eq!(limits.route_for("/health").map(|r| r.0), None);
+    let concurrency: Vec<&str> = limits.concurrency_layers().map(|(name, _)| name).collect();
+    assert_eq!(concurrency, ["reports-in-flight"]);
+    assert_eq!(
+        limits.concurrency_for("/reports/daily").map(|r| r.0),
+        Some("reports-in-flight")
+    );
+    assert_eq!(limits.concurrency_for("/api/v1/users").map(|r| r.0), None);
+}
+
+/// A concurrency limit from a file holds a slot per request until its response body is done.
+#[tokio::test]
+async fn a_concurrency_limit_from_a_file_holds_slots_until_the_body_is_done() {
+    use tower::ServiceExt;
+    let config: LimitsConfig = toml::from_str(
+        r#"
+        [concurrency.exports]
+        max_in_flight = 1
+        key = { header = "x-client" }
+        "#,
+    )
+    .unwrap();
+    let limits = config.build().unwrap();
+    let app = Router::new()
+        .route("/", get(|| async { "export" }))
+        .layer(limits.concurrency_layer("exports").unwrap().clone());
+    let request = |client: &str| {
+        http::Request::get("/")
+            .header("x-client", client)
+            .body(axum::body::Body::empty())
+            .unwrap()
+    };
+    // The first response's body is not read yet: its slot is taken.
+    let first = app.clone().oneshot(request("a")).await.unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    assert_eq!(
+        header(&first, "ratelimit-policy"),
+        r#""exports";q=1;qu="concurrent-requests""#
+    );
+    let second = app.clone().oneshot(request("a")).await.unwrap();
+    assert_eq!(second.status(), StatusCode::TOO_MANY_REQUESTS);
+    let other = app.clone().oneshot(request("b")).await.unwrap();
+    assert_eq!(other.status(), StatusCode::OK);
+    drop(first);
+    let third = app.clone().oneshot(request("a")).await.unwrap();
+    assert_eq!(third.status(), StatusCode::OK);
 }
 
 #[tokio::test]
@@ -218,6 +263,50 @@ fn every_mistake_names_its_field() {
                 "#
             ),
             "`routes.api`: store deadline 0ns is out of range",
+        ),
+        (
+            r#"
+            [concurrency.exports]
+            max_in_flight = 0
+            key = { global = "all" }
+            "#
+            .to_owned(),
+            "`concurrency.exports.max_in_flight`: must be at least 1",
+        ),
+        (
+            r#"
+            [concurrency.exports]
+            max_in_flight = 2
+            store = "nope"
+            key = { global = "all" }
+            "#
+            .to_owned(),
+            r#"`concurrency.exports.store`: no store named "nope" (there are none)"#,
+        ),
+        (
+            r#"
+            [concurrency.exports]
+            max_in_flight = 2
+            key = { global = "all" }
+            paths = ["/exports/"]
+            [concurrency.downloads]
+            max_in_flight = 2
+            key = { global = "all" }
+            paths = ["/exports/"]
+            "#
+            .to_owned(),
+            r#"`concurrency.exports.paths[0]`: "/exports/" is already a path of concurrency limit "downloads""#,
+        ),
+        (
+            r#"
+            [concurrency.exports]
+            max_in_flight = 2
+            key = { global = "all" }
+            lease = "10ms"
+            "#
+            .to_owned(),
+            "`concurrency.exports`: invalid concurrency configuration: lease 10ms is out of range: \
+             use between 100ms and ",
         ),
     ];
     for (config, expected) in cases {

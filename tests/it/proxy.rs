@@ -304,6 +304,47 @@ async fn decisions_are_served_as_prometheus_metrics() {
     );
 }
 
+/// A `[concurrency]` limit of the file holds its slot while the upstream's answer streams.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_concurrency_limit_holds_a_slot_while_the_answer_streams() {
+    let upstream = upstream().await;
+    let config = format!(
+        r#"{}
+        [concurrency.streams]
+        paths = ["/open/stream"]
+        max_in_flight = 1
+        key = {{ header = "x-user" }}
+        "#,
+        config_text(upstream, 3)
+    );
+    let proxy = Proxy::start(&config);
+    let ann = [("x-user", "ann")];
+    let mut streaming = get_with(&proxy.url("/open/stream"), &ann).await;
+    assert_eq!(streaming.status(), 200);
+    assert_eq!(streaming.chunk().await.unwrap().unwrap(), "first;");
+    let refused = get_with(&proxy.url("/open/stream"), &ann).await;
+    assert_eq!(refused.status(), 429);
+    assert_eq!(
+        refused.headers()["ratelimit-policy"],
+        "\"streams\";q=1;qu=\"concurrent-requests\""
+    );
+    assert_eq!(
+        get_with(&proxy.url("/open/stream"), &[("x-user", "bob")])
+            .await
+            .status(),
+        200
+    );
+    // Other paths are not counted.
+    assert_eq!(get_with(&proxy.url("/open/fail"), &ann).await.status(), 500);
+    while streaming.chunk().await.unwrap().is_some() {}
+    drop(streaming);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while get_with(&proxy.url("/open/stream"), &ann).await.status() != 200 {
+        assert!(Instant::now() < deadline, "ann's slot was not given back");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_upstream_is_a_502() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0")
