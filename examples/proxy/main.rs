@@ -75,19 +75,23 @@ impl Routes {
         }
     }
 
-    /// The service for `request`: the upstream behind its path's concurrency limit, the
-    /// WebSocket limit for an upgrade, and its path's rate limit, outermost (refusing is cheapest
+    /// The service for `request`: the upstream behind the WebSocket limit for an upgrade, its
+    /// path's concurrency limit, and its path's rate limit, outermost (refusing is cheapest
     /// there). Layering is a few reference counts and a box per request.
+    ///
+    /// The WebSocket limit is innermost so that its permit is the one the request carries to
+    /// [`Forward`], which holds it for the tunnel's life (the request extensions keep one
+    /// permit, the last inserted); a path's concurrency slot ends with the `101` answer.
     fn service(&self, request: &Request<Body>) -> Proxied {
         let path = request.uri().path();
         let limits = &self.loaded.limits;
         let mut service = self.upstream.clone();
-        if let Some((_, limit)) = limits.concurrency_for(path) {
-            service = limited(limit, service);
-        }
         if let Some(limit) = &self.loaded.websockets
             && forward::is_upgrade(request)
         {
+            service = limited(limit, service);
+        }
+        if let Some((_, limit)) = limits.concurrency_for(path) {
             service = limited(limit, service);
         }
         if let Some((_, layer)) = limits.route_for(path) {

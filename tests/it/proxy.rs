@@ -382,7 +382,17 @@ async fn connect_ws(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn websockets_tunnel_are_limited_and_survive_a_reload() {
     let upstream = upstream().await;
-    let proxy = Proxy::start(&config_text(upstream, 1));
+    // A concurrency limit on the same path too: the tunnel still holds the WebSocket slot.
+    let config = format!(
+        r#"{}
+        [concurrency.sockets]
+        paths = ["/ws"]
+        max_in_flight = 5
+        key = {{ header = "x-user" }}
+        "#,
+        config_text(upstream, 1)
+    );
+    let proxy = Proxy::start(&config);
     let mut socket = connect_ws(&proxy, "ann").await.unwrap();
     socket
         .send(tungstenite::Message::text("hello"))
