@@ -478,6 +478,38 @@ async fn sigterm_finishes_what_is_in_flight_then_exits() {
     assert!(status.success(), "{status}");
 }
 
+/// README's proxy configuration (its section's TOML block) loads and runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_configuration_runs() {
+    let upstream = upstream().await;
+    let readme =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .unwrap();
+    let section = readme
+        .split("## In front of a service in any language")
+        .nth(1)
+        .expect("README's proxy section");
+    let block = section
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a TOML block in README's proxy section");
+    let config = block
+        .replace(r#"listen = "127.0.0.1:8080""#, r#"listen = "127.0.0.1:0""#)
+        .replace(
+            r#"upstream = "http://127.0.0.1:3000""#,
+            &format!(r#"upstream = "http://{upstream}""#),
+        );
+    assert_ne!(config, block, "README's listen and upstream lines changed");
+    let proxy = Proxy::start(&config);
+    let response = get_with(&proxy.url("/api/echo"), &[("x-api-key", "readme")]).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["ratelimit-policy"],
+        "\"api-burst\";q=20;w=2, \"api-hourly\";q=5000;w=3600"
+    );
+}
+
 /// `examples/proxy/proxy.toml`, the file README and `docs/proxy.md` show, runs as documented.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_configuration_runs() {
