@@ -38,8 +38,9 @@ pub(crate) struct Loaded {
     pub(crate) websockets: Option<ConcurrencyLimitLayer>,
 }
 
-/// Reads, checks and builds the file at `path`.
-pub(crate) fn load(path: &str) -> Result<Loaded, BoxError> {
+/// Reads, checks and builds the file at `path`; on a reload, keeping the stores of `previous`
+/// whose settings did not change (their counts and connections).
+pub(crate) fn load(path: &str, previous: Option<&Limits>) -> Result<Loaded, BoxError> {
     let text = std::fs::read_to_string(path)?;
     let mut table: toml::Table = toml::from_str(&text)?;
     let proxy = table
@@ -68,7 +69,10 @@ pub(crate) fn load(path: &str) -> Result<Loaded, BoxError> {
         listen: proxy.listen,
         upstream: proxy.upstream,
         metrics: proxy.metrics,
-        limits: limits.build()?,
+        limits: match previous {
+            Some(previous) => limits.rebuild(previous)?,
+            None => limits.build()?,
+        },
         websockets,
     })
 }

@@ -33,8 +33,9 @@
 //! - Upgrades (WebSocket) pass through: the tunnel is copied both ways, and with `websockets`
 //!   each key holds one slot of a concurrency limit for as long as its tunnel lives.
 //! - SIGHUP reloads the file: new requests get the new limits, connections and tunnels that are
-//!   open keep going; a file that does not load is reported and the old limits kept. `listen`
-//!   and `upstream` changes need a restart.
+//!   open keep going, and stores whose settings did not change are kept with their counts and
+//!   connections; a file that does not load is reported and the old limits kept. `listen`,
+//!   `upstream` and `metrics` changes need a restart.
 //! - SIGTERM or Ctrl-C: stop accepting, finish what is in flight, exit.
 //!
 //! The first line on stdout says where it listens, e.g.
@@ -152,7 +153,7 @@ fn main() -> Result<(), BoxError> {
 }
 
 async fn run(path: String) -> Result<(), BoxError> {
-    let loaded = config::load(&path).map_err(|err| format!("{path}: {err}"))?;
+    let loaded = config::load(&path, None).map_err(|err| format!("{path}: {err}"))?;
     let (listen, upstream) = (loaded.listen, loaded.upstream.clone());
     if let Some(metrics) = loaded.metrics {
         metrics_exporter_prometheus::PrometheusBuilder::new()
@@ -189,7 +190,11 @@ async fn reload_on_hangup(path: String, shared: Shared, forward: Forward) {
             return;
         };
         while hangups.recv().await.is_some() {
-            match config::load(&path) {
+            let current = shared
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone();
+            match config::load(&path, Some(&current.loaded.limits)) {
                 Ok(loaded) => {
                     let routes = Arc::new(Routes::new(loaded, &forward));
                     *shared

@@ -87,6 +87,9 @@ pub struct LimitsConfig {
 /// Built limits: a layer per route and per concurrency limit, and which paths each applies to.
 #[derive(Clone)]
 pub struct Limits {
+    /// The stores built, with the settings they were built from, so that a rebuild keeps those
+    /// whose settings did not change; `""` is the in-process store of a file that names none.
+    stores: BTreeMap<String, (Option<StoreConfig>, BuiltStore)>,
     layers: BTreeMap<String, RateLimitLayer>,
     shadow: ShadowSwitch,
     paths: Paths,
@@ -101,18 +104,45 @@ impl LimitsConfig {
     /// the policies and a layer per route and per concurrency limit. Stores do not connect until
     /// their first decision.
     pub fn build(&self) -> Result<Limits, ConfigError> {
+        self.build_keeping(None)
+    }
+
+    /// Builds as [`build`](Self::build) does, but keeps each store of `previous` whose settings
+    /// are unchanged (same name, same settings, or no store named in either): its counts, its
+    /// connections, its denial cache and its leases go on, so reloading a file neither hands
+    /// every client a fresh quota nor reconnects to Redis.
+    pub fn rebuild(&self, previous: &Limits) -> Result<Limits, ConfigError> {
+        self.build_keeping(Some(previous))
+    }
+
+    fn build_keeping(&self, previous: Option<&Limits>) -> Result<Limits, ConfigError> {
+        let kept = |name: &str, config: Option<&StoreConfig>| {
+            previous
+                .and_then(|previous| previous.stores.get(name))
+                .filter(|(built_from, _)| built_from.as_ref() == config)
+                .map(|(_, store)| store.clone())
+        };
         let stores = self
             .stores
             .iter()
-            .map(|(name, store)| Ok((name.clone(), store.build(&format!("stores.{name}"))?)))
+            .map(|(name, store)| {
+                let built = match kept(name, Some(store)) {
+                    Some(built) => built,
+                    None => store.build(&format!("stores.{name}"))?,
+                };
+                Ok((name.clone(), built))
+            })
             .collect::<Result<BTreeMap<_, _>, ConfigError>>()?;
         let policies = self
             .policies
             .iter()
             .map(|(name, policy)| Ok((name.clone(), policy.build(&format!("policies.{name}"))?)))
             .collect::<Result<BTreeMap<_, _>, ConfigError>>()?;
+        let in_process = stores
+            .is_empty()
+            .then(|| kept("", None).unwrap_or_else(|| BuiltStore::new(MemoryStore::new())));
         let default_store = match stores.len() {
-            0 => Some(BuiltStore::new(MemoryStore::new())),
+            0 => in_process.clone(),
             1 => stores.values().next().cloned(),
             _ => None,
         };
@@ -151,7 +181,16 @@ impl LimitsConfig {
             }
             (layers, paths.sorted())
         };
+        let stores = stores
+            .into_iter()
+            .map(|(name, built)| {
+                let config = self.stores.get(&name).cloned();
+                (name, (config, built))
+            })
+            .chain(in_process.map(|built| (String::new(), (None, built))))
+            .collect();
         Ok(Limits {
+            stores,
             layers,
             shadow,
             paths: paths.sorted(),

@@ -347,3 +347,48 @@ fn what_does_not_parse_is_named_by_the_format() {
         assert!(error.contains(expected), "{expected:?} not in {error}");
     }
 }
+
+/// A rebuild keeps the stores whose settings did not change, with their counts; a store whose
+/// settings changed starts over.
+#[tokio::test]
+async fn a_rebuild_keeps_unchanged_stores_and_their_counts() {
+    let config = |max_keys: u32, limit: u32| -> LimitsConfig {
+        toml::from_str(&format!(
+            r#"
+            [stores.local]
+            type = "memory"
+            max_keys = {max_keys}
+
+            [policies.hello]
+            rules = [{{ name = "hello", algorithm = "fixed_window", limit = {limit}, period = "1min" }}]
+
+            [routes.hello]
+            policy = "hello"
+            key = {{ header = "x-client" }}
+            "#
+        ))
+        .unwrap()
+    };
+    let app = |limits: &tower_redis_ratelimit::config::Limits| {
+        Router::new()
+            .route("/", get(|| async { "hello" }))
+            .layer(limits.layer("hello").unwrap().clone())
+    };
+    let statuses = |limits| async move {
+        let app = app(&limits);
+        let mut statuses = Vec::new();
+        for _ in 0..3 {
+            let (response, _) = timed_get(&app, "/", PEER, &[("x-client", "a")]).await;
+            statuses.push(response.status().as_u16());
+        }
+        (statuses, limits)
+    };
+    let (first, limits) = statuses(config(1000, 3).build().unwrap()).await;
+    assert_eq!(first, [200, 200, 200]);
+    // The same store, a higher limit: the three used before still count, two more pass.
+    let (kept, limits) = statuses(config(1000, 5).rebuild(&limits).unwrap()).await;
+    assert_eq!(kept, [200, 200, 429]);
+    // The store's settings changed: a new store, counting from zero.
+    let (fresh, _) = statuses(config(2000, 5).rebuild(&limits).unwrap()).await;
+    assert_eq!(fresh, [200, 200, 200]);
+}

@@ -431,6 +431,16 @@ async fn websockets_tunnel_are_limited_and_survive_a_reload() {
         assert!(Instant::now() < deadline, "the reload did not take");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // The counts went on in the same in-process store: "r" had used 1 of the new 4.
+    let statuses = {
+        let mut statuses = Vec::new();
+        for _ in 0..4 {
+            let response = get_with(&proxy.url("/api/echo"), &[("x-api-key", "r")]).await;
+            statuses.push(response.status().as_u16());
+        }
+        statuses
+    };
+    assert_eq!(statuses, [200, 200, 200, 429]);
     socket
         .send(tungstenite::Message::text("still"))
         .await
