@@ -9,12 +9,19 @@ use tower_redis_ratelimit::config::{KeyConfig, Limits, LimitsConfig};
 
 use crate::BoxError;
 
+/// How long the upstream may take to start its answer unless the file says otherwise: as long
+/// as common proxies wait (nginx's `proxy_read_timeout`).
+const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// The `[proxy]` table.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ProxyConfig {
     listen: SocketAddr,
     upstream: String,
+    /// How long the upstream may take to start its answer (default 60 s); then 504.
+    #[serde(default)]
+    upstream_timeout: Option<String>,
     #[serde(default)]
     metrics: Option<SocketAddr>,
     #[serde(default)]
@@ -33,6 +40,7 @@ struct WebSocketsConfig {
 pub(crate) struct Loaded {
     pub(crate) listen: SocketAddr,
     pub(crate) upstream: String,
+    pub(crate) upstream_timeout: Duration,
     pub(crate) metrics: Option<SocketAddr>,
     pub(crate) limits: Limits,
     pub(crate) websockets: Option<ConcurrencyLimitLayer>,
@@ -47,6 +55,11 @@ pub(crate) fn load(path: &str, previous: Option<&Limits>) -> Result<Loaded, BoxE
         .remove("proxy")
         .ok_or("no [proxy] table (listen and upstream)")?;
     let proxy: ProxyConfig = proxy.try_into().map_err(|err| format!("[proxy]: {err}"))?;
+    let upstream_timeout = match &proxy.upstream_timeout {
+        Some(text) => humantime::parse_duration(text)
+            .map_err(|err| format!("[proxy] upstream_timeout {text:?}: {err}"))?,
+        None => DEFAULT_UPSTREAM_TIMEOUT,
+    };
     let limits: LimitsConfig = toml::Value::Table(table).try_into()?;
     let websockets = match proxy.websockets {
         Some(websockets) => Some(
@@ -68,6 +81,7 @@ pub(crate) fn load(path: &str, previous: Option<&Limits>) -> Result<Loaded, BoxE
     Ok(Loaded {
         listen: proxy.listen,
         upstream: proxy.upstream,
+        upstream_timeout,
         metrics: proxy.metrics,
         limits: match previous {
             Some(previous) => limits.rebuild(previous)?,

@@ -38,10 +38,12 @@ pub(crate) struct Forward {
     client: Client<HttpConnector, Body>,
     scheme: Scheme,
     authority: Authority,
+    /// How long the upstream may take to start its answer: then 504.
+    timeout: Duration,
 }
 
 impl Forward {
-    pub(crate) fn new(upstream: &str) -> Result<Self, BoxError> {
+    pub(crate) fn new(upstream: &str, timeout: Duration) -> Result<Self, BoxError> {
         let uri: Uri = upstream
             .parse()
             .map_err(|err| format!("upstream {upstream:?} is not a URL: {err}"))?;
@@ -61,6 +63,7 @@ impl Forward {
             client: Client::builder(TokioExecutor::new()).build(connector),
             scheme: Scheme::HTTP,
             authority,
+            timeout,
         })
     }
 }
@@ -106,9 +109,11 @@ impl tower::Service<Request<Body>> for Forward {
                     "The request's target cannot be forwarded.",
                 ));
             }
-            let mut response = match this.client.request(request).await {
-                Ok(response) => response,
-                Err(err) => return Ok(bad_gateway(&err)),
+            let answer = tokio::time::timeout(this.timeout, this.client.request(request)).await;
+            let mut response = match answer {
+                Ok(Ok(response)) => response,
+                Ok(Err(err)) => return Ok(bad_gateway(&err)),
+                Err(_) => return Ok(gateway_timeout(this.timeout)),
             };
             if let (Some(client_side), StatusCode::SWITCHING_PROTOCOLS) =
                 (client_side, response.status())
@@ -220,6 +225,14 @@ fn bad_gateway(err: &hyper_util::client::legacy::Error) -> Response<Body> {
     problem(
         StatusCode::BAD_GATEWAY,
         "The upstream service cannot be reached.",
+    )
+}
+
+fn gateway_timeout(timeout: Duration) -> Response<Body> {
+    tracing::warn!(?timeout, "the upstream did not answer in time");
+    problem(
+        StatusCode::GATEWAY_TIMEOUT,
+        "The upstream service did not answer in time.",
     )
 }
 

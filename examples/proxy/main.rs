@@ -12,6 +12,7 @@
 //! [proxy]
 //! listen = "127.0.0.1:8080"
 //! upstream = "http://127.0.0.1:3000"
+//! upstream_timeout = "60s"                   # optional: then 504
 //! metrics = "127.0.0.1:9000"                 # optional: Prometheus metrics at /metrics
 //! websockets = { max_per_key = 2, key = { client_ip = {} } }   # optional
 //!
@@ -29,13 +30,14 @@
 //!   `Forwarded: for=...` element is appended (RFC 7239); `Host` is passed on as the client sent
 //!   it. Hop-by-hop headers are not forwarded.
 //! - Upstream answers, errors included, pass through unchanged; an upstream that cannot be
-//!   reached is answered 502 (problem+json).
+//!   reached is answered 502, one that does not start its answer within `upstream_timeout`
+//!   (default 60 s) 504 (problem+json).
 //! - Upgrades (WebSocket) pass through: the tunnel is copied both ways, and with `websockets`
 //!   each key holds one slot of a concurrency limit for as long as its tunnel lives.
 //! - SIGHUP reloads the file: new requests get the new limits, connections and tunnels that are
 //!   open keep going, and stores whose settings did not change are kept with their counts and
 //!   connections; a file that does not load is reported and the old limits kept. `listen`,
-//!   `upstream` and `metrics` changes need a restart.
+//!   `upstream`, `upstream_timeout` and `metrics` changes need a restart.
 //! - SIGTERM or Ctrl-C: stop accepting, finish what is in flight, exit.
 //!
 //! The first line on stdout says where it listens, e.g.
@@ -160,7 +162,7 @@ async fn run(path: String) -> Result<(), BoxError> {
             .with_http_listener(metrics)
             .install()?;
     }
-    let forward = Forward::new(&upstream)?;
+    let forward = Forward::new(&upstream, loaded.upstream_timeout)?;
     let routes = loaded.limits.layers().count();
     let concurrency = loaded.limits.concurrency_layers().count();
     let shared: Shared = Arc::new(RwLock::new(Arc::new(Routes::new(loaded, &forward))));

@@ -80,6 +80,7 @@ async fn upstream() -> SocketAddr {
                 length.to_string()
             }),
         )
+        .route("/open/hang", get(|| std::future::pending::<&'static str>()))
         .route(
             "/open/fail",
             get(|| async {
@@ -191,8 +192,17 @@ impl Drop for Proxy {
     }
 }
 
+/// A client whose requests fail after 30 s: a proxy that never answers fails its test instead of
+/// hanging the suite.
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
 async fn get_with(url: &str, headers: &[(&str, &str)]) -> reqwest::Response {
-    let mut request = reqwest::Client::new().get(url);
+    let mut request = client().get(url);
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
@@ -243,7 +253,11 @@ async fn bodies_stream_both_ways() {
     let upstream = upstream().await;
     let proxy = Proxy::start(&config_text(upstream, 3));
     let started = Instant::now();
-    let mut response = reqwest::get(proxy.url("/open/stream")).await.unwrap();
+    let mut response = client()
+        .get(proxy.url("/open/stream"))
+        .send()
+        .await
+        .unwrap();
     let first = response.chunk().await.unwrap().unwrap();
     let first_at = started.elapsed();
     let mut rest = Vec::new();
@@ -260,7 +274,7 @@ async fn bodies_stream_both_ways() {
     );
     // A large upload arrives whole.
     let body = vec![b'x'; 8 << 20];
-    let uploaded = reqwest::Client::new()
+    let uploaded = client()
         .post(proxy.url("/open/upload"))
         .body(body)
         .send()
@@ -280,7 +294,9 @@ async fn decisions_are_served_as_prometheus_metrics() {
     for _ in 0..3 {
         get_with(&proxy.url("/api/echo"), &[("x-api-key", "m")]).await;
     }
-    let text = reqwest::get(format!("http://{metrics}/metrics"))
+    let text = client()
+        .get(format!("http://{metrics}/metrics"))
+        .send()
         .await
         .unwrap()
         .text()
@@ -346,13 +362,40 @@ async fn a_concurrency_limit_holds_a_slot_while_the_answer_streams() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_does_not_answer_in_time_is_a_504() {
+    let upstream = upstream().await;
+    let config = config_text(upstream, 3).replace(
+        &format!(r#"upstream = "http://{upstream}""#),
+        &format!("upstream = \"http://{upstream}\"\n        upstream_timeout = \"200ms\""),
+    );
+    assert!(config.contains("upstream_timeout"));
+    let proxy = Proxy::start(&config);
+    let started = Instant::now();
+    let response = get_with(&proxy.url("/open/hang"), &[]).await;
+    assert_eq!(response.status(), 504);
+    assert_eq!(
+        response.headers()["content-type"],
+        "application/problem+json"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    // Other requests are not held up by it.
+    assert_eq!(get_with(&proxy.url("/open/fail"), &[]).await.status(), 500);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_upstream_is_a_502() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    // A port bound and not listening: connections to it are refused, and no other test's server
+    // can take it while this one runs (a port merely closed could be, by a server that never
+    // answers).
+    let reserved = tokio::net::TcpSocket::new_v4().unwrap();
+    reserved.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let closed = reserved.local_addr().unwrap();
     let proxy = Proxy::start(&config_text(closed, 3));
-    let response = reqwest::get(proxy.url("/open/anything")).await.unwrap();
+    let response = client()
+        .get(proxy.url("/open/anything"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 502);
     assert_eq!(
         response.headers()["content-type"],
@@ -463,14 +506,20 @@ async fn sigterm_finishes_what_is_in_flight_then_exits() {
     let upstream = upstream().await;
     let mut proxy = Proxy::start(&config_text(upstream, 3));
     assert_eq!(
-        reqwest::get(proxy.url("/open/fail"))
+        client()
+            .get(proxy.url("/open/fail"))
+            .send()
             .await
             .unwrap()
             .status(),
         500
     );
     // A response half sent when SIGTERM comes is still sent whole.
-    let mut streaming = reqwest::get(proxy.url("/open/stream")).await.unwrap();
+    let mut streaming = client()
+        .get(proxy.url("/open/stream"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(streaming.chunk().await.unwrap().unwrap(), "first;");
     proxy.signal("-TERM");
     assert_eq!(streaming.chunk().await.unwrap().unwrap(), "last");
@@ -549,11 +598,16 @@ async fn the_example_configuration_runs() {
     // Login: 5 a minute per client address, then 429.
     for _ in 0..5 {
         assert_eq!(
-            reqwest::get(proxy.url("/login")).await.unwrap().status(),
+            client()
+                .get(proxy.url("/login"))
+                .send()
+                .await
+                .unwrap()
+                .status(),
             404
         );
     }
-    let refused = reqwest::get(proxy.url("/login")).await.unwrap();
+    let refused = client().get(proxy.url("/login")).send().await.unwrap();
     assert_eq!(refused.status(), 429);
     assert_eq!(
         refused.headers()["content-type"],
