@@ -80,7 +80,7 @@ async fn upstream() -> SocketAddr {
                 length.to_string()
             }),
         )
-        .route("/open/hang", get(|| std::future::pending::<&'static str>()))
+        .route("/open/hang", get(std::future::pending::<&'static str>))
         .route(
             "/open/fail",
             get(|| async {
