@@ -3,7 +3,7 @@
 //! down with its processes (SIGKILL by PID) and its directory.
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::{RedisServer, find_binary};
@@ -136,20 +136,44 @@ impl RedisCluster {
     /// Moves `slots` slots from the primary at `from` to the primary at `to`
     /// (`redis-cli --cluster reshard`), keys included, while clients keep running.
     pub(crate) fn reshard(&self, from: usize, to: usize, slots: u32) {
-        let output = Command::new(find_binary("redis-cli"))
+        // Its output (a line per slot moved) goes to a file: a pipe nobody reads while it runs
+        // would fill and stall it.
+        let log = std::env::temp_dir().join(format!("reshard-{}.log", fastrand::u64(..)));
+        let file = std::fs::File::create(&log).expect("a log file for redis-cli");
+        let mut child = Command::new(find_binary("redis-cli"))
             .args(["--cluster", "reshard"])
             .arg(format!("127.0.0.1:{}", self.nodes[to].port()))
             .args(["--cluster-from", &self.node_id(from)])
             .args(["--cluster-to", &self.node_id(to)])
             .args(["--cluster-slots", &slots.to_string(), "--cluster-yes"])
-            .output()
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("the log file, twice"))
+            .stderr(file)
+            .spawn()
             .expect("redis-cli runs");
-        assert!(
-            output.status.success(),
-            "redis-cli --cluster reshard failed: {}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
+        // A few seconds on an idle machine; a stuck migration fails the test instead of hanging
+        // the suite.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("redis-cli's status") {
+                break Some(status);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let output = std::fs::read_to_string(&log).unwrap_or_default();
+        let _ = std::fs::remove_file(&log);
+        match status {
+            Some(status) => assert!(
+                status.success(),
+                "redis-cli --cluster reshard failed: {output}"
+            ),
+            None => panic!("redis-cli --cluster reshard still running after 120 s: {output}"),
+        }
     }
 
     /// How many slots the node at `index` serves.

@@ -314,6 +314,9 @@ fn the_slot_function_agrees_with_redis() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slots_migrated_under_load_lose_no_decision() {
+    // A call is bounded here as the layer's deadline bounds it in a service: a call the cluster
+    // client has not answered by then is given up on (it may yet be counted, or not).
+    const BOUND: Duration = Duration::from_secs(5);
     let cluster = RedisCluster::start();
     let clock = ManualClock::new(T0);
     let store = store(&cluster, &clock);
@@ -333,16 +336,20 @@ async fn slots_migrated_under_load_lose_no_decision() {
             let (store, policy, stop) = (store.clone(), policy.clone(), stop.clone());
             let key = Key::from(key.as_str());
             tokio::spawn(async move {
-                let mut admitted = 0_u64;
+                let (mut admitted, mut given_up) = (0_u64, 0_u64);
                 while !stop.load(Ordering::Relaxed) {
-                    let decision = store.check(&key, &policy, 1).await;
-                    assert!(
-                        decision.as_ref().is_ok_and(|d| d.is_allowed()),
-                        "{decision:?}"
-                    );
-                    admitted += 1;
+                    match tokio::time::timeout(BOUND, store.check(&key, &policy, 1)).await {
+                        Ok(decision) => {
+                            assert!(
+                                decision.as_ref().is_ok_and(|d| d.is_allowed()),
+                                "{decision:?}"
+                            );
+                            admitted += 1;
+                        }
+                        Err(_) => given_up += 1,
+                    }
                 }
-                admitted
+                (admitted, given_up)
             })
         })
         .collect();
@@ -356,15 +363,27 @@ async fn slots_migrated_under_load_lose_no_decision() {
     reshard.await;
     assert!(cluster.slot_count(from) <= before - 4_000, "slots moved");
     stop.store(true, Ordering::Relaxed);
-    let exact = store.clone();
     for (task, key) in tasks.into_iter().zip(&keys) {
-        let admitted = task.await.unwrap();
-        // Every admitted decision was counted once, wherever its slot lives now.
-        let used = exact
-            .check(&Key::from(key.as_str()), &policy, 0)
+        let (admitted, given_up) = tokio::time::timeout(2 * BOUND, task)
             .await
-            .unwrap()
-            .used();
-        assert_eq!(used, admitted, "{key}");
+            .unwrap_or_else(|_| panic!("{key}: its task did not stop"))
+            .unwrap();
+        assert!(admitted > 0, "{key}: no decision through the resharding");
+        // The store answers every key again once the slots have moved.
+        let mut used = None;
+        for _ in 0..5 {
+            let check = store.check(&Key::from(key.as_str()), &policy, 0);
+            if let Ok(decision) = tokio::time::timeout(BOUND, check).await {
+                used = Some(decision.unwrap().used());
+                break;
+            }
+        }
+        let used = used.unwrap_or_else(|| panic!("{key}: no answer after the resharding"));
+        // Every admitted decision was counted once, wherever its slot lives now; a call given up
+        // on may have been counted too.
+        assert!(
+            (admitted..=admitted + given_up).contains(&used),
+            "{key}: {used} counted, {admitted} admitted, {given_up} given up on"
+        );
     }
 }
