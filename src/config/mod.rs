@@ -161,6 +161,8 @@ impl LimitsConfig {
             paths.add(&format!("{field}.paths"), name, &route.paths)?;
             layers.insert(name.clone(), layer);
         }
+        #[cfg(feature = "concurrency")]
+        let (concurrency, concurrency_paths) = self.build_concurrency(&built)?;
         #[cfg(not(feature = "concurrency"))]
         if let Some(name) = self.concurrency.keys().next() {
             return Err(invalid(
@@ -169,18 +171,6 @@ impl LimitsConfig {
                     .to_owned(),
             ));
         }
-        #[cfg(feature = "concurrency")]
-        let (concurrency, concurrency_paths) = {
-            let mut layers = BTreeMap::new();
-            let mut paths = Paths::new("concurrency limit");
-            for (name, limit) in &self.concurrency {
-                let field = format!("concurrency.{name}");
-                let store = built.store(&field, limit.store.as_ref())?;
-                layers.insert(name.clone(), limit.build(name, &field, store)?);
-                paths.add(&format!("{field}.paths"), name, &limit.paths)?;
-            }
-            (layers, paths.sorted())
-        };
         let stores = stores
             .into_iter()
             .map(|(name, built)| {
@@ -199,6 +189,25 @@ impl LimitsConfig {
             #[cfg(feature = "concurrency")]
             concurrency_paths,
         })
+    }
+}
+
+impl LimitsConfig {
+    /// A layer per concurrency limit, and their paths.
+    #[cfg(feature = "concurrency")]
+    fn build_concurrency(
+        &self,
+        built: &Built<'_>,
+    ) -> Result<(BTreeMap<String, ConcurrencyLimitLayer>, Paths), ConfigError> {
+        let mut layers = BTreeMap::new();
+        let mut paths = Paths::new("concurrency limit");
+        for (name, limit) in &self.concurrency {
+            let field = format!("concurrency.{name}");
+            let store = built.store(&field, limit.store.as_ref())?;
+            layers.insert(name.clone(), limit.build(name, &field, store)?);
+            paths.add(&format!("{field}.paths"), name, &limit.paths)?;
+        }
+        Ok((layers, paths.sorted()))
     }
 }
 
