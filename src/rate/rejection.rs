@@ -72,32 +72,83 @@ impl Rejection {
 
 /// The 429 of a request over its quota, or that no wait would let in.
 fn limited(decision: &Decision, policy: &Policy, cost: u32) -> Response<Bytes> {
-    // A custom store may report a rule index of another policy: then no rule is named.
-    let rule = policy.rules().get(decision.rule_index());
-    let named = Named(rule);
-    let detail = match decision.outcome() {
-        Outcome::Never => format!(
-            "This request costs {cost} but the rate limit{named} admits at most {} at once; \
-             it can never be allowed, so do not retry it.",
-            decision.limit()
-        ),
-        _ => format!(
-            "Rate limit{named} exceeded. {}",
-            retry_sentence(retry_seconds(decision.retry_after().unwrap_or_default()))
-        ),
+    let inputs = BodyInputs {
+        policy: policy.clone(),
+        rule_index: decision.rule_index(),
+        outcome: decision.outcome(),
+        limit: decision.limit(),
+        retry_secs: retry_seconds(decision.retry_after().unwrap_or_default()),
+        refused_by: decision
+            .refused_by()
+            .fold(0_u16, |rules, index| rules | 1 << index),
+        cost,
     };
-    let violated = decision
-        .refused_by()
-        .filter_map(|index| policy.rules().get(index))
-        .map(|rule| rule.name().to_owned())
-        .collect();
-    let mut problem = Problem::<()>::quota_exceeded(detail, violated);
-    problem.policy = rule.map(|rule| rule.name().to_owned());
-    problem.limit = Some(decision.limit());
-    if decision.outcome() != Outcome::Never {
-        problem.retry_after = Some(retry_seconds(decision.retry_after().unwrap_or_default()));
+    let body = LAST_429.with(|last| {
+        let mut last = last.borrow_mut();
+        match &*last {
+            Some((made_from, body)) if *made_from == inputs => body.clone(),
+            _ => {
+                let body = inputs.body();
+                *last = Some((inputs, body.clone()));
+                body
+            }
+        }
+    });
+    response::problem_response(StatusCode::TOO_MANY_REQUESTS, body)
+}
+
+thread_local! {
+    /// The last 429 body this thread wrote, and what it was written from. A client refused again
+    /// and again is told the same until its wait changes by a second: the body is written once
+    /// a second per thread instead of once per refusal (two thirds of a refusal's cost). The
+    /// policy is held, not just its address, so a policy dropped and another allocated in its
+    /// place cannot be mistaken for it.
+    static LAST_429: std::cell::RefCell<Option<(BodyInputs, Bytes)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Everything a 429's body is made from: equal inputs, equal bytes.
+#[derive(PartialEq)]
+struct BodyInputs {
+    policy: Policy,
+    rule_index: usize,
+    outcome: Outcome,
+    limit: u64,
+    retry_secs: u64,
+    /// The rules that refused, one bit per rule index.
+    refused_by: u16,
+    cost: u32,
+}
+
+impl BodyInputs {
+    fn body(&self) -> Bytes {
+        // A custom store may report a rule index of another policy: then no rule is named.
+        let rules = self.policy.rules();
+        let rule = rules.get(self.rule_index);
+        let named = Named(rule);
+        let detail = match self.outcome {
+            Outcome::Never => format!(
+                "This request costs {} but the rate limit{named} admits at most {} at once; \
+                 it can never be allowed, so do not retry it.",
+                self.cost, self.limit
+            ),
+            _ => format!(
+                "Rate limit{named} exceeded. {}",
+                retry_sentence(self.retry_secs)
+            ),
+        };
+        let violated = (0..rules.len())
+            .filter(|index| self.refused_by & (1 << index) != 0)
+            .map(|index| rules[index].name().to_owned())
+            .collect();
+        let mut problem = Problem::<()>::quota_exceeded(detail, violated);
+        problem.policy = rule.map(|rule| rule.name().to_owned());
+        problem.limit = Some(self.limit);
+        if self.outcome != Outcome::Never {
+            problem.retry_after = Some(self.retry_secs);
+        }
+        problem.to_body()
     }
-    problem.into_response()
 }
 
 /// ` "name" (quota)` of the rule a 429 is about, or nothing when it is unknown; written into the
@@ -149,6 +200,43 @@ mod tests {
         assert_eq!(
             body["detail"],
             "Rate limit \"hello\" (5 per 10s) exceeded. Retry after 7 seconds."
+        );
+    }
+
+    /// A 429 for `rule`, denied with `retry_after` to wait.
+    fn refusal(rule: Rule, retry_after: Duration) -> serde_json::Value {
+        let policy = Policy::try_from(rule).unwrap();
+        let verdict = RuleVerdict::new(Outcome::Denied, 0, 5, retry_after, retry_after);
+        let decision = Decision::from_verdicts(&policy, &[verdict]);
+        let response = Rejection::Limited {
+            decision,
+            policy,
+            cost: 1,
+        }
+        .default_response();
+        problem_body(&response, StatusCode::TOO_MANY_REQUESTS)
+    }
+
+    /// The last body is reused only for the same inputs: another wait, another rule or another
+    /// policy (even one of the same rule names) is written anew.
+    #[test]
+    fn a_reused_body_says_what_a_new_one_would() {
+        let quota = Quota::new(5, Duration::from_secs(10));
+        let first = refusal(Rule::fixed_window("a", quota), Duration::from_secs(7));
+        let again = refusal(Rule::fixed_window("a", quota), Duration::from_millis(6_100));
+        assert_eq!(first, again);
+        let later = refusal(Rule::fixed_window("a", quota), Duration::from_secs(3));
+        assert_eq!(later["retry_after"], 3);
+        let other = refusal(Rule::fixed_window("b", quota), Duration::from_secs(3));
+        assert_eq!(other["policy"], "b");
+        assert_eq!(other["violated-policies"], serde_json::json!(["b"]));
+        let other_quota = refusal(
+            Rule::fixed_window("b", Quota::new(9, Duration::from_secs(10))),
+            Duration::from_secs(3),
+        );
+        assert_eq!(
+            other_quota["detail"],
+            "Rate limit \"b\" (9 per 10s) exceeded. Retry after 3 seconds."
         );
     }
 
