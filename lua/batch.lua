@@ -11,13 +11,7 @@
 -- ARGV[4 .. 3 + k]: each request's cost, in order.
 -- ARGV[4 + k + 5*(i-1) .. 8 + k + 5*(i-1)]: rule i, as in check.lua.
 -- Reply:    for each request in order, the 5 integers per rule of check.lua.
-local now
-if ARGV[1] == '' then
-  local time = redis.call('TIME')
-  now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-else
-  now = tonumber(ARGV[1])
-end
+local now = call_time(ARGV[1])
 local k = tonumber(ARGV[2])
 MIN_TTL_MS = tonumber(ARGV[3])
 

@@ -16,13 +16,7 @@
 --           sliding window's sub-intervals; 0 for the others).
 -- Reply:    5 integers per rule, in KEYS order: verdict (1 allowed, 0 denied, -1 can never be
 --           allowed), remaining, used, reset_after in µs, retry_after in µs (0 unless denied).
-local now
-if ARGV[1] == '' then
-  local time = redis.call('TIME')
-  now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-else
-  now = tonumber(ARGV[1])
-end
+local now = call_time(ARGV[1])
 local cost = tonumber(ARGV[2])
 MIN_TTL_MS = tonumber(ARGV[3])
 

@@ -18,6 +18,16 @@ local ALLOWED, DENIED, NEVER = 1, 0, -1
 -- Lower bound for every TTL written, in milliseconds; set by check.lua from ARGV[3].
 local MIN_TTL_MS = 0
 
+-- The time of the call in µs since the Unix epoch: `arg` as the caller gave it, or the Redis
+-- server's clock (TIME) when it is empty.
+local function call_time(arg)
+  if arg == '' then
+    local time = redis.call('TIME')
+    return tonumber(time[1]) * 1000000 + tonumber(time[2])
+  end
+  return tonumber(arg)
+end
+
 local function num(x)
   -- '%d' goes through a C long long in Redis's Lua 5.1, exact for these integers below 2^53,
   -- and formats faster than '%.17g', which gives the same digits.

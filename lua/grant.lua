@@ -14,13 +14,7 @@
 --           `need` when denied), and the rule's state right after the grant, which a refund
 --           names (refund.lua): the window start and 0 for a fixed window, the bucket's time and
 --           level for GCRA and the token bucket; two zeros when denied.
-local now
-if ARGV[1] == '' then
-  local time = redis.call('TIME')
-  now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-else
-  now = tonumber(ARGV[1])
-end
+local now = call_time(ARGV[1])
 local need = tonumber(ARGV[2])
 MIN_TTL_MS = tonumber(ARGV[3])
 local want = tonumber(ARGV[4])

@@ -18,13 +18,7 @@
 --   of the grant's own level drained to now: capacity that time has already returned (the bucket
 --   drained past the reserved units) is not returned a second time. The level is one number
 --   shared by every instance, so whose units are drained first does not matter.
-local now
-if ARGV[1] == '' then
-  local time = redis.call('TIME')
-  now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-else
-  now = tonumber(ARGV[1])
-end
+local now = call_time(ARGV[1])
 local units = tonumber(ARGV[2])
 MIN_TTL_MS = tonumber(ARGV[3])
 

@@ -17,17 +17,30 @@
 mod enabled {
     use std::time::Duration;
 
+    use metrics::SharedString;
+
+    use crate::policy::Rule;
+
+    /// The `rule` label: the rule's shared name (a reference count, not an allocation per
+    /// request, which the metrics facade would pay even with no recorder installed), or empty
+    /// when a custom store reports a rule the policy lacks.
+    fn rule_label(rule: Option<&Rule>) -> SharedString {
+        rule.map_or(SharedString::const_str(""), |rule| {
+            SharedString::from(std::sync::Arc::clone(rule.shared_name()))
+        })
+    }
+
     /// A rate-limit decision on `rule`.
     #[inline]
-    pub(crate) fn decision(rule: &str, outcome: &'static str) {
-        metrics::counter!("ratelimit_decisions_total", "rule" => rule.to_owned(), "outcome" => outcome)
+    pub(crate) fn decision(rule: Option<&Rule>, outcome: &'static str) {
+        metrics::counter!("ratelimit_decisions_total", "rule" => rule_label(rule), "outcome" => outcome)
             .increment(1);
     }
 
     /// An admitted request that left at most a fifth of `rule`'s capacity.
     #[inline]
-    pub(crate) fn near_limit(rule: &str) {
-        metrics::counter!("ratelimit_near_limit_total", "rule" => rule.to_owned()).increment(1);
+    pub(crate) fn near_limit(rule: Option<&Rule>) {
+        metrics::counter!("ratelimit_near_limit_total", "rule" => rule_label(rule)).increment(1);
     }
 
     /// A store call that needed I/O, and how long it took.
@@ -79,10 +92,12 @@ mod enabled {
 mod enabled {
     use std::time::Duration;
 
+    use crate::policy::Rule;
+
     #[inline(always)]
-    pub(crate) fn decision(_: &str, _: &'static str) {}
+    pub(crate) fn decision(_: Option<&Rule>, _: &'static str) {}
     #[inline(always)]
-    pub(crate) fn near_limit(_: &str) {}
+    pub(crate) fn near_limit(_: Option<&Rule>) {}
     #[inline(always)]
     pub(crate) fn store_call(_: &'static str, _: Duration) {}
     #[inline(always)]

@@ -88,8 +88,10 @@ pub struct LimitsConfig {
 #[derive(Clone)]
 pub struct Limits {
     /// The stores built, with the settings they were built from, so that a rebuild keeps those
-    /// whose settings did not change; `""` is the in-process store of a file that names none.
-    stores: BTreeMap<String, (Option<StoreConfig>, BuiltStore)>,
+    /// whose settings did not change.
+    stores: BTreeMap<String, (StoreConfig, BuiltStore)>,
+    /// The in-process store of a file that names no store.
+    in_process: Option<BuiltStore>,
     layers: BTreeMap<String, RateLimitLayer>,
     shadow: ShadowSwitch,
     paths: Paths,
@@ -116,21 +118,19 @@ impl LimitsConfig {
     }
 
     fn build_keeping(&self, previous: Option<&Limits>) -> Result<Limits, ConfigError> {
-        let kept = |name: &str, config: Option<&StoreConfig>| {
-            previous
-                .and_then(|previous| previous.stores.get(name))
-                .filter(|(built_from, _)| built_from.as_ref() == config)
-                .map(|(_, store)| store.clone())
-        };
         let stores = self
             .stores
             .iter()
             .map(|(name, store)| {
-                let built = match kept(name, Some(store)) {
+                let kept = previous
+                    .and_then(|previous| previous.stores.get(name))
+                    .filter(|(built_from, _)| built_from == store)
+                    .map(|(_, built)| built.clone());
+                let built = match kept {
                     Some(built) => built,
                     None => store.build(&format!("stores.{name}"))?,
                 };
-                Ok((name.clone(), built))
+                Ok((name.clone(), (store.clone(), built)))
             })
             .collect::<Result<BTreeMap<_, _>, ConfigError>>()?;
         let policies = self
@@ -138,12 +138,14 @@ impl LimitsConfig {
             .iter()
             .map(|(name, policy)| Ok((name.clone(), policy.build(&format!("policies.{name}"))?)))
             .collect::<Result<BTreeMap<_, _>, ConfigError>>()?;
-        let in_process = stores
-            .is_empty()
-            .then(|| kept("", None).unwrap_or_else(|| BuiltStore::new(MemoryStore::new())));
+        let in_process = stores.is_empty().then(|| {
+            previous
+                .and_then(|previous| previous.in_process.clone())
+                .unwrap_or_else(|| BuiltStore::new(MemoryStore::new()))
+        });
         let default_store = match stores.len() {
             0 => in_process.clone(),
-            1 => stores.values().next().cloned(),
+            1 => stores.values().next().map(|(_, built)| built.clone()),
             _ => None,
         };
         let shadow = ShadowSwitch::new(self.shadow);
@@ -171,16 +173,9 @@ impl LimitsConfig {
                     .to_owned(),
             ));
         }
-        let stores = stores
-            .into_iter()
-            .map(|(name, built)| {
-                let config = self.stores.get(&name).cloned();
-                (name, (config, built))
-            })
-            .chain(in_process.map(|built| (String::new(), (None, built))))
-            .collect();
         Ok(Limits {
             stores,
+            in_process,
             layers,
             shadow,
             paths: paths.sorted(),
@@ -213,7 +208,7 @@ impl LimitsConfig {
 
 /// What routes are built from.
 struct Built<'a> {
-    stores: &'a BTreeMap<String, BuiltStore>,
+    stores: &'a BTreeMap<String, (StoreConfig, BuiltStore)>,
     policies: &'a BTreeMap<String, Policy>,
     default_store: Option<&'a BuiltStore>,
     shadow: &'a ShadowSwitch,
@@ -223,12 +218,16 @@ impl Built<'_> {
     /// The store named `name` at `field`, or the default one.
     fn store(&self, field: &str, name: Option<&String>) -> Result<&BuiltStore, ConfigError> {
         match name {
-            Some(name) => self.stores.get(name).ok_or_else(|| {
-                invalid(
-                    format!("{field}.store"),
-                    format!("no store named {name:?} ({})", names(self.stores.keys())),
-                )
-            }),
+            Some(name) => self
+                .stores
+                .get(name)
+                .map(|(_, built)| built)
+                .ok_or_else(|| {
+                    invalid(
+                        format!("{field}.store"),
+                        format!("no store named {name:?} ({})", names(self.stores.keys())),
+                    )
+                }),
             None => self.default_store.ok_or_else(|| {
                 invalid(
                     format!("{field}.store"),

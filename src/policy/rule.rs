@@ -65,6 +65,12 @@ impl Rule {
         &self.name
     }
 
+    /// The rule's name, shared: labels that outlive a request take a reference count, not a copy.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn shared_name(&self) -> &Arc<str> {
+        &self.name
+    }
+
     /// The algorithm.
     pub fn algorithm(&self) -> Algorithm {
         self.algorithm

@@ -72,7 +72,10 @@ impl Admit for RateLimiter {
             extensions.insert(decision);
             return Verdict::pass(Some(report), None);
         }
-        if self.shadow.lets_through(&decision, rule) {
+        if self
+            .shadow
+            .lets_through(&decision, rule.map_or("", Rule::name))
+        {
             crate::telemetry::decision(rule, "shadow_denied");
             extensions.insert(decision);
             return Verdict::pass(Some(report), None);
@@ -110,12 +113,8 @@ impl Admit for RateLimiter {
 }
 
 /// The name of the rule `decision` reports, for logs.
-fn rule<'a>(policy: &'a RatePolicy, decision: &Decision) -> &'a str {
-    policy
-        .policy
-        .rules()
-        .get(decision.rule_index())
-        .map_or("", Rule::name)
+fn rule<'a>(policy: &'a RatePolicy, decision: &Decision) -> Option<&'a Rule> {
+    policy.policy.rules().get(decision.rule_index())
 }
 
 impl Keyed for RateLimiter {}

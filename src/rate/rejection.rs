@@ -73,7 +73,6 @@ impl Rejection {
 /// The 429 of a request over its quota, or that no wait would let in.
 fn limited(decision: &Decision, policy: &Policy, cost: u32) -> Response<Bytes> {
     let inputs = BodyInputs {
-        policy: policy.clone(),
         rule_index: decision.rule_index(),
         outcome: decision.outcome(),
         limit: decision.limit(),
@@ -86,10 +85,13 @@ fn limited(decision: &Decision, policy: &Policy, cost: u32) -> Response<Bytes> {
     let body = LAST_429.with(|last| {
         let mut last = last.borrow_mut();
         match &*last {
-            Some((made_from, body)) if *made_from == inputs => body.clone(),
+            // The policy is cloned only when a body is written: a hit costs no reference count.
+            Some((made_for, made_from, body)) if made_for == policy && *made_from == inputs => {
+                body.clone()
+            }
             _ => {
-                let body = inputs.body();
-                *last = Some((inputs, body.clone()));
+                let body = inputs.body(policy);
+                *last = Some((policy.clone(), inputs, body.clone()));
                 body
             }
         }
@@ -98,19 +100,18 @@ fn limited(decision: &Decision, policy: &Policy, cost: u32) -> Response<Bytes> {
 }
 
 thread_local! {
-    /// The last 429 body this thread wrote, and what it was written from. A client refused again
-    /// and again is told the same until its wait changes by a second: the body is written once
-    /// a second per thread instead of once per refusal (two thirds of a refusal's cost). The
-    /// policy is held, not just its address, so a policy dropped and another allocated in its
-    /// place cannot be mistaken for it.
-    static LAST_429: std::cell::RefCell<Option<(BodyInputs, Bytes)>> =
+    /// The last 429 body this thread wrote, and the policy and inputs it was written from. A
+    /// client refused again and again is told the same until its wait changes by a second: the
+    /// body is written once a second per thread instead of once per refusal (about half of a
+    /// refusal's instructions, `examples/cost.rs layer-denied`). The policy is held, not just its
+    /// address, so a policy dropped and another allocated in its place cannot be mistaken for it.
+    static LAST_429: std::cell::RefCell<Option<(Policy, BodyInputs, Bytes)>> =
         const { std::cell::RefCell::new(None) };
 }
 
-/// Everything a 429's body is made from: equal inputs, equal bytes.
+/// Everything besides the policy a 429's body is made from: equal inputs, equal bytes.
 #[derive(PartialEq)]
 struct BodyInputs {
-    policy: Policy,
     rule_index: usize,
     outcome: Outcome,
     limit: u64,
@@ -121,9 +122,9 @@ struct BodyInputs {
 }
 
 impl BodyInputs {
-    fn body(&self) -> Bytes {
+    fn body(&self, policy: &Policy) -> Bytes {
         // A custom store may report a rule index of another policy: then no rule is named.
-        let rules = self.policy.rules();
+        let rules = policy.rules();
         let rule = rules.get(self.rule_index);
         let named = Named(rule);
         let detail = match self.outcome {
@@ -175,26 +176,10 @@ mod tests {
 
     #[test]
     fn a_429_names_the_rule_and_the_wait() {
-        let policy = Policy::try_from(Rule::fixed_window(
-            "hello",
-            Quota::new(5, Duration::from_secs(10)),
-        ))
-        .unwrap();
-        let verdict = RuleVerdict::new(
-            Outcome::Denied,
-            0,
-            5,
-            Duration::from_secs(7),
+        let body = refusal(
+            Rule::fixed_window("hello", Quota::new(5, Duration::from_secs(10))),
             Duration::from_millis(6_500),
         );
-        let decision = Decision::from_verdicts(&policy, &[verdict]);
-        let response = Rejection::Limited {
-            decision,
-            policy,
-            cost: 1,
-        }
-        .default_response();
-        let body = problem_body(&response, StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(body["policy"], "hello");
         assert_eq!(body["retry_after"], 7);
         assert_eq!(

@@ -298,6 +298,17 @@ impl RedisServer {
             .and_then(|value| value.parse().ok())
             .unwrap_or_else(|| panic!("no {field} in INFO {section}: {info}"))
     }
+
+    /// How many `EVALSHA` calls the server has run (`calls=N` of `cmdstat_evalsha`; 0 before
+    /// the first).
+    pub(crate) fn evalsha_calls(&self) -> u64 {
+        self.cli(&["INFO", "commandstats"])
+            .lines()
+            .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|calls| calls.parse().ok())
+            .unwrap_or(0)
+    }
 }
 
 /// The request cost a test sends in an `x-cost` header: its value, or 1 without one.

@@ -24,17 +24,6 @@ fn store(server: &RedisServer, clock: &ManualClock, coalesce: bool) -> RedisStor
         .unwrap()
 }
 
-/// `calls=N` of `cmdstat_evalsha`, or 0 before the first call.
-fn calls(server: &RedisServer) -> u64 {
-    server
-        .cli(&["INFO", "commandstats"])
-        .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|calls| calls.parse().ok())
-        .unwrap_or(0)
-}
-
 fn policies() -> Vec<Policy> {
     let quota = Quota::per_minute(20).with_burst(20);
     vec![
@@ -89,7 +78,7 @@ async fn a_hot_key_costs_one_call_per_batch() {
     let policy = Policy::try_from(Rule::fixed_window("api", Quota::per_minute(50))).unwrap();
     // Load the script first, so only decisions are counted.
     store.check(&Key::from("warm"), &policy, 0).await.unwrap();
-    let before = calls(&server);
+    let before = server.evalsha_calls();
     let tasks: Vec<_> = (0..200)
         .map(|_| {
             let (store, policy) = (store.clone(), policy.clone());
@@ -103,7 +92,7 @@ async fn a_hot_key_costs_one_call_per_batch() {
         }
     }
     assert_eq!(admitted, 50, "exactly the quota");
-    let spent = calls(&server) - before;
+    let spent = server.evalsha_calls() - before;
     assert!(spent <= 20, "{spent} calls for 200 concurrent requests");
 }
 

@@ -24,17 +24,6 @@ fn store(server: &RedisServer, clock: &ManualClock, leases: QuotaLeases) -> Redi
         .unwrap()
 }
 
-/// `calls=N` of `cmdstat_evalsha`, or 0 before the first call.
-fn calls(server: &RedisServer) -> u64 {
-    server
-        .cli(&["INFO", "commandstats"])
-        .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|calls| calls.parse().ok())
-        .unwrap_or(0)
-}
-
 fn policy(rule: Rule) -> Policy {
     Policy::try_from(rule).unwrap()
 }
@@ -77,7 +66,7 @@ async fn a_hot_key_costs_redis_a_few_calls_not_one_per_request() {
     let clock = ManualClock::new(T0);
     let store = store(&server, &clock, QuotaLeases::default());
     let policy = policy(Rule::fixed_window("api", Quota::per_minute(100_000)));
-    let before = calls(&server);
+    let before = server.evalsha_calls();
     let key = Key::from("hot");
     for n in 1..=5_000 {
         let decision = store.check(&key, &policy, 1).await.unwrap();
@@ -88,7 +77,7 @@ async fn a_hot_key_costs_redis_a_few_calls_not_one_per_request() {
     }
     // The slices double as the key proves hot (2, 4, ... units), then follow its demand; every
     // call, grants in the background included, is counted.
-    let spent = calls(&server) - before;
+    let spent = server.evalsha_calls() - before;
     assert!(spent <= 100, "{spent} calls for 5,000 requests");
     // Every unit Redis counts was spent, or is held here and goes back on shutdown.
     store.return_leases().await.unwrap();
@@ -198,9 +187,9 @@ async fn sliding_algorithms_are_decided_by_redis_one_call_per_request() {
     ] {
         let policy = policy(rule);
         admitted(&store, "warm", &policy, 1).await;
-        let before = calls(&server);
+        let before = server.evalsha_calls();
         assert_eq!(admitted(&store, "k", &policy, 200).await, 200);
-        assert_eq!(calls(&server) - before, 200);
+        assert_eq!(server.evalsha_calls() - before, 200);
     }
 }
 
