@@ -4,7 +4,7 @@
 //! underneath, so it goes on `tonic::transport::Server::builder().layer(...)` as on any tower
 //! server. Calls are limited to 3 per 10 seconds per `x-api-key` metadata value; a refused call
 //! fails with `RESOURCE_EXHAUSTED`, and its metadata carries what an HTTP client reads in headers
-//! (`retry-after`, `ratelimit`, `ratelimit-policy`, `rate-limiting-*`). Shedding and a store that
+//! (`retry-after`, `ratelimit`, `ratelimit-policy`, `rate-limiting-*`). UtilizationShedRejection and a store that
 //! fails closed answer `UNAVAILABLE`.
 //!
 //! The example starts the server on a free port, then calls it five times as one client and

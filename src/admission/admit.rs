@@ -3,21 +3,27 @@
 use http::request::Parts;
 use http::{Extensions, HeaderValue};
 
-use super::keys::KeySource;
 use crate::headers::Report;
+use crate::key::Key;
 use crate::store::{StoreError, StoreFuture};
 
+/// Keeps [`Admit`] to this crate: its shape may change with any release.
+mod sealed {
+    /// Implemented by this crate's middlewares only.
+    pub trait Sealed {}
+}
+
+pub(crate) use self::sealed::Sealed;
+
 /// A middleware's answer to "may this request pass?", driven by the admission core
-/// ([`Admission`](super::Admission)): rate limits, concurrency limits and load shedders are each
-/// one implementation.
+/// ([`Admission`](super::Admission)): a rate limit, a concurrency limit and each load shedder is
+/// one implementation. Sealed: it names the middlewares of this crate in the types of the
+/// layer, the service, its future and its body, and cannot be implemented elsewhere.
 ///
 /// The core extracts the key, bounds the store call with the layer's deadline, applies the
 /// failure mode, answers refusals and writes the headers; an implementation only starts its check
 /// and turns the answer into a [`Verdict`].
-// Public so that the public service, future and body types can name it in their bounds, and
-// unreachable from outside the crate, so that no one else implements it: its shape may change.
-#[allow(unreachable_pub)]
-pub trait Admit: Send + Sync + 'static {
+pub trait Admit: Sealed + Send + Sync + 'static {
     /// The store's answer.
     type Answer: Send + 'static;
     /// What a check carries until its answer: e.g. the request's cost, or a concurrency ticket
@@ -28,21 +34,14 @@ pub trait Admit: Send + Sync + 'static {
     type Held: Send + Sync + 'static;
     /// Why a request was refused, as the layer's `on_rejection` hook receives it.
     type Rejection: Send + Sync + 'static;
-    /// Where requests get their keys.
-    type Keys: KeySource<Self::Rejection, Key = Self::Key>;
-    /// What a check is keyed by: a [`Key`](crate::key::Key), or nothing.
-    type Key;
 
     /// What failures are logged as (`"rate limiting"`, `"concurrency limiting"`).
     const LIMITING: &'static str;
 
-    /// Starts the check of a request with its key: the store's answer (ready at once for an
-    /// in-process store) and what deciding on it needs.
-    fn check(
-        &self,
-        key: Self::Key,
-        parts: &mut Parts,
-    ) -> (StoreFuture<Self::Answer>, Self::Pending);
+    /// Starts the check of a request with its key (the empty key for a middleware that keys
+    /// nothing): the store's answer (ready at once for an in-process store) and what deciding
+    /// on it needs.
+    fn check(&self, key: Key, parts: &mut Parts) -> (StoreFuture<Self::Answer>, Self::Pending);
 
     /// The verdict on the store's answer. May put what the handler should see (a decision, a
     /// permit) into the request's `extensions`.
@@ -57,22 +56,22 @@ pub trait Admit: Send + Sync + 'static {
     /// `RateLimit-Policy` to announce on a response without a decision.
     fn failed(&self, pending: Self::Pending, error: &StoreError) -> Option<HeaderValue>;
 
-    /// The static `RateLimit-Policy` of a request refused because it had no key.
+    /// The static `RateLimit-Policy` of a request refused before its check (no key).
     fn announced(&self) -> Option<HeaderValue>;
 
     /// The names of the limits, for logs.
     fn names(&self) -> Vec<&str>;
 }
 
-/// What an [`Admit`] decided about one request: what to tell the client, and whether it passes.
-#[allow(unreachable_pub)]
+/// What an [`Admit`] decided about one request: whether it passes, and what to tell the client.
 pub struct Verdict<A: Admit + ?Sized> {
+    /// What the response's headers report.
     pub(crate) report: Option<Report>,
-    pub(crate) outcome: Outcome<A::Held, A::Rejection>,
+    pub(crate) ruling: Ruling<A::Held, A::Rejection>,
 }
 
 /// Pass, holding something until the response is finished, or be refused.
-pub(crate) enum Outcome<H, R> {
+pub(crate) enum Ruling<H, R> {
     Pass(Option<H>),
     Refuse(R),
 }
@@ -82,7 +81,7 @@ impl<A: Admit + ?Sized> Verdict<A> {
     pub(crate) fn pass(report: Option<Report>, held: Option<A::Held>) -> Self {
         Self {
             report,
-            outcome: Outcome::Pass(held),
+            ruling: Ruling::Pass(held),
         }
     }
 
@@ -90,7 +89,7 @@ impl<A: Admit + ?Sized> Verdict<A> {
     pub(crate) fn refuse(report: Option<Report>, rejection: A::Rejection) -> Self {
         Self {
             report,
-            outcome: Outcome::Refuse(rejection),
+            ruling: Ruling::Refuse(rejection),
         }
     }
 }

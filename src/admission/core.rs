@@ -8,11 +8,12 @@ use bytes::Bytes;
 use http::request::Parts;
 use http::{Request, Response};
 
-use super::admit::{Admit, Outcome, Verdict};
+use super::admit::{Admit, Ruling, Verdict};
 use super::failure::FailureMode;
-use super::keys::{KeySource, NoKey};
+use super::keys::{Keys, NoKey};
 use super::responder::Responder;
 use crate::headers::{HeaderFamilies, Report, Stamp, Undecided};
+use crate::key::Key;
 use crate::log::Throttled;
 use crate::store::StoreError;
 
@@ -38,7 +39,9 @@ impl<R> OnFailure<R> {
 /// The configuration shared by a layer and every service it makes.
 pub(crate) struct Core<A: Admit> {
     pub(crate) admit: A,
-    pub(crate) keys: A::Keys,
+    /// Where requests get their keys; none for a middleware that counts every request alike
+    /// (the load shedders), whose checks get the empty key.
+    pub(crate) keys: Option<Keys<A::Rejection>>,
     pub(crate) on_failure: OnFailure<A::Rejection>,
     pub(crate) deadline: Duration,
     pub(crate) families: HeaderFamilies,
@@ -47,9 +50,9 @@ pub(crate) struct Core<A: Admit> {
 }
 
 /// What to do with a request before its check.
-pub(crate) enum Keyed<K> {
+pub(crate) enum Keyed {
     /// Check it, with this key.
-    Check(K),
+    Check(Key),
     /// Let it pass unlimited (no key, and the layer skips such requests).
     Unlimited,
     /// Answer it with this response.
@@ -84,8 +87,11 @@ impl<A: Admit> Core<A> {
 
     /// The request's key, or what to do without one.
     #[inline]
-    pub(crate) fn key(&self, parts: &Parts) -> Keyed<A::Key> {
-        match self.keys.key(parts) {
+    pub(crate) fn key(&self, parts: &Parts) -> Keyed {
+        let Some(keys) = &self.keys else {
+            return Keyed::Check(Key::from_static(""));
+        };
+        match keys.key(parts) {
             Ok(key) => Keyed::Check(key),
             Err(NoKey::Skip) => Keyed::Unlimited,
             Err(NoKey::Refuse(rejection)) => {
@@ -136,18 +142,17 @@ impl<A: Admit> Core<A> {
     #[inline]
     pub(crate) fn follow<B>(&self, verdict: Verdict<A>, request: Request<B>) -> Next<B, A::Held> {
         if tracing::level_enabled!(tracing::Level::DEBUG) {
-            let admitted = matches!(verdict.outcome, Outcome::Pass(_));
+            let admitted = matches!(verdict.ruling, Ruling::Pass(_));
             tracing::debug!(admitted, "decided");
         }
-        match verdict.outcome {
-            Outcome::Pass(held) => Next::Pass(
-                request,
-                verdict.report.map(|report| self.stamp(report)),
-                held,
-            ),
-            Outcome::Refuse(rejection) => {
+        let Verdict { report, ruling } = verdict;
+        match ruling {
+            Ruling::Pass(held) => {
+                Next::Pass(request, report.map(|report| self.stamp(report)), held)
+            }
+            Ruling::Refuse(rejection) => {
                 let grpc = crate::grpc::is_grpc(request.headers());
-                Next::Reject(self.respond(&rejection, verdict.report, grpc))
+                Next::Reject(self.respond(&rejection, report, grpc))
             }
         }
     }
@@ -202,7 +207,7 @@ impl<A: Admit> Core<A> {
 
 impl<A: Admit + fmt::Debug> fmt::Debug for Core<A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let missing_key = self.keys.missing();
+        let missing_key = self.keys.as_ref().map(|keys| keys.missing);
         let fails_closed = matches!(self.on_failure, OnFailure::Closed(_));
         f.debug_struct("Core")
             .field("admit", &self.admit)

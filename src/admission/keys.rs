@@ -1,5 +1,4 @@
-//! Where a layer's requests get their keys: the user's extractor ([`Keys`]), or nowhere
-//! ([`NoKeys`]: a load shedder counts every request alike).
+//! [`Keys`]: where a keyed layer's requests get their keys.
 
 use std::sync::Arc;
 
@@ -8,29 +7,14 @@ use http::request::Parts;
 use super::failure::MissingKey;
 use crate::key::{Exemptions, Key, KeyError, KeyErrorKind, KeyExtractor, Listed};
 
-/// Where a layer's requests get their keys.
-#[allow(unreachable_pub)]
-pub trait KeySource<R>: Send + Sync + 'static {
-    /// What the check receives: a [`Key`], or nothing.
-    type Key;
-
-    /// The request's key, or what to do without one.
-    fn key(&self, parts: &Parts) -> Result<Self::Key, NoKey<R>>;
-
-    /// Whether requests without a key are let through (for the layer's `Debug`).
-    fn missing(&self) -> Option<MissingKey>;
-}
-
 /// A request without a usable key: let through, or refused.
-#[allow(unreachable_pub)]
-pub enum NoKey<R> {
+pub(crate) enum NoKey<R> {
     Skip,
     Refuse(R),
 }
 
-/// Keys from the user's extractor.
-#[allow(unreachable_pub)]
-pub struct Keys<R> {
+/// Keys from the user's extractor, with the layer's exemptions and its refusals.
+pub(crate) struct Keys<R> {
     pub(crate) extractor: Arc<dyn KeyExtractor>,
     pub(crate) missing: MissingKey,
     /// The middleware's rejection of a request without a usable key.
@@ -41,11 +25,10 @@ pub struct Keys<R> {
     pub(crate) deny: fn(Key) -> R,
 }
 
-impl<R: 'static> KeySource<R> for Keys<R> {
-    type Key = Key;
-
+impl<R> Keys<R> {
+    /// The request's key, or what to do without one.
     #[inline]
-    fn key(&self, parts: &Parts) -> Result<Key, NoKey<R>> {
+    pub(crate) fn key(&self, parts: &Parts) -> Result<Key, NoKey<R>> {
         let key = self.extractor.extract(parts).map_err(|err| {
             // Only a request with nothing to key on may pass unlimited: an invalid key (a header
             // sent twice, an unusable forwarded hop) is the client's own doing, and skipping it
@@ -61,27 +44,5 @@ impl<R: 'static> KeySource<R> for Keys<R> {
             Some(Listed::Denied) => Err(NoKey::Refuse((self.deny)(key))),
             Some(Listed::Neither) | None => Ok(key),
         }
-    }
-
-    fn missing(&self) -> Option<MissingKey> {
-        Some(self.missing)
-    }
-}
-
-/// No keys: every request is checked alike (the load shedders).
-#[cfg(feature = "shed")]
-#[allow(unreachable_pub)]
-pub struct NoKeys;
-
-#[cfg(feature = "shed")]
-impl<R> KeySource<R> for NoKeys {
-    type Key = ();
-
-    fn key(&self, _: &Parts) -> Result<(), NoKey<R>> {
-        Ok(())
-    }
-
-    fn missing(&self) -> Option<MissingKey> {
-        None
     }
 }

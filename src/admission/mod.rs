@@ -3,8 +3,9 @@
 //! A rate limit, a concurrency limit and a load shedder all answer one question for each request:
 //! may it pass? Each is a policy (an implementation of a small sealed trait) over one generic
 //! service, [`Admission`], with one response future, [`ResponseFuture`], and one response body,
-//! [`ResponseBody`], made by one layer, [`AdmissionLayer`], configured with one builder,
-//! [`LayerBuilder`]. What they share lives here, once:
+//! [`ResponseBody`], made by one layer, [`AdmissionLayer`]. Each middleware has its own builder
+//! (`RateLimitLayerBuilder`, ...), whose shared settings are filled the same way. What they share
+//! lives here, once:
 //!
 //! - the key: the layer's extractor, and what to do without a key ([`MissingKey`]);
 //! - the store call's deadline, and what to do when the store fails ([`FailureMode`]);
@@ -20,7 +21,6 @@
 
 mod admit;
 mod body;
-mod builder;
 mod core;
 mod deadline;
 mod failure;
@@ -29,19 +29,14 @@ mod keys;
 mod layer;
 mod responder;
 mod service;
+mod settings;
 
-pub(crate) use self::admit::{Admit, Verdict};
+pub(crate) use self::admit::Sealed;
+pub use self::admit::{Admit, Verdict};
 pub use self::body::ResponseBody;
-#[cfg(feature = "concurrency")]
-pub(crate) use self::builder::Hinted;
-pub use self::builder::LayerBuilder;
-pub(crate) use self::builder::{Configure, Keyed, Stored};
 pub use self::failure::{FailureMode, MissingKey};
 pub use self::future::ResponseFuture;
-#[cfg(feature = "concurrency")]
-pub(crate) use self::keys::KeySource;
-pub(crate) use self::keys::Keys;
-#[cfg(feature = "shed")]
-pub(crate) use self::keys::NoKeys;
 pub use self::layer::AdmissionLayer;
+pub(crate) use self::responder::Hook;
 pub use self::service::Admission;
+pub(crate) use self::settings::{LayerSettings, keyed_settings, rejection_setting, store_settings};

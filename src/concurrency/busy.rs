@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// A refused request's slot: what its limit is, how full it is, when to retry. Carried by
-/// [`Rejection::Busy`](super::Rejection::Busy) and by the fleet shedder's
-/// [`FleetRejection::Shed`](crate::shed::FleetRejection::Shed).
+/// [`ConcurrencyLimitRejection::Busy`](super::ConcurrencyLimitRejection::Busy) and by the fleet shedder's
+/// [`FleetShedRejection::Shed`](crate::shed::FleetShedRejection::Shed).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Busy {
     pub(crate) name: Arc<str>,

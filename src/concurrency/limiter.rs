@@ -8,10 +8,11 @@ use http::request::Parts;
 use http::{Extensions, HeaderValue};
 
 use super::busy::Busy;
-use super::limits::Limits;
 use super::permit::{self, ConcurrencyPermit};
-use crate::admission::{Admit, Stored, Verdict};
+use super::slot_limit::SlotLimit;
+use crate::admission::{Admit, Sealed, Verdict};
 use crate::headers::{Concurrent, Report, concurrency_policy};
+use crate::key::Key;
 use crate::store::lease::{Acquired, Lease, LeaseStore, PermitId, Slot};
 use crate::store::{StoreError, StoreFuture};
 
@@ -30,7 +31,6 @@ pub struct ConcurrencyLimiter<L> {
 
 /// An acquisition on its way: given back if its answer never comes (cancelled, timed out), since
 /// the store may have admitted it all the same.
-#[allow(unreachable_pub)]
 pub struct Ticket<C> {
     store: Arc<dyn LeaseStore>,
     pending: Option<(Slot, PermitId)>,
@@ -46,17 +46,17 @@ impl<C> Drop for Ticket<C> {
     }
 }
 
-impl<L: Limits> Admit for ConcurrencyLimiter<L> {
+impl<L: SlotLimit> Sealed for ConcurrencyLimiter<L> {}
+
+impl<L: SlotLimit> Admit for ConcurrencyLimiter<L> {
     type Answer = Acquired;
     type Pending = Ticket<L::Class>;
     type Held = ConcurrencyPermit;
     type Rejection = L::Rejection;
-    type Keys = L::Keys;
-    type Key = L::Key;
 
     const LIMITING: &'static str = "concurrency limiting";
 
-    fn check(&self, key: L::Key, parts: &mut Parts) -> (StoreFuture<Acquired>, Ticket<L::Class>) {
+    fn check(&self, key: Key, parts: &mut Parts) -> (StoreFuture<Acquired>, Ticket<L::Class>) {
         let class = self.limits.classify(parts);
         let limit = self.limits.limit(class);
         let slot = Slot::valid(self.name.clone(), self.limits.slot_key(key));
@@ -122,8 +122,6 @@ impl<L: Limits> Admit for ConcurrencyLimiter<L> {
         vec![&self.name]
     }
 }
-
-impl<L: Limits> Stored for ConcurrencyLimiter<L> {}
 
 impl<L: fmt::Debug> fmt::Debug for ConcurrencyLimiter<L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -11,7 +11,7 @@
 //! - [`ConcurrencyLimitLayer`]: the tower layer, configured by [`ConcurrencyLimitLayerBuilder`].
 //! - [`ConcurrencyPermit`]: a held slot, in the request extensions; move a clone into a WebSocket
 //!   task to hold the slot for the life of the connection.
-//! - [`Rejection`]: why a request was refused, for the `on_rejection` hook.
+//! - [`ConcurrencyLimitRejection`]: why a request was refused, for the `on_rejection` hook.
 //! - What crosses the store boundary (slots, permit ids, leases) is in
 //!   [`store::lease`](crate::store::lease).
 //! - The fleet usage load shedder ([`FleetShedLayer`](crate::FleetShedLayer)) is the same limiter
@@ -22,20 +22,17 @@
 mod builder;
 mod busy;
 mod limiter;
-mod limits;
 mod permit;
 mod rejection;
+pub(crate) mod settings;
+mod slot_limit;
 
 pub use self::builder::ConcurrencyLimitLayerBuilder;
-#[cfg(feature = "shed")]
-pub(crate) use self::builder::Settings;
 pub use self::busy::Busy;
 pub use self::limiter::ConcurrencyLimiter;
-#[cfg(feature = "shed")]
-pub(crate) use self::limits::Limits;
-pub use self::limits::PerKey;
 pub use self::permit::ConcurrencyPermit;
-pub use self::rejection::Rejection;
+pub use self::rejection::ConcurrencyLimitRejection;
+pub use self::slot_limit::{PerKey, SlotLimit};
 use crate::admission::{Admission, AdmissionLayer, ResponseBody};
 
 /// A tower layer that limits how many requests are in flight at once per key, across every
@@ -61,6 +58,26 @@ use crate::admission::{Admission, AdmissionLayer, ResponseBody};
 /// let app: Router = Router::new().route("/report", get(|| async { "done" }).layer(limit));
 /// # Ok::<(), tower_redis_ratelimit::ConfigError>(())
 /// ```
+///
+/// # Settings
+///
+/// `builder()` returns a [`ConcurrencyLimitLayerBuilder`], whose methods set:
+///
+/// | setting | default |
+/// |---|---|
+/// | [`max_in_flight`](ConcurrencyLimitLayerBuilder::max_in_flight): requests of one key in flight at once | required |
+/// | [`key`](ConcurrencyLimitLayerBuilder::key): who is limited | required |
+/// | [`name`](ConcurrencyLimitLayerBuilder::name): the slot's name, in headers and storage keys | required |
+/// | [`store`](ConcurrencyLimitLayerBuilder::store): where permits are held | a new [`MemoryStore`](crate::MemoryStore) |
+/// | [`lease`](ConcurrencyLimitLayerBuilder::lease): how long a permit survives without renewal | 30 s |
+/// | [`renew_every`](ConcurrencyLimitLayerBuilder::renew_every): how often the heartbeat renews permits | a third of the lease |
+/// | [`on_missing_key`](ConcurrencyLimitLayerBuilder::on_missing_key) | 400 |
+/// | [`exemptions`](ConcurrencyLimitLayerBuilder::exemptions): allow and deny lists | none |
+/// | [`failure_mode`](ConcurrencyLimitLayerBuilder::failure_mode): when the store fails | fail open |
+/// | [`deadline`](ConcurrencyLimitLayerBuilder::deadline): how long to wait for the store | 100 ms |
+/// | [`headers`](ConcurrencyLimitLayerBuilder::headers): which header families | [`HeaderFamilies::DEFAULT`](crate::headers::HeaderFamilies::DEFAULT) |
+/// | [`retry_after`](ConcurrencyLimitLayerBuilder::retry_after): the refusal's `Retry-After` | 1 s |
+/// | [`on_rejection`](ConcurrencyLimitLayerBuilder::on_rejection): the refusal's response | problem+json |
 pub type ConcurrencyLimitLayer = AdmissionLayer<ConcurrencyLimiter<PerKey>>;
 
 /// The service a [`ConcurrencyLimitLayer`] makes.
@@ -69,3 +86,7 @@ pub type ConcurrencyLimit<S> = Admission<S, ConcurrencyLimiter<PerKey>>;
 /// The body of a concurrency-limited response: it holds the request's [`ConcurrencyPermit`] until
 /// it is finished or dropped, so a streamed response keeps its slot while it streams.
 pub type ConcurrencyBody<B> = ResponseBody<B, ConcurrencyPermit>;
+
+/// The old name of [`ConcurrencyLimitRejection`].
+#[deprecated(since = "0.2.0", note = "renamed `ConcurrencyLimitRejection`")]
+pub type Rejection = ConcurrencyLimitRejection;

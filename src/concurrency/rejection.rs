@@ -1,4 +1,4 @@
-//! [`Rejection`]: why a [`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer) refused a request.
+//! [`ConcurrencyLimitRejection`]: why a [`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer) refused a request.
 
 use bytes::Bytes;
 use http::{Response, StatusCode};
@@ -20,7 +20,7 @@ use crate::store::StoreError;
 /// | store unavailable, [fail closed](crate::admission::FailureMode::Closed) | 503 | that limiting is unavailable |
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum Rejection {
+pub enum ConcurrencyLimitRejection {
     /// The key's slot is full.
     Busy(Busy),
     /// No key could be extracted and the layer rejects such requests.
@@ -31,21 +31,21 @@ pub enum Rejection {
     Unavailable(StoreError),
 }
 
-impl Rejection {
+impl ConcurrencyLimitRejection {
     /// The status of the default response: 429, 400 or 503.
     pub fn status(&self) -> StatusCode {
         match self {
-            Rejection::Busy(_) => StatusCode::TOO_MANY_REQUESTS,
-            Rejection::MissingKey(_) => StatusCode::BAD_REQUEST,
-            Rejection::Denied(_) => StatusCode::FORBIDDEN,
-            Rejection::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ConcurrencyLimitRejection::Busy(_) => StatusCode::TOO_MANY_REQUESTS,
+            ConcurrencyLimitRejection::MissingKey(_) => StatusCode::BAD_REQUEST,
+            ConcurrencyLimitRejection::Denied(_) => StatusCode::FORBIDDEN,
+            ConcurrencyLimitRejection::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
     /// The default response: a problem+json body saying what happened.
     pub fn default_response(&self) -> Response<Bytes> {
         match self {
-            Rejection::Busy(busy) => {
+            ConcurrencyLimitRejection::Busy(busy) => {
                 let seconds = retry_seconds(busy.retry_after());
                 let detail = format!(
                     "Concurrency limit \"{}\" ({} at once) reached: {} requests are in flight. {}",
@@ -61,9 +61,9 @@ impl Rejection {
                 problem.retry_after = Some(seconds);
                 problem.into_response()
             }
-            Rejection::MissingKey(err) => response::missing_key(err),
-            Rejection::Denied(_) => response::denied(),
-            Rejection::Unavailable(_) => response::unavailable(),
+            ConcurrencyLimitRejection::MissingKey(err) => response::missing_key(err),
+            ConcurrencyLimitRejection::Denied(_) => response::denied(),
+            ConcurrencyLimitRejection::Unavailable(_) => response::unavailable(),
         }
     }
 }
@@ -84,7 +84,7 @@ mod tests {
             in_flight: 5,
             retry_after: Duration::from_millis(2_500),
         };
-        let rejection = Rejection::Busy(busy);
+        let rejection = ConcurrencyLimitRejection::Busy(busy);
         assert_eq!(rejection.status(), StatusCode::TOO_MANY_REQUESTS);
         let response = rejection.default_response();
         let body = problem_body(&response, StatusCode::TOO_MANY_REQUESTS);

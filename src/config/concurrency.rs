@@ -89,8 +89,8 @@ mod build {
             if let Some(lease) = self.lease {
                 builder = builder.lease(lease);
             }
-            builder = route::admission(
-                builder,
+            route::admission(
+                builder.common_mut(),
                 self.failure_mode,
                 self.missing_key,
                 self.deadline,

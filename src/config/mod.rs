@@ -264,8 +264,8 @@ fn build_route(
         .key(route.key.build(&format!("{field}.key"))?)
         .shadow(route.shadow)
         .shadow_switch(built.shadow.clone());
-    builder = route::admission(
-        builder,
+    route::admission(
+        builder.common_mut(),
         route.failure_mode,
         route.missing_key,
         route.deadline,
@@ -288,16 +288,18 @@ fn build_route(
         for key in &allow.keys {
             exemptions = exemptions.allow_key(key.as_str());
         }
-        exemptions = exemptions
-            .allow_networks(allow.networks.iter().map(String::as_str))
+        exemptions = exemptions.allow_networks(allow.networks.iter().map(String::as_str));
+        exemptions
+            .validate()
             .map_err(|err| err.at(format!("{field}.allow.networks")))?;
     }
     if let Some(deny) = &route.deny {
         for key in &deny.keys {
             exemptions = exemptions.deny_key(key.as_str());
         }
-        exemptions = exemptions
-            .deny_networks(deny.networks.iter().map(String::as_str))
+        exemptions = exemptions.deny_networks(deny.networks.iter().map(String::as_str));
+        exemptions
+            .validate()
             .map_err(|err| err.at(format!("{field}.deny.networks")))?;
     }
     builder = builder.exemptions(exemptions);

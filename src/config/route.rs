@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::duration;
 use super::key::KeyConfig;
-use crate::admission::{FailureMode, Keyed, LayerBuilder, MissingKey, Stored};
+use crate::admission::{FailureMode, LayerSettings, MissingKey};
 use crate::headers::HeaderFamilies;
 
 /// One route, or a group of routes that share a limit. In TOML:
@@ -151,24 +151,23 @@ pub(super) fn families(names: &[HeaderFamilyName]) -> HeaderFamilies {
 }
 
 /// The settings a route and a concurrency limit share, applied to their layer's builder.
-pub(super) fn admission<A: Keyed + Stored>(
-    mut builder: LayerBuilder<A>,
+pub(super) fn admission<R>(
+    settings: &mut LayerSettings<R>,
     failure_mode: Option<FailureModeName>,
     missing_key: Option<MissingKeyName>,
     deadline: Option<Duration>,
     headers: Option<&[HeaderFamilyName]>,
-) -> LayerBuilder<A> {
+) {
     if let Some(mode) = failure_mode {
-        builder = builder.failure_mode(mode.mode());
+        settings.failure = mode.mode();
     }
     if let Some(missing) = missing_key {
-        builder = builder.on_missing_key(missing.missing_key());
+        settings.missing_key = missing.missing_key();
     }
     if let Some(deadline) = deadline {
-        builder = builder.deadline(deadline);
+        settings.deadline = deadline;
     }
     if let Some(names) = headers {
-        builder = builder.headers(families(names));
+        settings.headers = families(names);
     }
-    builder
 }

@@ -10,7 +10,7 @@ use super::client_ip::parse_network;
 use crate::error::ConfigError;
 
 /// Allow and deny lists for a keyed layer
-/// ([`LayerBuilder::exemptions`](crate::admission::LayerBuilder::exemptions)): a request whose
+/// ([`RateLimitLayerBuilder::exemptions`](crate::rate::RateLimitLayerBuilder::exemptions)): a request whose
 /// key is on the allow list passes unchecked (no store call, no rate-limit headers); one on the
 /// deny list is refused with 403 Forbidden; the deny list wins when a key is on both.
 ///
@@ -23,16 +23,20 @@ use crate::error::ConfigError;
 ///
 /// let exemptions = Exemptions::new()
 ///     .allow_key("internal-batch-job")
-///     .allow_networks(["10.0.0.0/8", "2001:db8::/32"])?
-///     .deny_networks(["203.0.113.0/24"])?;
-/// # Ok::<(), tower_redis_ratelimit::ConfigError>(())
+///     .allow_networks(["10.0.0.0/8", "2001:db8::/32"])
+///     .deny_networks(["203.0.113.0/24"]);
 /// ```
+///
+/// A network that does not parse is reported by the layer's `build()` (or by
+/// [`validate`](Self::validate)), like every other setting.
 #[derive(Clone, Debug, Default)]
 pub struct Exemptions {
     allow_keys: HashSet<Key>,
     deny_keys: HashSet<Key>,
     allow_networks: Vec<IpNet>,
     deny_networks: Vec<IpNet>,
+    /// The first network given that is neither a CIDR nor an address, kept for `validate`.
+    invalid: Option<ConfigError>,
 }
 
 /// What the lists say about a key.
@@ -61,26 +65,41 @@ impl Exemptions {
         self
     }
 
-    /// Lets requests from these networks through unchecked.
-    pub fn allow_networks<'a>(
-        mut self,
-        networks: impl IntoIterator<Item = &'a str>,
-    ) -> Result<Self, ConfigError> {
+    /// Lets requests from these networks (CIDRs or addresses) through unchecked.
+    pub fn allow_networks<'a>(mut self, networks: impl IntoIterator<Item = &'a str>) -> Self {
         for network in networks {
-            self.allow_networks.push(parse_network(network)?.trunc());
+            if let Some(network) = self.parse(network) {
+                self.allow_networks.push(network);
+            }
         }
-        Ok(self)
+        self
     }
 
-    /// Refuses requests from these networks (403).
-    pub fn deny_networks<'a>(
-        mut self,
-        networks: impl IntoIterator<Item = &'a str>,
-    ) -> Result<Self, ConfigError> {
+    /// Refuses requests from these networks (CIDRs or addresses) with 403.
+    pub fn deny_networks<'a>(mut self, networks: impl IntoIterator<Item = &'a str>) -> Self {
         for network in networks {
-            self.deny_networks.push(parse_network(network)?.trunc());
+            if let Some(network) = self.parse(network) {
+                self.deny_networks.push(network);
+            }
         }
-        Ok(self)
+        self
+    }
+
+    /// `text` as a network, or `None` with the error kept for [`validate`](Self::validate).
+    fn parse(&mut self, text: &str) -> Option<IpNet> {
+        match parse_network(text) {
+            Ok(network) => Some(network.trunc()),
+            Err(err) => {
+                self.invalid.get_or_insert(err);
+                None
+            }
+        }
+    }
+
+    /// The first network given that is neither a CIDR nor an address, as the error a layer's
+    /// `build()` returns for these lists.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.invalid.clone().map_or(Ok(()), Err)
     }
 
     /// Whether the lists hold nothing.
@@ -125,9 +144,8 @@ mod tests {
             .allow_key("batch")
             .deny_key("abuser")
             .allow_networks(["10.0.0.0/8", "2001:db8::/32"])
-            .unwrap()
-            .deny_networks(["10.6.6.0/24", "192.0.2.7"])
-            .unwrap();
+            .deny_networks(["10.6.6.0/24", "192.0.2.7"]);
+        lists.validate().unwrap();
         let listed = |key: &str| lists.listed(&Key::from(key));
         assert_eq!(listed("batch"), Listed::Allowed);
         assert_eq!(listed("abuser"), Listed::Denied);
@@ -138,9 +156,7 @@ mod tests {
         // An IPv6 client grouped by /64, inside an allowed /32.
         assert_eq!(listed("2001:db8:1:2::/64"), Listed::Allowed);
         // A /64 only partly inside a listed network does not match it.
-        let narrow = Exemptions::new()
-            .allow_networks(["2001:db8:1:2::/96"])
-            .unwrap();
+        let narrow = Exemptions::new().allow_networks(["2001:db8:1:2::/96"]);
         assert_eq!(
             narrow.listed(&Key::from("2001:db8:1:2::/64")),
             Listed::Neither
@@ -149,9 +165,18 @@ mod tests {
     }
 
     #[test]
-    fn a_bad_network_is_a_configuration_error() {
-        let error = Exemptions::new()
-            .deny_networks(["10.0.0.0/33"])
+    fn a_bad_network_is_a_configuration_error_of_the_layers_build() {
+        let lists = Exemptions::new()
+            .allow_key("batch")
+            .deny_networks(["10.0.0.0/33", "nonsense"])
+            .allow_key("other");
+        let error = lists.validate().unwrap_err();
+        assert!(error.to_string().contains("10.0.0.0/33"), "{error}");
+        let error = crate::RateLimitLayer::builder()
+            .rule(crate::Rule::gcra("api", crate::Quota::per_second(1)))
+            .key(crate::key::GlobalKey::new("g"))
+            .exemptions(lists)
+            .build()
             .unwrap_err();
         assert!(error.to_string().contains("10.0.0.0/33"), "{error}");
     }

@@ -7,21 +7,19 @@ use http::request::Parts;
 use super::limiter::{CostFn, RateLimiter};
 use super::plan::{ChooseFn, Plan, Plans};
 use super::shadow::{Shadow, ShadowSwitch};
-use super::{RateLimitLayer, Rejection};
-use crate::admission::{Configure, LayerBuilder};
+use super::{RateLimitLayer, RateLimitRejection};
+use crate::admission::{LayerSettings, keyed_settings, rejection_setting, store_settings};
 use crate::error::ConfigError;
 use crate::headers::{HeaderFamilies, Partitioner, RatePolicy};
 use crate::policy::{Policy, Rule};
 use crate::store::{MemoryStore, Store};
 
-/// Configures a [`RateLimitLayer`]. Required: at least one [`rule`](Self::rule) and a
-/// [`key`](Self::key); everything else has a default.
-pub type RateLimitLayerBuilder = LayerBuilder<RateLimiter>;
-
-/// What a rate limit adds to the settings every layer shares.
-#[derive(Default)]
-#[allow(unreachable_pub)]
-pub struct Settings {
+/// Configures a [`RateLimitLayer`]: [its page](RateLimitLayer) lists every setting with its
+/// default. Required: at least one [`rule`](Self::rule) (or a [`policy`](Self::policy)) and a
+/// [`key`](Self::key).
+#[must_use]
+pub struct RateLimitLayerBuilder {
+    common: LayerSettings<RateLimitRejection>,
     rules: Vec<Rule>,
     store: Option<Arc<dyn Store>>,
     cost: Option<Arc<CostFn>>,
@@ -32,10 +30,24 @@ pub struct Settings {
     partition_secret: Option<Vec<u8>>,
 }
 
+keyed_settings!(RateLimitLayerBuilder, RateLimitRejection);
+store_settings!(RateLimitLayerBuilder);
+rejection_setting!(RateLimitLayerBuilder, RateLimitRejection);
+
 impl RateLimitLayer {
     /// A builder for a layer.
     pub fn builder() -> RateLimitLayerBuilder {
-        LayerBuilder::new(Settings::default(), HeaderFamilies::DEFAULT)
+        RateLimitLayerBuilder {
+            common: LayerSettings::new(HeaderFamilies::DEFAULT),
+            rules: Vec::new(),
+            store: None,
+            cost: None,
+            shadow: false,
+            shadow_switch: None,
+            plans: Vec::new(),
+            choose_plan: None,
+            partition_secret: None,
+        }
     }
 
     /// The policy this layer enforces (its default one, when it has [plans](RateLimitLayerBuilder::plan)).
@@ -44,30 +56,30 @@ impl RateLimitLayer {
     }
 }
 
-impl LayerBuilder<RateLimiter> {
+impl RateLimitLayerBuilder {
     /// Adds a rule. Several rules form one policy checked all or nothing: a request must fit every
     /// one of them, and a denied request consumes none.
     pub fn rule(mut self, rule: Rule) -> Self {
-        self.settings.rules.push(rule);
+        self.rules.push(rule);
         self
     }
 
     /// Sets every rule at once, from a policy.
     pub fn policy(mut self, policy: &Policy) -> Self {
-        self.settings.rules = policy.rules().to_vec();
+        self.rules = policy.rules().to_vec();
         self
     }
 
     /// Where state is kept (default: a new [`MemoryStore`] for this layer). Share one store
     /// between layers by passing clones of it.
     pub fn store(mut self, store: impl Store) -> Self {
-        self.settings.store = Some(Arc::new(store));
+        self.store = Some(Arc::new(store));
         self
     }
 
     /// The cost of each request (default 1): e.g. by route, by size, or 0 to only report.
     pub fn cost(mut self, cost: impl Fn(&Parts) -> u32 + Send + Sync + 'static) -> Self {
-        self.settings.cost = Some(Arc::new(cost));
+        self.cost = Some(Arc::new(cost));
         self
     }
 
@@ -78,14 +90,14 @@ impl LayerBuilder<RateLimiter> {
     /// let through are logged (`info`, at most once a second, with a count; every one at
     /// `debug`). A [`ShadowSwitch`] does the same for many layers at once, at run time.
     pub fn shadow(mut self, shadow: bool) -> Self {
-        self.settings.shadow = shadow;
+        self.shadow = shadow;
         self
     }
 
     /// Puts the layer in shadow mode whenever `switch` is on (see [`ShadowSwitch`]), in
     /// addition to its own [`shadow`](Self::shadow) setting.
     pub fn shadow_switch(mut self, switch: ShadowSwitch) -> Self {
-        self.settings.shadow_switch = Some(switch);
+        self.shadow_switch = Some(switch);
         self
     }
 
@@ -111,7 +123,7 @@ impl LayerBuilder<RateLimiter> {
     /// # Ok::<(), tower_redis_ratelimit::ConfigError>(())
     /// ```
     pub fn plan(mut self, name: impl Into<Arc<str>>, policy: &Policy) -> Self {
-        self.settings.plans.push((Plan::new(name), policy.clone()));
+        self.plans.push((Plan::new(name), policy.clone()));
         self
     }
 
@@ -120,7 +132,7 @@ impl LayerBuilder<RateLimiter> {
         mut self,
         choose: impl Fn(&Parts) -> Option<Plan> + Send + Sync + 'static,
     ) -> Self {
-        self.settings.choose_plan = Some(Arc::new(choose));
+        self.choose_plan = Some(Arc::new(choose));
         self
     }
 
@@ -130,53 +142,51 @@ impl LayerBuilder<RateLimiter> {
     /// every instance the same secret, so that they agree; keep it secret, so that no one can
     /// find a key (an address, a user id) by hashing guesses.
     pub fn partition_key(mut self, secret: impl AsRef<[u8]>) -> Self {
-        self.settings.partition_secret = Some(secret.as_ref().to_vec());
+        self.partition_secret = Some(secret.as_ref().to_vec());
         self
     }
 
     /// Validates the configuration and builds the layer.
-    pub fn build(mut self) -> Result<RateLimitLayer, ConfigError> {
-        let settings = std::mem::take(&mut self.settings);
-        let policy = Policy::new(settings.rules)?;
-        for (index, (plan, _)) in settings.plans.iter().enumerate() {
-            if settings.plans[..index]
-                .iter()
-                .any(|(other, _)| other == plan)
-            {
+    pub fn build(self) -> Result<RateLimitLayer, ConfigError> {
+        let RateLimitLayerBuilder {
+            mut common,
+            rules,
+            store,
+            cost,
+            shadow,
+            shadow_switch,
+            plans,
+            choose_plan,
+            partition_secret,
+        } = self;
+        let policy = Policy::new(rules)?;
+        for (index, (plan, _)) in plans.iter().enumerate() {
+            if plans[..index].iter().any(|(other, _)| other == plan) {
                 return Err(ConfigError::DuplicatePlan(plan.name().to_owned()));
             }
         }
-        let keys = self.keys(Rejection::MissingKey, Rejection::Denied)?;
+        let keys = common.keys(RateLimitRejection::MissingKey, RateLimitRejection::Denied)?;
         let limiter = RateLimiter {
-            store: settings
-                .store
-                .unwrap_or_else(|| Arc::new(MemoryStore::new())),
+            store: store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
             plans: Plans::new(
                 RatePolicy::new(policy),
-                settings
-                    .plans
+                plans
                     .into_iter()
                     .map(|(name, policy)| (name, RatePolicy::new(policy)))
                     .collect(),
-                settings.choose_plan,
+                choose_plan,
             ),
-            cost: settings.cost,
-            shadow: Shadow::new(settings.shadow, settings.shadow_switch),
-            partitioner: settings
-                .partition_secret
-                .map(|secret| Partitioner::new(&secret)),
+            cost,
+            shadow: Shadow::new(shadow, shadow_switch),
+            partitioner: partition_secret.map(|secret| Partitioner::new(&secret)),
         };
-        self.finish(
+        common.finish(
             limiter,
-            keys,
-            Some(Rejection::Unavailable),
-            Rejection::default_response,
+            Some(keys),
+            Some(RateLimitRejection::Unavailable),
+            RateLimitRejection::default_response,
         )
     }
-}
-
-impl Configure for RateLimiter {
-    type Settings = Settings;
 }
 
 #[cfg(test)]

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use http::request::Parts;
 use http::{Extensions, HeaderValue};
 
-use super::Rejection;
+use super::RateLimitRejection;
 use super::plan::Plans;
 use super::shadow::Shadow;
-use crate::admission::{Admit, Keyed, Keys, Stored, Verdict};
+use crate::admission::{Admit, Sealed, Verdict};
 use crate::decision::Decision;
 use crate::headers::{Partition, Partitioner, RatePolicy, Report};
 use crate::key::Key;
@@ -36,9 +36,7 @@ impl Admit for RateLimiter {
     /// The request's cost, the index of its plan's policy, and its partition key (when told).
     type Pending = (u32, usize, Option<Partition>);
     type Held = ();
-    type Rejection = Rejection;
-    type Keys = Keys<Rejection>;
-    type Key = Key;
+    type Rejection = RateLimitRejection;
 
     const LIMITING: &'static str = "rate limiting";
 
@@ -85,7 +83,7 @@ impl Admit for RateLimiter {
             _ => "denied",
         };
         crate::telemetry::decision(rule, outcome);
-        let rejection = Rejection::Limited {
+        let rejection = RateLimitRejection::Limited {
             decision,
             policy: policy.policy.clone(),
             cost,
@@ -117,9 +115,7 @@ fn rule<'a>(policy: &'a RatePolicy, decision: &Decision) -> Option<&'a Rule> {
     policy.policy.rules().get(decision.rule_index())
 }
 
-impl Keyed for RateLimiter {}
-
-impl Stored for RateLimiter {}
+impl Sealed for RateLimiter {}
 
 impl fmt::Debug for RateLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -15,7 +15,7 @@
 //! ```
 //!
 //! An admitted request carries its [`Decision`](crate::Decision) in its extensions, for the
-//! handler; a refused one is answered with a [`Rejection`] (429, 400 or 503).
+//! handler; a refused one is answered with a [`RateLimitRejection`] (429, 400 or 503).
 
 mod builder;
 mod limiter;
@@ -26,7 +26,8 @@ mod shadow;
 pub use self::builder::RateLimitLayerBuilder;
 pub use self::limiter::RateLimiter;
 pub use self::plan::Plan;
-pub use self::rejection::Rejection;
+pub use self::rejection::RateLimitRejection;
+
 pub use self::shadow::ShadowSwitch;
 use crate::admission::{Admission, AdmissionLayer};
 
@@ -35,8 +36,32 @@ use crate::admission::{Admission, AdmissionLayer};
 /// Layers are cheap to clone and every service made from one shares the same limit (the state
 /// lives in the store, not in the service), so they work behind axum's cloning router. Put one
 /// on a router, on a single route, or in a `ServiceBuilder`; see the [module](self) for an
-/// example and [`RateLimitLayerBuilder`] for the settings.
+/// example.
+///
+/// # Settings
+///
+/// [`RateLimitLayer::builder`] returns a [`RateLimitLayerBuilder`], whose methods set:
+///
+/// | setting | default |
+/// |---|---|
+/// | [`rule`](RateLimitLayerBuilder::rule), [`policy`](RateLimitLayerBuilder::policy): what is counted | required |
+/// | [`key`](RateLimitLayerBuilder::key): who is limited | required |
+/// | [`store`](RateLimitLayerBuilder::store): where counts are kept | a new [`MemoryStore`](crate::MemoryStore) |
+/// | [`cost`](RateLimitLayerBuilder::cost): what a request costs | 1 |
+/// | [`plan`](RateLimitLayerBuilder::plan), [`choose_plan`](RateLimitLayerBuilder::choose_plan): other policies for some requests | none; the [`Plan`] in the extensions |
+/// | [`shadow`](RateLimitLayerBuilder::shadow), [`shadow_switch`](RateLimitLayerBuilder::shadow_switch): decide without refusing | off |
+/// | [`partition_key`](RateLimitLayerBuilder::partition_key): `pk` in `RateLimit` | off |
+/// | [`on_missing_key`](RateLimitLayerBuilder::on_missing_key) | 400 |
+/// | [`exemptions`](RateLimitLayerBuilder::exemptions): allow and deny lists | none |
+/// | [`failure_mode`](RateLimitLayerBuilder::failure_mode): when the store fails | fail open |
+/// | [`deadline`](RateLimitLayerBuilder::deadline): how long to wait for the store | 100 ms |
+/// | [`headers`](RateLimitLayerBuilder::headers): which header families | [`HeaderFamilies::DEFAULT`](crate::headers::HeaderFamilies::DEFAULT) |
+/// | [`on_rejection`](RateLimitLayerBuilder::on_rejection): the refusal's response | problem+json |
 pub type RateLimitLayer = AdmissionLayer<RateLimiter>;
 
 /// The service a [`RateLimitLayer`] makes: it rate limits the requests to `S`.
 pub type RateLimit<S> = Admission<S, RateLimiter>;
+
+/// The old name of [`RateLimitRejection`].
+#[deprecated(since = "0.2.0", note = "renamed `RateLimitRejection`")]
+pub type Rejection = RateLimitRejection;

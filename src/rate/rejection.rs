@@ -1,4 +1,4 @@
-//! [`Rejection`]: why a [`RateLimitLayer`](crate::RateLimitLayer) refused a request.
+//! [`RateLimitRejection`]: why a [`RateLimitLayer`](crate::RateLimitLayer) refused a request.
 
 use std::fmt;
 
@@ -26,7 +26,7 @@ use crate::store::StoreError;
 /// | store unavailable, [fail closed](crate::admission::FailureMode::Closed) | 503 | that limiting is unavailable |
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum Rejection {
+pub enum RateLimitRejection {
     /// Over the quota ([`Outcome::Denied`]) or never admissible ([`Outcome::Never`]).
     Limited {
         /// The decision.
@@ -44,28 +44,28 @@ pub enum Rejection {
     Unavailable(StoreError),
 }
 
-impl Rejection {
+impl RateLimitRejection {
     /// The status of the default response: 429, 400 or 503.
     pub fn status(&self) -> StatusCode {
         match self {
-            Rejection::Limited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Rejection::MissingKey(_) => StatusCode::BAD_REQUEST,
-            Rejection::Denied(_) => StatusCode::FORBIDDEN,
-            Rejection::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            RateLimitRejection::Limited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            RateLimitRejection::MissingKey(_) => StatusCode::BAD_REQUEST,
+            RateLimitRejection::Denied(_) => StatusCode::FORBIDDEN,
+            RateLimitRejection::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
     /// The default response: a problem+json body saying what happened.
     pub fn default_response(&self) -> Response<Bytes> {
         match self {
-            Rejection::Limited {
+            RateLimitRejection::Limited {
                 decision,
                 policy,
                 cost,
             } => limited(decision, policy, *cost),
-            Rejection::MissingKey(err) => response::missing_key(err),
-            Rejection::Denied(_) => response::denied(),
-            Rejection::Unavailable(_) => response::unavailable(),
+            RateLimitRejection::MissingKey(err) => response::missing_key(err),
+            RateLimitRejection::Denied(_) => response::denied(),
+            RateLimitRejection::Unavailable(_) => response::unavailable(),
         }
     }
 }
@@ -193,7 +193,7 @@ mod tests {
         let policy = Policy::try_from(rule).unwrap();
         let verdict = RuleVerdict::new(Outcome::Denied, 0, 5, retry_after, retry_after);
         let decision = Decision::from_verdicts(&policy, &[verdict]);
-        let response = Rejection::Limited {
+        let response = RateLimitRejection::Limited {
             decision,
             policy,
             cost: 1,
@@ -232,7 +232,7 @@ mod tests {
         let verdict = RuleVerdict::new(Outcome::Never, 4, 0, Duration::ZERO, Duration::ZERO);
         let decision = Decision::from_verdicts(&policy, &[verdict]);
         let body = problem_body(
-            &Rejection::Limited {
+            &RateLimitRejection::Limited {
                 decision,
                 policy,
                 cost: 9,
@@ -282,7 +282,7 @@ mod tests {
             let decision = Decision::from_verdicts(&other, &[allowed, verdict]);
             assert_eq!(decision.rule_index(), 1);
             let body = problem_body(
-                &Rejection::Limited {
+                &RateLimitRejection::Limited {
                     decision,
                     policy: policy.clone(),
                     cost,

@@ -13,16 +13,24 @@
 mod control;
 mod fleet;
 mod priority;
-mod shedding;
+#[cfg(test)]
+mod testing;
 mod utilization;
 
 pub use self::control::{ControlLaw, ShedControl};
 pub use self::fleet::{
-    FleetRejection, FleetShares, FleetShed, FleetShedLayer, FleetShedLayerBuilder,
+    FleetShares, FleetShed, FleetShedLayer, FleetShedLayerBuilder, FleetShedRejection,
 };
 pub use self::priority::{ParsePriorityError, Priority};
-pub use self::shedding::Shedding;
 pub use self::utilization::{
     InFlightGuard, UtilizationShed, UtilizationShedLayer, UtilizationShedLayerBuilder,
-    UtilizationShedder,
+    UtilizationShedRejection, UtilizationShedder,
 };
+
+/// The old name of [`FleetShedRejection`].
+#[deprecated(since = "0.2.0", note = "renamed `FleetShedRejection`")]
+pub type FleetRejection = FleetShedRejection;
+
+/// The old name of [`UtilizationShedRejection`].
+#[deprecated(since = "0.2.0", note = "renamed `UtilizationShedRejection`")]
+pub type Shedding = UtilizationShedRejection;

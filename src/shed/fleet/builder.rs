@@ -1,33 +1,48 @@
 //! [`FleetShedLayerBuilder`]: the fleet's capacity, each priority's share and the classifier.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::request::Parts;
 
-use super::{FleetRejection, FleetShares, FleetShedLayer};
-use crate::admission::{LayerBuilder, NoKeys};
-use crate::concurrency::{ConcurrencyLimiter, Settings as ConcurrencySettings};
+use super::{FleetShares, FleetShedLayer, FleetShedRejection};
+use crate::admission::{LayerSettings, rejection_setting, store_settings};
+use crate::concurrency::settings::{SlotSettings, retry_hint_setting, slot_settings};
 use crate::error::ConfigError;
 use crate::headers::HeaderFamilies;
 use crate::shed::priority::{Classifier, Priority};
 
-/// Configures a [`FleetShedLayer`]. Required: the [`capacity`](LayerBuilder::capacity). The
-/// limit's name defaults to `fleet` (servers sharing a store and this name form one fleet), and
-/// no rate-limit headers are written by default: a shed 503 carries only `Retry-After`.
-pub type FleetShedLayerBuilder = LayerBuilder<ConcurrencyLimiter<FleetShares>>;
-
-/// What the fleet shedder adds to a concurrency limit's settings.
-#[allow(unreachable_pub)]
-pub struct Settings {
+/// Configures a [`FleetShedLayer`]: [its page](FleetShedLayer) lists every setting with its
+/// default. Required: the [`capacity`](Self::capacity). The limit's name defaults to `fleet`
+/// (servers sharing a store and this name form one fleet), and no rate-limit headers are
+/// written by default: a shed 503 carries only `Retry-After`.
+#[must_use]
+pub struct FleetShedLayerBuilder {
+    common: LayerSettings<FleetShedRejection>,
+    slots: SlotSettings,
+    retry_after: Duration,
     capacity: Option<u32>,
     /// Percentages of the capacity, by `Priority::index`.
     shares: [u8; 4],
     classify: Option<Classifier>,
 }
 
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
+store_settings!(FleetShedLayerBuilder);
+retry_hint_setting!(
+    FleetShedLayerBuilder,
+    "Default: 1 s: a slot frees when some request ends, which no one can predict, so pick a hint \
+     near your typical request duration."
+);
+rejection_setting!(FleetShedLayerBuilder, FleetShedRejection);
+slot_settings!(FleetShedLayerBuilder);
+
+impl FleetShedLayer {
+    /// A builder for a shedder.
+    pub fn builder() -> FleetShedLayerBuilder {
+        FleetShedLayerBuilder {
+            common: LayerSettings::new(HeaderFamilies::NONE),
+            slots: SlotSettings::new(Some("fleet")),
+            retry_after: Duration::from_secs(1),
             capacity: None,
             shares: [50, 80, 90, 100],
             classify: None,
@@ -35,20 +50,10 @@ impl Default for Settings {
     }
 }
 
-impl FleetShedLayer {
-    /// A builder for a shedder.
-    pub fn builder() -> FleetShedLayerBuilder {
-        LayerBuilder::new(
-            ConcurrencySettings::new(Some("fleet")),
-            HeaderFamilies::NONE,
-        )
-    }
-}
-
-impl LayerBuilder<ConcurrencyLimiter<FleetShares>> {
+impl FleetShedLayerBuilder {
     /// How many requests the whole fleet serves at once (at least 1).
     pub fn capacity(mut self, capacity: u32) -> Self {
-        self.settings.limits.capacity = Some(capacity);
+        self.capacity = Some(capacity);
         self
     }
 
@@ -57,7 +62,7 @@ impl LayerBuilder<ConcurrencyLimiter<FleetShares>> {
     /// share than a less important one. No share exceeds the capacity: at 100 % in use, every
     /// request is refused, critical ones included.
     pub fn share(mut self, priority: Priority, percent: u8) -> Self {
-        self.settings.limits.shares[priority.index()] = percent;
+        self.shares[priority.index()] = percent;
         self
     }
 
@@ -70,14 +75,21 @@ impl LayerBuilder<ConcurrencyLimiter<FleetShares>> {
         mut self,
         classify: impl Fn(&Parts) -> Priority + Send + Sync + 'static,
     ) -> Self {
-        self.settings.limits.classify = Some(Arc::new(classify));
+        self.classify = Some(Arc::new(classify));
         self
     }
 
     /// Validates the configuration and builds the layer.
-    pub fn build(mut self) -> Result<FleetShedLayer, ConfigError> {
-        let settings = &mut self.settings.limits;
-        let capacity = match settings.capacity {
+    pub fn build(self) -> Result<FleetShedLayer, ConfigError> {
+        let FleetShedLayerBuilder {
+            common,
+            slots,
+            retry_after,
+            capacity,
+            shares,
+            classify,
+        } = self;
+        let capacity = match capacity {
             Some(0) | None => {
                 return Err(ConfigError::Concurrency(
                     "a fleet shedder needs `.capacity(n)` with n >= 1".into(),
@@ -87,7 +99,7 @@ impl LayerBuilder<ConcurrencyLimiter<FleetShares>> {
         };
         let mut limits = [0; 4];
         for priority in Priority::ALL {
-            let percent = settings.shares[priority.index()];
+            let percent = shares[priority.index()];
             if !(1..=100).contains(&percent) {
                 return Err(ConfigError::Concurrency(format!(
                     "the {priority} share is {percent}%: use 1 to 100"
@@ -97,27 +109,24 @@ impl LayerBuilder<ConcurrencyLimiter<FleetShares>> {
             limits[priority.index()] =
                 ((u64::from(capacity) * u64::from(percent) / 100) as u32).max(1);
         }
-        if settings.shares.windows(2).any(|pair| pair[0] > pair[1]) {
-            let [low, normal, high, critical] = settings.shares;
+        if shares.windows(2).any(|pair| pair[0] > pair[1]) {
+            let [low, normal, high, critical] = shares;
             return Err(ConfigError::Concurrency(format!(
                 "shares must not grow as priority falls: \
                  low {low}%, normal {normal}%, high {high}%, critical {critical}%"
             )));
         }
-        let shares = FleetShares {
+        let fleet_shares = FleetShares {
             capacity,
             limits,
-            classify: settings
-                .classify
-                .take()
-                .unwrap_or_else(|| Arc::new(|_: &Parts| Priority::Normal)),
+            classify: classify.unwrap_or_else(|| Arc::new(|_: &Parts| Priority::Normal)),
         };
-        let limiter = self.limiter(shares)?;
-        self.finish(
+        let limiter = slots.limiter(fleet_shares, retry_after)?;
+        common.finish(
             limiter,
-            NoKeys,
-            Some(FleetRejection::Unavailable),
-            FleetRejection::default_response,
+            None,
+            Some(FleetShedRejection::Unavailable),
+            FleetShedRejection::default_response,
         )
     }
 }

@@ -19,7 +19,7 @@ mod rejection;
 mod shares;
 
 pub use self::builder::FleetShedLayerBuilder;
-pub use self::rejection::FleetRejection;
+pub use self::rejection::FleetShedRejection;
 pub use self::shares::FleetShares;
 use crate::admission::{Admission, AdmissionLayer};
 use crate::concurrency::ConcurrencyLimiter;
@@ -52,6 +52,25 @@ use crate::concurrency::ConcurrencyLimiter;
 /// let app: Router = Router::new().route("/charges", get(|| async { "ok" })).layer(shed);
 /// # Ok::<(), tower_redis_ratelimit::ConfigError>(())
 /// ```
+///
+/// # Settings
+///
+/// `builder()` returns a [`FleetShedLayerBuilder`], whose methods set:
+///
+/// | setting | default |
+/// |---|---|
+/// | [`capacity`](FleetShedLayerBuilder::capacity): requests the whole fleet serves at once | required |
+/// | [`share`](FleetShedLayerBuilder::share): each priority's percentage of it | low 50, normal 80, high 90, critical 100 |
+/// | [`classify`](FleetShedLayerBuilder::classify): each request's priority | [`Priority::Normal`](crate::shed::Priority::Normal) |
+/// | [`name`](FleetShedLayerBuilder::name): the slot's name, in headers and storage keys | `fleet` |
+/// | [`store`](FleetShedLayerBuilder::store): where permits are held | a new [`MemoryStore`](crate::MemoryStore) |
+/// | [`lease`](FleetShedLayerBuilder::lease): how long a permit survives without renewal | 30 s |
+/// | [`renew_every`](FleetShedLayerBuilder::renew_every): how often the heartbeat renews permits | a third of the lease |
+/// | [`failure_mode`](FleetShedLayerBuilder::failure_mode): when the store fails | fail open |
+/// | [`deadline`](FleetShedLayerBuilder::deadline): how long to wait for the store | 100 ms |
+/// | [`headers`](FleetShedLayerBuilder::headers): which header families | none |
+/// | [`retry_after`](FleetShedLayerBuilder::retry_after): the refusal's `Retry-After` | 1 s |
+/// | [`on_rejection`](FleetShedLayerBuilder::on_rejection): the refusal's response | problem+json |
 pub type FleetShedLayer = AdmissionLayer<ConcurrencyLimiter<FleetShares>>;
 
 /// The service a [`FleetShedLayer`] makes.

@@ -1,4 +1,4 @@
-//! [`FleetRejection`]: why a [`FleetShedLayer`](crate::FleetShedLayer) refused a request.
+//! [`FleetShedRejection`]: why a [`FleetShedLayer`](crate::FleetShedLayer) refused a request.
 
 use bytes::Bytes;
 use http::{Response, StatusCode};
@@ -13,7 +13,7 @@ use crate::store::StoreError;
 /// `on_rejection` hook receives. Both default responses are 503s with problem+json bodies.
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum FleetRejection {
+pub enum FleetShedRejection {
     /// The fleet is too busy for requests of this priority.
     Shed {
         /// The fleet's slot: its capacity, this priority's share of it, how many are in use.
@@ -25,7 +25,7 @@ pub enum FleetRejection {
     Unavailable(StoreError),
 }
 
-impl FleetRejection {
+impl FleetShedRejection {
     /// The status of the default response: 503.
     pub fn status(&self) -> StatusCode {
         StatusCode::SERVICE_UNAVAILABLE
@@ -34,7 +34,7 @@ impl FleetRejection {
     /// The default response: a problem+json body saying what happened.
     pub fn default_response(&self) -> Response<Bytes> {
         match self {
-            FleetRejection::Shed { busy, priority } => {
+            FleetShedRejection::Shed { busy, priority } => {
                 let seconds = retry_seconds(busy.retry_after());
                 let detail = format!(
                     "The service is shedding load: {priority} requests may use {} of {} slots \
@@ -51,7 +51,7 @@ impl FleetRejection {
                 problem.priority = Some(*priority);
                 problem.into_response()
             }
-            FleetRejection::Unavailable(_) => response::unavailable(),
+            FleetShedRejection::Unavailable(_) => response::unavailable(),
         }
     }
 }
@@ -61,7 +61,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::shed::shedding::shed_detail;
+    use crate::shed::testing::shed_detail;
 
     #[test]
     fn a_shed_request_is_a_503_that_names_its_priority_and_share() {
@@ -72,7 +72,7 @@ mod tests {
             in_flight: 5,
             retry_after: Duration::from_millis(2_500),
         };
-        let rejection = FleetRejection::Shed {
+        let rejection = FleetShedRejection::Shed {
             busy,
             priority: Priority::Low,
         };

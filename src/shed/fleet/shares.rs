@@ -5,10 +5,9 @@ use std::fmt;
 
 use http::request::Parts;
 
-use super::FleetRejection;
-use super::builder::Settings;
-use crate::admission::NoKeys;
-use crate::concurrency::{Busy, Limits};
+use super::FleetShedRejection;
+use crate::admission::Sealed;
+use crate::concurrency::{Busy, SlotLimit};
 use crate::key::Key;
 use crate::shed::priority::{Classifier, Priority, priority_of};
 
@@ -23,12 +22,11 @@ pub struct FleetShares {
     pub(super) classify: Classifier,
 }
 
-impl Limits for FleetShares {
-    type Rejection = FleetRejection;
-    type Keys = NoKeys;
-    type Key = ();
+impl Sealed for FleetShares {}
+
+impl SlotLimit for FleetShares {
+    type Rejection = FleetShedRejection;
     type Class = Priority;
-    type Settings = Settings;
 
     /// The request's priority: the one an outer layer (a utilisation shedder, say) already
     /// decided, else the classifier's, which is then recorded in the extensions, so every layer of
@@ -37,7 +35,7 @@ impl Limits for FleetShares {
         priority_of(parts, &*self.classify)
     }
 
-    fn slot_key(&self, (): ()) -> Key {
+    fn slot_key(&self, _: Key) -> Key {
         FLEET_KEY
     }
 
@@ -49,9 +47,9 @@ impl Limits for FleetShares {
         self.capacity
     }
 
-    fn refuse(&self, busy: Busy, priority: Priority) -> FleetRejection {
+    fn refuse(&self, busy: Busy, priority: Priority) -> FleetShedRejection {
         crate::telemetry::shed("fleet", priority.as_str());
-        FleetRejection::Shed { busy, priority }
+        FleetShedRejection::Shed { busy, priority }
     }
 }
 

@@ -9,20 +9,21 @@ use tokio::time::Instant;
 use super::UtilizationShedLayer;
 use super::in_flight::InFlight;
 use super::shedder::{RandomFn, Source, UtilizationFn, UtilizationShedder};
-use crate::admission::{Configure, Hinted, LayerBuilder, NoKeys};
+use crate::admission::{LayerSettings, rejection_setting};
+use crate::concurrency::settings::retry_hint_setting;
 use crate::error::ConfigError;
 use crate::headers::HeaderFamilies;
 use crate::log::Throttled;
 use crate::shed::priority::{Classifier, Priority};
-use crate::shed::{ControlLaw, ShedControl, Shedding};
+use crate::shed::{ControlLaw, ShedControl, UtilizationShedRejection};
 
-/// Configures a [`UtilizationShedLayer`]. Required: a [`capacity`](LayerBuilder::capacity) or a
-/// [`utilization`](LayerBuilder::utilization) function; everything else has a default.
-pub type UtilizationShedLayerBuilder = LayerBuilder<UtilizationShedder>;
-
-/// What a utilisation shedder adds to the settings every layer shares.
-#[allow(unreachable_pub)]
-pub struct Settings {
+/// Configures a [`UtilizationShedLayer`]: [its page](UtilizationShedLayer) lists every setting
+/// with its default. Required: a [`capacity`](Self::capacity) or a
+/// [`utilization`](Self::utilization) function.
+#[must_use]
+pub struct UtilizationShedLayerBuilder {
+    common: LayerSettings<UtilizationShedRejection>,
+    retry_after: Duration,
     capacity: Option<usize>,
     utilization: Option<Arc<UtilizationFn>>,
     classify: Option<Classifier>,
@@ -30,26 +31,35 @@ pub struct Settings {
     random: Option<Arc<RandomFn>>,
 }
 
+retry_hint_setting!(
+    UtilizationShedLayerBuilder,
+    "Default: 5 s: the drop probability changes over tens of seconds, so a client that retries \
+     at once mostly adds load."
+);
+rejection_setting!(UtilizationShedLayerBuilder, UtilizationShedRejection);
+
 impl UtilizationShedLayer {
     /// A builder for a layer.
     pub fn builder() -> UtilizationShedLayerBuilder {
-        let settings = Settings {
+        UtilizationShedLayerBuilder {
+            // It writes no rate-limit headers: a shed 503 carries only `Retry-After`.
+            common: LayerSettings::new(HeaderFamilies::NONE),
+            retry_after: Duration::from_secs(5),
             capacity: None,
             utilization: None,
             classify: None,
             law: ControlLaw::default(),
             random: None,
-        };
-        LayerBuilder::new(settings, HeaderFamilies::NONE)
+        }
     }
 }
 
-impl LayerBuilder<UtilizationShedder> {
+impl UtilizationShedLayerBuilder {
     /// Measures utilisation as the requests in flight through the layer divided by `capacity`:
     /// how many this instance serves at once before it slows down (its worker count, or the
     /// concurrency at which latency starts to climb in a load test). At least 1.
     pub fn capacity(mut self, capacity: usize) -> Self {
-        self.settings.capacity = Some(capacity);
+        self.capacity = Some(capacity);
         self
     }
 
@@ -58,7 +68,7 @@ impl LayerBuilder<UtilizationShedder> {
     /// background task refreshes). Values above 1 count as 1, below 0 as 0; NaN leaves the
     /// shedding amount where it is.
     pub fn utilization(mut self, utilization: impl Fn() -> f64 + Send + Sync + 'static) -> Self {
-        self.settings.utilization = Some(Arc::new(utilization));
+        self.utilization = Some(Arc::new(utilization));
         self
     }
 
@@ -70,13 +80,13 @@ impl LayerBuilder<UtilizationShedder> {
         mut self,
         classify: impl Fn(&Parts) -> Priority + Send + Sync + 'static,
     ) -> Self {
-        self.settings.classify = Some(Arc::new(classify));
+        self.classify = Some(Arc::new(classify));
         self
     }
 
     /// The control law's constants (default: Stripe's, [`ControlLaw::STRIPE`]).
     pub fn control_law(mut self, law: ControlLaw) -> Self {
-        self.settings.law = law;
+        self.law = law;
         self
     }
 
@@ -84,15 +94,22 @@ impl LayerBuilder<UtilizationShedder> {
     /// a fast thread-local generator). A request is shed when its number is below its priority's
     /// drop probability; give a fixed sequence to make tests deterministic.
     pub fn random_source(mut self, random: impl Fn() -> f64 + Send + Sync + 'static) -> Self {
-        self.settings.random = Some(Arc::new(random));
+        self.random = Some(Arc::new(random));
         self
     }
 
     /// Validates the configuration and builds the layer. The control starts rested as of now.
-    pub fn build(mut self) -> Result<UtilizationShedLayer, ConfigError> {
-        let retry_after = self.retry_hint();
-        let settings = &mut self.settings;
-        let source = match (settings.capacity, settings.utilization.take()) {
+    pub fn build(self) -> Result<UtilizationShedLayer, ConfigError> {
+        let UtilizationShedLayerBuilder {
+            common,
+            retry_after,
+            capacity,
+            utilization,
+            classify,
+            law,
+            random,
+        } = self;
+        let source = match (capacity, utilization) {
             (Some(0), _) => {
                 return Err(ConfigError::Shed(
                     "a capacity of 0: the capacity is how many requests in flight make the instance fully utilised, at least 1".into(),
@@ -113,28 +130,19 @@ impl LayerBuilder<UtilizationShedder> {
         };
         let shedder = UtilizationShedder {
             source,
-            classify: settings
-                .classify
-                .take()
-                .unwrap_or_else(|| Arc::new(|_: &Parts| Priority::Normal)),
-            control: Mutex::new(ShedControl::new(settings.law, Instant::now())?),
+            classify: classify.unwrap_or_else(|| Arc::new(|_: &Parts| Priority::Normal)),
+            control: Mutex::new(ShedControl::new(law, Instant::now())?),
             in_flight: InFlight::default(),
             retry_after,
-            random: settings
-                .random
-                .take()
-                .unwrap_or_else(|| Arc::new(fastrand::f64)),
+            random: random.unwrap_or_else(|| Arc::new(fastrand::f64)),
             shed_log: Throttled::new(Duration::from_secs(1)),
         };
         // It asks no store, so it never fails: no refusal for that.
-        self.finish(shedder, NoKeys, None, Shedding::default_response)
+        common.finish(
+            shedder,
+            None,
+            None,
+            UtilizationShedRejection::default_response,
+        )
     }
-}
-
-impl Configure for UtilizationShedder {
-    type Settings = Settings;
-}
-
-impl Hinted for UtilizationShedder {
-    const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(5);
 }

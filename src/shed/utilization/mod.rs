@@ -3,10 +3,12 @@
 
 mod builder;
 mod in_flight;
+mod rejection;
 mod shedder;
 
 pub use self::builder::UtilizationShedLayerBuilder;
 pub use self::in_flight::InFlightGuard;
+pub use self::rejection::UtilizationShedRejection;
 pub use self::shedder::UtilizationShedder;
 use crate::admission::{Admission, AdmissionLayer};
 
@@ -44,6 +46,20 @@ use crate::admission::{Admission, AdmissionLayer};
 ///     .layer(shed);
 /// # Ok::<(), tower_redis_ratelimit::ConfigError>(())
 /// ```
+///
+/// # Settings
+///
+/// `builder()` returns a [`UtilizationShedLayerBuilder`], whose methods set:
+///
+/// | setting | default |
+/// |---|---|
+/// | [`capacity`](UtilizationShedLayerBuilder::capacity): utilisation as requests in flight over this | required, or `utilization` |
+/// | [`utilization`](UtilizationShedLayerBuilder::utilization): your own measure of utilisation instead | required, or `capacity` |
+/// | [`classify`](UtilizationShedLayerBuilder::classify): each request's priority | [`Priority::Normal`](crate::shed::Priority::Normal) |
+/// | [`control_law`](UtilizationShedLayerBuilder::control_law): how fast shedding rises and falls | [`ControlLaw::STRIPE`](crate::shed::ControlLaw::STRIPE) |
+/// | [`random_source`](UtilizationShedLayerBuilder::random_source): which requests are shed | a thread-local generator |
+/// | [`retry_after`](UtilizationShedLayerBuilder::retry_after): the refusal's `Retry-After` | 5 s |
+/// | [`on_rejection`](UtilizationShedLayerBuilder::on_rejection): the refusal's response | problem+json |
 pub type UtilizationShedLayer = AdmissionLayer<UtilizationShedder>;
 
 /// The service a [`UtilizationShedLayer`] makes.

@@ -11,11 +11,12 @@ use tokio::time::Instant;
 
 use super::UtilizationShedLayer;
 use super::in_flight::{InFlight, InFlightGuard};
-use crate::admission::{Admit, NoKeys, Verdict};
+use crate::admission::{Admit, Sealed, Verdict};
 use crate::headers::Report;
+use crate::key::Key;
 use crate::log::Throttled;
 use crate::shed::priority::{Classifier, Priority, priority_of};
-use crate::shed::{ShedControl, Shedding};
+use crate::shed::{ShedControl, UtilizationShedRejection};
 use crate::store::{StoreError, StoreFuture};
 use crate::sync::lock;
 
@@ -44,17 +45,16 @@ pub(super) enum Source {
 }
 
 /// What becomes of one request.
-#[allow(unreachable_pub)]
-pub enum Admission {
+pub enum ShedAnswer {
     /// Call the service; the request counts as in flight until the guard drops.
     Admitted(InFlightGuard),
     /// Refuse it.
-    Shed(Shedding),
+    Shed(UtilizationShedRejection),
 }
 
 impl UtilizationShedder {
     /// Admits the request, counted in flight until the guard drops, or sheds it.
-    fn admit(&self, parts: &mut Parts) -> Admission {
+    fn admit(&self, parts: &mut Parts) -> ShedAnswer {
         let priority = priority_of(parts, &*self.classify);
         let utilization = match &self.source {
             // Measured before this request counts: at capacity means `capacity` others in flight.
@@ -70,14 +70,14 @@ impl UtilizationShedder {
         };
         // Draw only when there is a chance to drop: no random number on the common path.
         if drop_probability > 0.0 && (self.random)() < drop_probability {
-            return Admission::Shed(Shedding::new(
+            return ShedAnswer::Shed(UtilizationShedRejection::new(
                 priority,
                 drop_probability,
                 utilization,
                 self.retry_after,
             ));
         }
-        Admission::Admitted(self.in_flight.enter())
+        ShedAnswer::Admitted(self.in_flight.enter())
     }
 
     /// The control state.
@@ -86,25 +86,25 @@ impl UtilizationShedder {
     }
 }
 
+impl Sealed for UtilizationShedder {}
+
 impl Admit for UtilizationShedder {
-    type Answer = Admission;
+    type Answer = ShedAnswer;
     type Pending = ();
     type Held = InFlightGuard;
-    type Rejection = Shedding;
-    type Keys = NoKeys;
-    type Key = ();
+    type Rejection = UtilizationShedRejection;
 
     const LIMITING: &'static str = "load shedding";
 
     /// Decided at once: the shedder needs no I/O.
-    fn check(&self, (): (), parts: &mut Parts) -> (StoreFuture<Admission>, ()) {
+    fn check(&self, _: Key, parts: &mut Parts) -> (StoreFuture<ShedAnswer>, ()) {
         (StoreFuture::ready(Ok(self.admit(parts))), ())
     }
 
-    fn decide(&self, admission: Admission, (): (), _: &mut Extensions) -> Verdict<Self> {
-        match admission {
-            Admission::Admitted(guard) => Verdict::pass(None, Some(guard)),
-            Admission::Shed(shedding) => {
+    fn decide(&self, answer: ShedAnswer, (): (), _: &mut Extensions) -> Verdict<Self> {
+        match answer {
+            ShedAnswer::Admitted(guard) => Verdict::pass(None, Some(guard)),
+            ShedAnswer::Shed(shedding) => {
                 crate::telemetry::shed("utilization", shedding.priority().as_str());
                 self.shed_log.warn(|suppressed| {
                     tracing::warn!(

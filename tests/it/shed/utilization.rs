@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 use tokio::time::advance;
 use tower::ServiceExt;
 use tower_redis_ratelimit::UtilizationShedLayer;
-use tower_redis_ratelimit::shed::{ControlLaw, Priority, Shedding};
+use tower_redis_ratelimit::shed::{ControlLaw, Priority, UtilizationShedRejection};
 
 const CAPACITY: usize = 4;
 
@@ -341,7 +341,7 @@ async fn a_utilisation_function_and_a_custom_rejection() {
         .control_law(ControlLaw::default().priorities([Priority::Normal]))
         .random_source(|| 0.0)
         .retry_after(Duration::from_millis(1_500))
-        .on_rejection(|shedding: &Shedding| {
+        .on_rejection(|shedding: &UtilizationShedRejection| {
             Response::builder()
                 .status(shedding.status())
                 .body(format!("busy, {} traffic waits", shedding.priority()))

@@ -383,7 +383,7 @@ async fn custom_rejections_keep_the_headers() {
         .store(store.clone())
         .retry_after(Duration::from_secs(5))
         .on_rejection(
-            |rejection: &tower_redis_ratelimit::concurrency::Rejection| {
+            |rejection: &tower_redis_ratelimit::concurrency::ConcurrencyLimitRejection| {
                 Response::builder()
                     .status(rejection.status())
                     .body("busy, come back later")

@@ -1,33 +1,28 @@
-//! [`Limits`]: how many permits a request may share, decided per request. A per-key limit is one
-//! answer ([`PerKey`]); the fleet shedder's shares by priority are another, given to the same
-//! limiter.
+//! [`SlotLimit`]: how many permits of its slot a request may share, decided per request. A
+//! per-key limit is one answer ([`PerKey`]); the fleet shedder's shares by priority are another,
+//! given to the same limiter.
 
 use http::request::Parts;
 
-use super::Rejection;
+use super::ConcurrencyLimitRejection;
 use super::busy::Busy;
-use crate::admission::{KeySource, Keys};
+use crate::admission::Sealed;
 use crate::key::Key;
 
-/// How many permits a request may share, and how it is refused when none is free.
-#[allow(unreachable_pub)]
-pub trait Limits: Send + Sync + 'static {
+/// How many permits of its slot a request may share, and how it is refused when none is free.
+/// Sealed: [`PerKey`] and the fleet shedder's [`FleetShares`](crate::shed::FleetShares) are the
+/// two limits a [`ConcurrencyLimiter`](super::ConcurrencyLimiter) is given.
+pub trait SlotLimit: Sealed + Send + Sync + 'static {
     /// Why a request was refused, as the layer's `on_rejection` hook receives it.
     type Rejection: Send + Sync + 'static;
-    /// Where requests get their keys.
-    type Keys: KeySource<Self::Rejection, Key = Self::Key>;
-    /// What the layer keys a request by.
-    type Key;
     /// What a request is, for its limit (the fleet shedder's priority).
     type Class: Copy + Send + Sync + 'static;
-    /// The settings these limits add to a concurrency limit's.
-    type Settings: Default + Send;
 
     /// The class of a request, decided from its head (which may record it in the extensions).
     fn classify(&self, parts: &mut Parts) -> Self::Class;
 
-    /// The client key of a request's slot.
-    fn slot_key(&self, key: Self::Key) -> Key;
+    /// The client key of a request's slot, from the layer's key (empty when it keys nothing).
+    fn slot_key(&self, key: Key) -> Key;
 
     /// Admit a request of `class` only while fewer permits than this are held.
     fn limit(&self, class: Self::Class) -> u32;
@@ -46,13 +41,11 @@ pub struct PerKey {
     pub(super) max: u32,
 }
 
-impl Limits for PerKey {
-    type Rejection = Rejection;
-    type Keys = Keys<Rejection>;
-    type Key = Key;
+impl Sealed for PerKey {}
+
+impl SlotLimit for PerKey {
+    type Rejection = ConcurrencyLimitRejection;
     type Class = ();
-    /// `max_in_flight`, until the layer is built.
-    type Settings = Option<u32>;
 
     fn classify(&self, _: &mut Parts) {}
 
@@ -68,8 +61,8 @@ impl Limits for PerKey {
         self.max
     }
 
-    fn refuse(&self, busy: Busy, (): ()) -> Rejection {
+    fn refuse(&self, busy: Busy, (): ()) -> ConcurrencyLimitRejection {
         crate::telemetry::concurrency_refused(busy.name());
-        Rejection::Busy(busy)
+        ConcurrencyLimitRejection::Busy(busy)
     }
 }

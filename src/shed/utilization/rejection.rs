@@ -1,25 +1,25 @@
-//! [`Shedding`]: what a load shedder knew when it refused a request.
+//! [`UtilizationShedRejection`]: what a load shedder knew when it refused a request.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Response, StatusCode};
 
-use super::Priority;
 use crate::headers::retry_seconds;
 use crate::response::{Problem, retry_sentence};
+use crate::shed::Priority;
 
 /// Why a [`UtilizationShedLayer`](crate::UtilizationShedLayer) refused a request: what its
 /// `on_rejection` hook receives, and what its default 503 says.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Shedding {
+pub struct UtilizationShedRejection {
     priority: Priority,
     drop_probability: f64,
     utilization: f64,
     retry_after: Duration,
 }
 
-impl Shedding {
+impl UtilizationShedRejection {
     pub(crate) fn new(
         priority: Priority,
         drop_probability: f64,
@@ -76,27 +76,15 @@ impl Shedding {
     }
 }
 
-/// The detail of a shed request's 503, checked to name `priority` and to ask for a retry after
-/// `retry_after` seconds: for the tests of both shedders.
-#[cfg(test)]
-pub(crate) fn shed_detail(
-    response: &Response<Bytes>,
-    priority: Priority,
-    retry_after: u64,
-) -> String {
-    let body = crate::response::problem_body(response, StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(body["priority"], serde_json::to_value(priority).unwrap());
-    assert_eq!(body["retry_after"], retry_after);
-    body["detail"].as_str().unwrap().to_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shed::testing::shed_detail;
 
     #[test]
     fn a_shed_request_is_told_its_priority_and_when_to_retry() {
-        let shedding = Shedding::new(Priority::Low, 0.25, 1.0, Duration::from_millis(4_100));
+        let shedding =
+            UtilizationShedRejection::new(Priority::Low, 0.25, 1.0, Duration::from_millis(4_100));
         let response = shedding.default_response();
         assert_eq!(
             shed_detail(&response, Priority::Low, 5),

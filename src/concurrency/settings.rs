@@ -1,0 +1,115 @@
+//! What every concurrency limit has, the per-key limit and the fleet shedder alike (the slot's
+//! name, the store of its permits, and their lease), and the `Retry-After` hint that the
+//! concurrency limits and both load shedders send: the settings and the builder methods that
+//! fill them, as macros each builder invokes (see `admission::settings`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::limiter::ConcurrencyLimiter;
+use super::slot_limit::SlotLimit;
+use crate::error::ConfigError;
+use crate::policy::validate_name;
+use crate::store::MemoryStore;
+use crate::store::lease::{Lease, LeaseStore};
+
+/// What every concurrency limit has, the per-key limit and the fleet shedder alike: the slot's
+/// name, the store of its permits, and their lease.
+pub(crate) struct SlotSettings {
+    pub(crate) name: Option<Arc<str>>,
+    pub(crate) store: Option<Arc<dyn LeaseStore>>,
+    pub(crate) lease: Duration,
+    pub(crate) renew_every: Option<Duration>,
+}
+
+impl SlotSettings {
+    /// The defaults: a 30 s lease renewed every 10 s.
+    pub(crate) fn new(name: Option<&str>) -> Self {
+        Self {
+            name: name.map(Arc::from),
+            store: None,
+            lease: Duration::from_secs(30),
+            renew_every: None,
+        }
+    }
+
+    /// The limiter of `limits` with these settings, validated, refusing with `retry_after`.
+    pub(crate) fn limiter<L: SlotLimit>(
+        self,
+        limits: L,
+        retry_after: Duration,
+    ) -> Result<ConcurrencyLimiter<L>, ConfigError> {
+        let name = self.name.ok_or_else(|| {
+            ConfigError::Concurrency("a concurrency limit needs a `.name(...)`".into())
+        })?;
+        validate_name(&name)?;
+        let mut lease = Lease::new(self.lease);
+        if let Some(every) = self.renew_every {
+            lease = lease.with_renewal_every(every);
+        }
+        lease.validate()?;
+        Ok(ConcurrencyLimiter {
+            name,
+            store: self.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
+            limits,
+            lease,
+            retry_after,
+        })
+    }
+}
+
+/// `name`, `store`, `lease` and `renew_every` for a builder whose `slots` field is a
+/// [`SlotSettings`].
+macro_rules! slot_settings {
+    ($builder:ty) => {
+        impl $builder {
+            /// The limit's name: in the headers and the storage keys (1 to 64 characters of
+            /// `A-Z a-z 0-9 . _ -`). Layers with the same name and store share their slots.
+            pub fn name(mut self, name: impl Into<::std::sync::Arc<str>>) -> Self {
+                self.slots.name = Some(name.into());
+                self
+            }
+
+            /// Where permits are held (default: a new [`MemoryStore`](crate::MemoryStore) for
+            /// this layer, which limits this server alone). Pass a `RedisStore` to share the
+            /// limit between servers.
+            pub fn store(mut self, store: impl $crate::store::lease::LeaseStore) -> Self {
+                self.slots.store = Some(::std::sync::Arc::new(store));
+                self
+            }
+
+            /// How long a permit survives without renewal (default 30 s, between
+            /// [`MIN_LEASE`](crate::store::lease::MIN_LEASE) and
+            /// [`MAX_LEASE`](crate::store::lease::MAX_LEASE)): the longest a crashed server's
+            /// slots stay taken.
+            pub fn lease(mut self, lease: ::std::time::Duration) -> Self {
+                self.slots.lease = lease;
+                self
+            }
+
+            /// How often the store's heartbeat renews live permits (default: a third of the
+            /// lease).
+            pub fn renew_every(mut self, every: ::std::time::Duration) -> Self {
+                self.slots.renew_every = Some(every);
+                self
+            }
+        }
+    };
+}
+
+/// `retry_after` for a builder (with a `retry_after` field) of a middleware whose refusals cannot know when a retry would
+/// pass; `$default` says its default and why, for the method's documentation.
+macro_rules! retry_hint_setting {
+    ($builder:ty, $default:literal) => {
+        impl $builder {
+            /// The `Retry-After` sent with a refusal (rounded up to whole seconds, at least 1).
+            #[doc = $default]
+            pub fn retry_after(mut self, hint: ::std::time::Duration) -> Self {
+                self.retry_after = hint;
+                self
+            }
+        }
+    };
+}
+
+pub(crate) use {retry_hint_setting, slot_settings};
