@@ -9,7 +9,7 @@
 //! The layer admits the upgrade request and puts a `ConcurrencyPermit` into its extensions; the
 //! handler moves the permit into the task that serves the socket, so the slot is held for the life
 //! of the connection, not just the 101 response. If an instance crashes, its sockets' slots come
-//! back within the lease (10 s here), because nothing renews them any more.
+//! back within the permit TTL (10 s here), because nothing renews them any more.
 //!
 //! Environment:
 //!
@@ -33,7 +33,7 @@ use axum::routing::get;
 use http::request::Parts;
 use tower_redis_ratelimit::concurrency::ConcurrencyPermit;
 use tower_redis_ratelimit::key::{Key, KeyError};
-use tower_redis_ratelimit::store::lease::LeaseStore;
+use tower_redis_ratelimit::store::permits::PermitStore;
 use tower_redis_ratelimit::{ConcurrencyLimitLayer, MemoryStore, RedisStore};
 /// The user named in the query string: browsers cannot set headers on a WebSocket handshake.
 fn user(parts: &Parts) -> Result<Key, KeyError> {
@@ -84,7 +84,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map_err(|_| format!("MAX_SOCKETS must be a number, not {text:?}"))?,
         Err(_) => 2,
     };
-    let store: Arc<dyn LeaseStore> = match std::env::var("REDIS_URL") {
+    let store: Arc<dyn PermitStore> = match std::env::var("REDIS_URL") {
         Ok(url) => Arc::new(RedisStore::open(&url)?),
         Err(_) => Arc::new(MemoryStore::new()),
     };
@@ -93,7 +93,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .max_in_flight(max_sockets)
         .key(user)
         .store(store)
-        .lease(Duration::from_secs(10))
+        .permit_ttl(Duration::from_secs(10))
         .build()?;
 
     let app = Router::new().route("/ws", get(socket)).layer(limit);

@@ -1,22 +1,22 @@
--- Concurrency leases: at most `limit` permits held at once per slot, each one a lease that expires
--- unless renewed, so the permits of a crashed or partitioned server come back on their own.
+-- Concurrency permits: at most `limit` permits held at once per slot, each one expiring unless
+-- renewed, so the permits of a crashed or partitioned server come back on their own.
 --
 -- KEYS[1]:  the slot key `<prefix>:<limit name>:cc:{<client key>}`: a sorted set of permit ids,
---           each scored by the moment its lease expires (µs since the Unix epoch).
+--           each scored by the moment it expires (µs since the Unix epoch).
 -- ARGV[1]:  the operation: 'acquire', 'release' or 'renew'.
 -- ARGV[2]:  the time in µs since the Unix epoch, or "" to read the Redis server clock (TIME).
 -- ARGV[3]:  lower bound for the key's TTL in ms (0 in production; raised by callers that drive a
 --           clock slower than real time, as in check.lua).
--- acquire:  ARGV[4] permit id, ARGV[5] limit, ARGV[6] lease in µs. Admits only while fewer than
---           `limit` leases are live. Reply: {admitted (1 or 0), live leases after the call, this
+-- acquire:  ARGV[4] permit id, ARGV[5] limit, ARGV[6] the permit's TTL in µs. Admits only while fewer than
+--           `limit` permits are live. Reply: {admitted (1 or 0), live permits after the call, this
 --           one included when admitted}. A refusal writes nothing.
--- release:  ARGV[4] permit id. Reply: {1 if its lease was live else 0, live leases after}.
--- renew:    ARGV[4] lease in µs, ARGV[5..] permit ids. Reply: one integer per id, in order: 1 if
---           its lease now runs until now + lease, 0 if it was gone (released or expired; an
---           expired lease is never revived, its slot may already be someone else's).
+-- release:  ARGV[4] permit id. Reply: {1 if it was live else 0, live permits after}.
+-- renew:    ARGV[4] the permits' TTL in µs, ARGV[5..] permit ids. Reply: one integer per id, in order: 1 if
+--           it now expires at now + TTL, 0 if it was gone (released or expired; an
+--           expired permit is never revived, its slot may already be someone else's).
 --
--- Every call that writes drops the expired leases (ZREMRANGEBYSCORE) and sets the key's TTL to
--- its longest lease (PEXPIRE), so the set stays bounded and a key whose holders all died
+-- Every call that writes drops the expired permits (ZREMRANGEBYSCORE) and sets the key's TTL to
+-- its latest expiry (PEXPIRE), so the set stays bounded and a key whose holders all died
 -- disappears. An empty sorted set is deleted by Redis itself.
 local key = KEYS[1]
 local op = ARGV[1]
@@ -42,7 +42,7 @@ local function drop_expired()
   redis.call('ZREMRANGEBYSCORE', key, '-inf', num(now))
 end
 
--- The key lives exactly as long as its longest lease (rounded up, at least 1 ms).
+-- The key lives exactly as long as its latest expiry (rounded up, at least 1 ms).
 local function expire()
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if last[2] then
@@ -52,13 +52,13 @@ local function expire()
 end
 
 if op == 'acquire' then
-  local id, limit, lease = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
+  local id, limit, ttl = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
   local count = live()
   if count >= limit then
     return {0, count}
   end
   drop_expired()
-  count = count + redis.call('ZADD', key, num(now + lease), id)
+  count = count + redis.call('ZADD', key, num(now + ttl), id)
   expire()
   return {1, count}
 elseif op == 'release' then
@@ -80,7 +80,7 @@ elseif op == 'renew' then
   for i = 5, #ARGV do
     local score = redis.call('ZSCORE', key, ARGV[i])
     if score and tonumber(score) > now then
-      -- GT: a renewal with a shorter lease never shortens one granted before.
+      -- GT: a renewal with a shorter ttl never shortens one granted before.
       redis.call('ZADD', key, 'GT', expires, ARGV[i])
       reply[#reply + 1] = 1
     else

@@ -1,5 +1,5 @@
 //! Crash safety (seed 000): a server that dies with its slots taken gives them back within the
-//! lease, because nothing renews them any more.
+//! TTL, because nothing renews them any more.
 //!
 //! The binary runs twice: as the test, and (re-executed with `CRASH_CHILD_REDIS_URL` set) as the
 //! child server that takes permits, lets its heartbeat renew them, and is killed with SIGKILL, so
@@ -16,16 +16,16 @@ use std::time::{Duration, Instant};
 
 use support::RedisServer;
 use tower_redis_ratelimit::RedisStore;
-use tower_redis_ratelimit::store::lease::{Lease, LeaseStore, PermitId, Slot};
+use tower_redis_ratelimit::store::permits::{PermitId, PermitStore, PermitTtl, Slot};
 const CHILD_ENV: &str = "CRASH_CHILD_REDIS_URL";
-/// A lease long against the renewal period: the child's slots survive unless it gets no CPU for
+/// A TTL long against the renewal period: the child's slots survive unless it gets no CPU for
 /// almost 3 s, which a loaded CI machine may do for a second but not for that long.
 const LEASE_MS: u64 = 3_000;
 const RENEW_EVERY_MS: u64 = 100;
 const HELD: u32 = 3;
 
-fn lease() -> Lease {
-    Lease::new(Duration::from_millis(LEASE_MS))
+fn ttl() -> PermitTtl {
+    PermitTtl::new(Duration::from_millis(LEASE_MS))
         .with_renewal_every(Duration::from_millis(RENEW_EVERY_MS))
 }
 
@@ -38,7 +38,7 @@ fn main() {
         child(&url);
         return;
     }
-    let name = "a_killed_servers_slots_come_back_within_the_lease";
+    let name = "a_killed_servers_slots_come_back_within_the_ttl";
     // What a harness must honour so that `cargo test <filter>` and `--list` treat this binary like
     // the others: name filters (substrings, or whole names with `--exact`) and listing.
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -70,7 +70,7 @@ fn main() {
     }
     print!("test {name} ... ");
     std::io::stdout().flush().unwrap();
-    match std::panic::catch_unwind(a_killed_servers_slots_come_back_within_the_lease) {
+    match std::panic::catch_unwind(a_killed_servers_slots_come_back_within_the_ttl) {
         Ok(()) => {
             println!("ok");
             println!("\nconcurrency_crash: 1 passed, 0 failed");
@@ -90,7 +90,7 @@ fn child(url: &str) {
         let store = RedisStore::open(url).unwrap();
         for _ in 0..HELD {
             let acquired = store
-                .acquire(&slot(), PermitId::next(), HELD, lease())
+                .acquire(&slot(), PermitId::next(), HELD, ttl())
                 .await
                 .unwrap();
             assert!(acquired.is_admitted());
@@ -112,7 +112,7 @@ impl Drop for Killed {
     }
 }
 
-fn a_killed_servers_slots_come_back_within_the_lease() {
+fn a_killed_servers_slots_come_back_within_the_ttl() {
     let redis = RedisServer::start();
     let key = "ratelimit:ws:cc:{victim}";
     let mut child = Command::new(std::env::current_exe().unwrap())
@@ -133,7 +133,7 @@ fn a_killed_servers_slots_come_back_within_the_lease() {
     let try_acquire = || {
         runtime.block_on(async {
             let permit = PermitId::next();
-            let acquired = store.acquire(&slot(), permit, HELD, lease()).await.unwrap();
+            let acquired = store.acquire(&slot(), permit, HELD, ttl()).await.unwrap();
             if acquired.is_admitted() {
                 store.release(&slot(), permit).await.unwrap();
             }
@@ -141,7 +141,7 @@ fn a_killed_servers_slots_come_back_within_the_lease() {
         })
     };
 
-    // While the child lives, its heartbeat keeps the slots taken across several leases.
+    // While the child lives, its heartbeat keeps the slots taken across several TTLs.
     let alive_until = Instant::now() + Duration::from_millis(3 * LEASE_MS);
     while Instant::now() < alive_until {
         assert_eq!(redis.zcard(key), u64::from(HELD));
@@ -156,11 +156,11 @@ fn a_killed_servers_slots_come_back_within_the_lease() {
     let ttl = redis.pttl(key);
     assert!(
         ttl > 0 && ttl <= LEASE_MS as i64,
-        "every lease ends within one lease of the crash (PTTL {ttl} ms)"
+        "every ttl ends within one ttl of the crash (PTTL {ttl} ms)"
     );
     let taken = !try_acquire();
     // The last renewal was at most a period before the kill, so the slots stay taken for most of
-    // a lease; only a test stalled past that (nothing to do with the code) may find them free.
+    // a TTL; only a test stalled past that (nothing to do with the code) may find them free.
     if killed.elapsed() < Duration::from_millis(LEASE_MS - RENEW_EVERY_MS) {
         assert!(taken, "still taken right after the crash");
     }

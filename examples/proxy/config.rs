@@ -72,7 +72,7 @@ pub(crate) fn load(path: &str, previous: Option<&Limits>) -> Result<Loaded, BoxE
                         .extractor()
                         .map_err(|err| format!("[proxy.websockets]: {err}"))?,
                 )
-                .lease(Duration::from_secs(30))
+                .permit_ttl(Duration::from_secs(30))
                 .build()
                 .map_err(|err| format!("[proxy.websockets]: {err}"))?,
         ),

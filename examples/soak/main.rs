@@ -94,7 +94,7 @@ fn serve(urls: &str) -> Result<(), BoxError> {
             .max_in_flight(2)
             .key(HeaderKey::new("x-key"))
             .store(store)
-            .lease(LEASE)
+            .permit_ttl(LEASE)
             .failure_mode(FailureMode::Open)
             .deadline(DEADLINE)
             .build()?;

@@ -118,7 +118,7 @@ mod tests {
             ConfigError::MissingKeyExtractor
         );
         assert!(matches!(
-            base().lease(Duration::from_millis(5)).build(),
+            base().permit_ttl(Duration::from_millis(5)).build(),
             Err(ConfigError::Concurrency(_))
         ));
         assert!(matches!(

@@ -13,26 +13,26 @@ use super::slot_limit::SlotLimit;
 use crate::admission::{Admit, Sealed, Verdict};
 use crate::headers::{Concurrent, Report, concurrency_policy};
 use crate::key::Key;
-use crate::store::lease::{Acquired, Lease, LeaseStore, PermitId, Slot};
+use crate::store::permits::{Acquired, PermitId, PermitStore, PermitTtl, Slot};
 use crate::store::{StoreError, StoreFuture};
 
-/// The decisions of a concurrency limit: a permit from the request's slot, leased in a store
+/// The decisions of a concurrency limit: a permit from the request's slot, held in a store
 /// shared by every server, held until the response is finished. How many permits a request may
 /// share is `L`'s to say: [`PerKey`](super::PerKey) for a
 /// [`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer), the fleet's shares by priority for a
 /// [`FleetShedLayer`](crate::FleetShedLayer). Made by the layers' builders; their types name it.
 pub struct ConcurrencyLimiter<L> {
     pub(crate) name: Arc<str>,
-    pub(crate) store: Arc<dyn LeaseStore>,
+    pub(crate) store: Arc<dyn PermitStore>,
     pub(crate) limits: L,
-    pub(crate) lease: Lease,
+    pub(crate) ttl: PermitTtl,
     pub(crate) retry_after: Duration,
 }
 
 /// An acquisition on its way: given back if its answer never comes (cancelled, timed out), since
 /// the store may have admitted it all the same.
 pub struct Ticket<C> {
-    store: Arc<dyn LeaseStore>,
+    store: Arc<dyn PermitStore>,
     pending: Option<(Slot, PermitId)>,
     limit: u32,
     class: C,
@@ -61,7 +61,7 @@ impl<L: SlotLimit> Admit for ConcurrencyLimiter<L> {
         let limit = self.limits.limit(class);
         let slot = Slot::valid(self.name.clone(), self.limits.slot_key(key));
         let id = PermitId::next();
-        let acquire = self.store.acquire(&slot, id, limit, self.lease);
+        let acquire = self.store.acquire(&slot, id, limit, self.ttl);
         let ticket = Ticket {
             store: self.store.clone(),
             pending: Some((slot, id)),
@@ -128,7 +128,7 @@ impl<L: fmt::Debug> fmt::Debug for ConcurrencyLimiter<L> {
         f.debug_struct("ConcurrencyLimiter")
             .field("name", &self.name)
             .field("limits", &self.limits)
-            .field("lease", &self.lease)
+            .field("ttl", &self.ttl)
             .field("retry_after", &self.retry_after)
             .finish_non_exhaustive()
     }

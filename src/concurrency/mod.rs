@@ -3,17 +3,17 @@
 //!
 //! A request takes a *permit* from its *slot* (a limit name and a client key) before it runs and
 //! gives it back when its response body is finished or dropped, when it is cancelled, when the
-//! handler panics or fails. Permits are *leases*: the store forgets one that is not renewed within
-//! the lease, and one background task per store (the heartbeat) renews every live permit of the
-//! process, so a crashed or partitioned server's slots come back within a lease while long
+//! handler panics or fails. Permits *expire*: the store forgets one that is not renewed within
+//! the TTL, and one background task per store (the heartbeat) renews every live permit of the
+//! process, so a crashed or partitioned server's slots come back within a TTL while long
 //! requests keep theirs. See `docs/concurrency.md` for the protocol.
 //!
 //! - [`ConcurrencyLimitLayer`]: the tower layer, configured by [`ConcurrencyLimitLayerBuilder`].
 //! - [`ConcurrencyPermit`]: a held slot, in the request extensions; move a clone into a WebSocket
 //!   task to hold the slot for the life of the connection.
 //! - [`ConcurrencyLimitRejection`]: why a request was refused, for the `on_rejection` hook.
-//! - What crosses the store boundary (slots, permit ids, leases) is in
-//!   [`store::lease`](crate::store::lease).
+//! - What crosses the store boundary (slots, permit ids, permits) is in
+//!   [`store::permits`](crate::store::permits).
 //! - The fleet usage load shedder ([`FleetShedLayer`](crate::FleetShedLayer)) is the same limiter
 //!   given the fleet's shares by priority.
 //!
@@ -53,7 +53,7 @@ use crate::admission::{Admission, AdmissionLayer, ResponseBody};
 ///     .name("reports")
 ///     .max_in_flight(2)
 ///     .key(HeaderKey::new("x-api-key"))
-///     .lease(Duration::from_secs(30))
+///     .permit_ttl(Duration::from_secs(30))
 ///     .build()?;
 /// let app: Router = Router::new().route("/report", get(|| async { "done" }).layer(limit));
 /// # Ok::<(), tower_redis_ratelimit::ConfigError>(())
@@ -69,8 +69,8 @@ use crate::admission::{Admission, AdmissionLayer, ResponseBody};
 /// | [`key`](ConcurrencyLimitLayerBuilder::key): who is limited | required |
 /// | [`name`](ConcurrencyLimitLayerBuilder::name): the slot's name, in headers and storage keys | required |
 /// | [`store`](ConcurrencyLimitLayerBuilder::store): where permits are held | a new [`MemoryStore`](crate::MemoryStore) |
-/// | [`lease`](ConcurrencyLimitLayerBuilder::lease): how long a permit survives without renewal | 30 s |
-/// | [`renew_every`](ConcurrencyLimitLayerBuilder::renew_every): how often the heartbeat renews permits | a third of the lease |
+/// | [`permit_ttl`](ConcurrencyLimitLayerBuilder::permit_ttl): how long a permit survives without renewal | 30 s |
+/// | [`renew_every`](ConcurrencyLimitLayerBuilder::renew_every): how often the heartbeat renews permits | a third of the TTL |
 /// | [`on_missing_key`](ConcurrencyLimitLayerBuilder::on_missing_key) | 400 |
 /// | [`exemptions`](ConcurrencyLimitLayerBuilder::exemptions): allow and deny lists | none |
 /// | [`failure_mode`](ConcurrencyLimitLayerBuilder::failure_mode): when the store fails | fail open |

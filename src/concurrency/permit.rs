@@ -4,9 +4,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::store::lease::{LeaseStore, PermitId, Slot};
+use crate::store::permits::{PermitId, PermitStore, Slot};
 
-/// Attempts to give a slot back before leaving it to its lease.
+/// Attempts to give a slot back before leaving it to its TTL.
 const RELEASE_ATTEMPTS: u32 = 3;
 /// How long one attempt may take.
 const RELEASE_DEADLINE: Duration = Duration::from_secs(1);
@@ -44,7 +44,7 @@ const RELEASE_DEADLINE: Duration = Duration::from_secs(1);
 /// ```
 ///
 /// Giving a slot back is asynchronous: on a Tokio runtime it is spawned, retried a few times if
-/// the store fails, and otherwise left to the lease, which the heartbeat stops renewing at once.
+/// the store fails, and otherwise left to the TTL, which the heartbeat stops renewing at once.
 /// Dropping a permit never blocks and never panics, also while a panic unwinds.
 #[derive(Clone)]
 pub struct ConcurrencyPermit {
@@ -52,13 +52,13 @@ pub struct ConcurrencyPermit {
 }
 
 struct Held {
-    store: Arc<dyn LeaseStore>,
+    store: Arc<dyn PermitStore>,
     slot: Slot,
     id: PermitId,
 }
 
 impl ConcurrencyPermit {
-    pub(crate) fn new(store: Arc<dyn LeaseStore>, slot: Slot, id: PermitId) -> Self {
+    pub(crate) fn new(store: Arc<dyn PermitStore>, slot: Slot, id: PermitId) -> Self {
         Self {
             held: Arc::new(Held { store, slot, id }),
         }
@@ -91,13 +91,13 @@ impl Drop for Held {
 }
 
 /// Gives a slot back: at once for a synchronous store, else on a spawned task, retried with
-/// backoff. Without a runtime (or when every attempt fails) the lease ends it: the store stopped
+/// backoff. Without a runtime (or when every attempt fails) the TTL ends it: the store stopped
 /// renewing the permit when `release` was called.
-pub(crate) fn release(store: &Arc<dyn LeaseStore>, slot: &Slot, id: PermitId) {
+pub(crate) fn release(store: &Arc<dyn PermitStore>, slot: &Slot, id: PermitId) {
     let mut first = store.release(slot, id);
     if let Some(result) = first.take_ready() {
         if let Err(err) = result {
-            tracing::debug!(error = %err, %id, "could not release a permit; its lease will end it");
+            tracing::debug!(error = %err, %id, "could not release a permit; its TTL will end it");
         }
         return;
     }
@@ -115,7 +115,7 @@ pub(crate) fn release(store: &Arc<dyn LeaseStore>, slot: &Slot, id: PermitId) {
             attempt = tokio::time::timeout(RELEASE_DEADLINE, store.release(&slot, id)).await;
         }
         if !matches!(attempt, Ok(Ok(_))) {
-            tracing::debug!(%id, ?slot, "could not release a permit; its lease will end it");
+            tracing::debug!(%id, ?slot, "could not release a permit; its TTL will end it");
         }
     }));
 }

@@ -1,5 +1,5 @@
 //! What every concurrency limit has, the per-key limit and the fleet shedder alike (the slot's
-//! name, the store of its permits, and their lease), and the `Retry-After` hint that the
+//! name, the store of its permits, and their TTL), and the `Retry-After` hint that the
 //! concurrency limits and both load shedders send: the settings and the builder methods that
 //! fill them, as macros each builder invokes (see `admission::settings`).
 
@@ -11,24 +11,24 @@ use super::slot_limit::SlotLimit;
 use crate::error::ConfigError;
 use crate::policy::validate_name;
 use crate::store::MemoryStore;
-use crate::store::lease::{Lease, LeaseStore};
+use crate::store::permits::{PermitStore, PermitTtl};
 
 /// What every concurrency limit has, the per-key limit and the fleet shedder alike: the slot's
-/// name, the store of its permits, and their lease.
+/// name, the store of its permits, and their TTL.
 pub(crate) struct SlotSettings {
     pub(crate) name: Option<Arc<str>>,
-    pub(crate) store: Option<Arc<dyn LeaseStore>>,
-    pub(crate) lease: Duration,
+    pub(crate) store: Option<Arc<dyn PermitStore>>,
+    pub(crate) ttl: Duration,
     pub(crate) renew_every: Option<Duration>,
 }
 
 impl SlotSettings {
-    /// The defaults: a 30 s lease renewed every 10 s.
+    /// The defaults: a 30 s TTL renewed every 10 s.
     pub(crate) fn new(name: Option<&str>) -> Self {
         Self {
             name: name.map(Arc::from),
             store: None,
-            lease: Duration::from_secs(30),
+            ttl: Duration::from_secs(30),
             renew_every: None,
         }
     }
@@ -43,22 +43,22 @@ impl SlotSettings {
             ConfigError::Concurrency("a concurrency limit needs a `.name(...)`".into())
         })?;
         validate_name(&name)?;
-        let mut lease = Lease::new(self.lease);
+        let mut ttl = PermitTtl::new(self.ttl);
         if let Some(every) = self.renew_every {
-            lease = lease.with_renewal_every(every);
+            ttl = ttl.with_renewal_every(every);
         }
-        lease.validate()?;
+        ttl.validate()?;
         Ok(ConcurrencyLimiter {
             name,
             store: self.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
             limits,
-            lease,
+            ttl,
             retry_after,
         })
     }
 }
 
-/// `name`, `store`, `lease` and `renew_every` for a builder whose `slots` field is a
+/// `name`, `store`, `permit_ttl` and `renew_every` for a builder whose `slots` field is a
 /// [`SlotSettings`].
 macro_rules! slot_settings {
     ($builder:ty) => {
@@ -73,22 +73,28 @@ macro_rules! slot_settings {
             /// Where permits are held (default: a new [`MemoryStore`](crate::MemoryStore) for
             /// this layer, which limits this server alone). Pass a `RedisStore` to share the
             /// limit between servers.
-            pub fn store(mut self, store: impl $crate::store::lease::LeaseStore) -> Self {
+            pub fn store(mut self, store: impl $crate::store::permits::PermitStore) -> Self {
                 self.slots.store = Some(::std::sync::Arc::new(store));
                 self
             }
 
             /// How long a permit survives without renewal (default 30 s, between
-            /// [`MIN_LEASE`](crate::store::lease::MIN_LEASE) and
-            /// [`MAX_LEASE`](crate::store::lease::MAX_LEASE)): the longest a crashed server's
+            /// [`MIN_PERMIT_TTL`](crate::store::permits::MIN_PERMIT_TTL) and
+            /// [`MAX_PERMIT_TTL`](crate::store::permits::MAX_PERMIT_TTL)): the longest a crashed server's
             /// slots stay taken.
-            pub fn lease(mut self, lease: ::std::time::Duration) -> Self {
-                self.slots.lease = lease;
+            pub fn permit_ttl(mut self, ttl: ::std::time::Duration) -> Self {
+                self.slots.ttl = ttl;
                 self
             }
 
+            /// The old name of [`permit_ttl`](Self::permit_ttl).
+            #[deprecated(since = "0.2.0", note = "renamed `permit_ttl`")]
+            pub fn lease(self, ttl: ::std::time::Duration) -> Self {
+                self.permit_ttl(ttl)
+            }
+
             /// How often the store's heartbeat renews live permits (default: a third of the
-            /// lease).
+            /// TTL).
             pub fn renew_every(mut self, every: ::std::time::Duration) -> Self {
                 self.slots.renew_every = Some(every);
                 self
@@ -97,8 +103,8 @@ macro_rules! slot_settings {
     };
 }
 
-/// `retry_after` for a builder (with a `retry_after` field) of a middleware whose refusals cannot know when a retry would
-/// pass; `$default` says its default and why, for the method's documentation.
+/// `retry_after` for a builder (with a `retry_after` field) of a middleware whose refusals
+/// cannot know when a retry would pass; `$default` says its default and why, for the method's documentation.
 macro_rules! retry_hint_setting {
     ($builder:ty, $default:literal) => {
         impl $builder {

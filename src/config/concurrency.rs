@@ -87,7 +87,7 @@ mod build {
                 .store(store.permits.clone())
                 .key(self.key.build(&format!("{field}.key"))?);
             if let Some(lease) = self.lease {
-                builder = builder.lease(lease);
+                builder = builder.permit_ttl(lease);
             }
             route::admission(
                 builder.common_mut(),

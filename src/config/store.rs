@@ -8,7 +8,7 @@ use serde::Deserialize;
 use super::duration;
 use crate::error::ConfigError;
 #[cfg(feature = "concurrency")]
-use crate::store::lease::LeaseStore;
+use crate::store::permits::PermitStore;
 use crate::store::{MemoryStore, Store};
 
 /// A store. In TOML:
@@ -121,12 +121,12 @@ pub struct FallbackConfig {
 pub(super) struct BuiltStore {
     pub(super) rate: Arc<dyn Store>,
     #[cfg(feature = "concurrency")]
-    pub(super) permits: Arc<dyn LeaseStore>,
+    pub(super) permits: Arc<dyn PermitStore>,
 }
 
 impl BuiltStore {
     #[cfg(feature = "concurrency")]
-    pub(super) fn new<S: Store + LeaseStore>(store: S) -> Self {
+    pub(super) fn new<S: Store + PermitStore>(store: S) -> Self {
         let store = Arc::new(store);
         Self {
             permits: store.clone(),

@@ -25,7 +25,7 @@ use super::names::{
 };
 use super::quota_policy::concurrency_policy;
 use super::rfc3339::rfc3339;
-use crate::store::lease::Acquired;
+use crate::store::permits::Acquired;
 
 /// What one concurrency decision tells the client: the limit `name` admits `limit` requests at
 /// once, and the store `acquired` the permit or not, with how many are in flight (this one

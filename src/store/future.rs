@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 
 use super::StoreError;
 
-/// The answer of a [`Store`](super::Store) or a [`LeaseStore`](super::lease::LeaseStore): resolved at
+/// The answer of a [`Store`](super::Store) or a [`PermitStore`](super::permits::PermitStore): resolved at
 /// once (an in-process store: no allocation, no timer), or pending on I/O (a boxed future).
 #[must_use = "futures do nothing unless polled"]
 pub struct StoreFuture<T> {

@@ -1,11 +1,11 @@
-//! Where limits are counted: the [`Store`] and [`LeaseStore`](lease::LeaseStore) traits and their
+//! Where limits are counted: the [`Store`] and [`PermitStore`](permits::PermitStore) traits and their
 //! implementations.
 //!
 //! - [`MemoryStore`]: in process, the embedded default. Exact, fast, one process only.
 //! - `RedisStore` (feature `redis`, on by default): shared by every replica through Redis; every
 //!   decision is one atomic Lua call.
 //!
-//! Both also lease concurrency permits (feature `concurrency`): see [`lease`].
+//! Both also hold concurrency permits (feature `concurrency`): see [`permits`].
 //!
 //! A store answers with a [`StoreFuture`], which is either already resolved (the memory store:
 //! no allocation, no timer) or a boxed future (the Redis store). The layer bounds the wait with
@@ -16,10 +16,10 @@ mod denials;
 mod error;
 mod future;
 mod key;
+mod memory;
 #[cfg(feature = "concurrency")]
 #[cfg_attr(docsrs, doc(cfg(feature = "concurrency")))]
-pub mod lease;
-mod memory;
+pub mod permits;
 mod rate;
 #[cfg(feature = "redis")]
 mod redis;
@@ -31,3 +31,16 @@ pub use self::rate::Store;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::{Fallback, QuotaLeases, RedisStore, RedisStoreBuilder};
+
+/// The old name of [`permits`].
+#[cfg(feature = "concurrency")]
+#[deprecated(
+    since = "0.2.0",
+    note = "renamed `store::permits`: `LeaseStore` is `PermitStore`, `Lease` is `PermitTtl`"
+)]
+pub mod lease {
+    pub use super::permits::{
+        Acquired, MAX_PERMIT_TTL as MAX_LEASE, MIN_PERMIT_TTL as MIN_LEASE, PermitId,
+        PermitStore as LeaseStore, PermitTtl as Lease, Renewal, Slot,
+    };
+}

@@ -305,7 +305,7 @@ fn every_mistake_names_its_field() {
             lease = "10ms"
             "#
             .to_owned(),
-            "`concurrency.exports`: invalid concurrency configuration: lease 10ms is out of range: \
+            "`concurrency.exports`: invalid concurrency configuration: permit TTL 10ms is out of range: \
              use between 100ms and ",
         ),
     ];

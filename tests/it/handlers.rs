@@ -8,7 +8,9 @@ use axum::routing::get;
 use tower_redis_ratelimit::admission::MissingKey;
 use tower_redis_ratelimit::concurrency::ConcurrencyPermit;
 use tower_redis_ratelimit::key::{GlobalKey, HeaderKey};
-use tower_redis_ratelimit::store::lease::{Acquired, Lease, LeaseStore, PermitId, Renewal, Slot};
+use tower_redis_ratelimit::store::permits::{
+    Acquired, PermitId, PermitStore, PermitTtl, Renewal, Slot,
+};
 use tower_redis_ratelimit::store::{StoreError, StoreFuture};
 use tower_redis_ratelimit::{
     ConcurrencyLimitLayer, Decision, MemoryStore, Policy, Quota, RateLimitLayer, Rule, Store,
@@ -50,8 +52,8 @@ impl Store for Down {
     }
 }
 
-impl LeaseStore for Down {
-    fn acquire(&self, _: &Slot, _: PermitId, _: u32, _: Lease) -> StoreFuture<Acquired> {
+impl PermitStore for Down {
+    fn acquire(&self, _: &Slot, _: PermitId, _: u32, _: PermitTtl) -> StoreFuture<Acquired> {
         down()
     }
 
@@ -75,7 +77,7 @@ fn rate_limited(store: impl Store) -> Router {
     Router::new().route("/", get(remaining)).layer(limit)
 }
 
-fn concurrency_limited(store: impl LeaseStore) -> Router {
+fn concurrency_limited(store: impl PermitStore) -> Router {
     let limit = ConcurrencyLimitLayer::builder()
         .name("api")
         .max_in_flight(2)

@@ -64,8 +64,8 @@ use crate::concurrency::ConcurrencyLimiter;
 /// | [`classify`](FleetShedLayerBuilder::classify): each request's priority | [`Priority::Normal`](crate::shed::Priority::Normal) |
 /// | [`name`](FleetShedLayerBuilder::name): the slot's name, in headers and storage keys | `fleet` |
 /// | [`store`](FleetShedLayerBuilder::store): where permits are held | a new [`MemoryStore`](crate::MemoryStore) |
-/// | [`lease`](FleetShedLayerBuilder::lease): how long a permit survives without renewal | 30 s |
-/// | [`renew_every`](FleetShedLayerBuilder::renew_every): how often the heartbeat renews permits | a third of the lease |
+/// | [`permit_ttl`](FleetShedLayerBuilder::permit_ttl): how long a permit survives without renewal | 30 s |
+/// | [`renew_every`](FleetShedLayerBuilder::renew_every): how often the heartbeat renews permits | a third of the TTL |
 /// | [`failure_mode`](FleetShedLayerBuilder::failure_mode): when the store fails | fail open |
 /// | [`deadline`](FleetShedLayerBuilder::deadline): how long to wait for the store | 100 ms |
 /// | [`headers`](FleetShedLayerBuilder::headers): which header families | none |

@@ -57,9 +57,9 @@ struct Inner {
     janitor_running: AtomicBool,
     /// Outside any Tokio runtime: checks left before looking for one again.
     janitor_wait: AtomicU32,
-    /// Concurrency leases, sharded like `shards`, and their renewal (see permits.rs).
+    /// Concurrency permits, sharded like `shards`, and their renewal (see permits.rs).
     #[cfg(feature = "concurrency")]
-    leases: permits::Leases,
+    permits: permits::Leases,
 }
 
 /// Keeps each shard's lock on its own cache line, so cores working on different shards do not
@@ -97,7 +97,7 @@ impl MemoryStore {
         self.len() == 0
     }
 
-    /// Drops all state that no longer matters (expired concurrency leases included), and returns
+    /// Drops all state that no longer matters (expired concurrency permits included), and returns
     /// how many keys went. The background sweep calls this every second; call it yourself where
     /// no Tokio runtime runs.
     pub fn evict_expired(&self) -> usize {
@@ -307,7 +307,7 @@ impl MemoryStoreBuilder {
                 janitor_running: AtomicBool::new(false),
                 janitor_wait: AtomicU32::new(0),
                 #[cfg(feature = "concurrency")]
-                leases: permits::Leases::new(shards, cap),
+                permits: permits::Leases::new(shards, cap),
             }),
         }
     }

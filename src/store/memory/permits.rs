@@ -1,8 +1,8 @@
-//! The memory store's concurrency leases: per slot, the permits held and when their leases end.
+//! The memory store's concurrency permits: per slot, the permits held and when they expire.
 //!
 //! The same semantics as `lua/concurrency.lua`, against the store's clock: a slot admits while
-//! fewer than `limit` leases are live, expired leases are dropped on every write, a renewal never
-//! revives a lease that ended. Memory is bounded: a slot holds at most `limit` live leases, a slot
+//! fewer than `limit` permits are live, expired permits are dropped on every write, a renewal never
+//! revives a permit whose TTL ended. Memory is bounded: a slot holds at most `limit` live permits, a slot
 //! with none left is removed at once, and the number of slots is capped by `max_keys`.
 
 use std::hash::BuildHasher;
@@ -14,12 +14,14 @@ use smallvec::SmallVec;
 use super::{Inner, MemoryStore, Padded};
 use crate::clock::micros;
 use crate::store::key::bounded;
-use crate::store::lease::heartbeat::{Heartbeat, Renews};
-use crate::store::lease::{Acquired, Lease, LeaseStore, PermitId, Renewal, Slot, lease_micros};
+use crate::store::permits::heartbeat::{Heartbeat, Renews};
+use crate::store::permits::{
+    Acquired, PermitId, PermitStore, PermitTtl, Renewal, Slot, ttl_micros,
+};
 use crate::store::{StoreError, StoreFuture};
 use crate::sync::lock;
 
-/// The leases of a store: its tables, sharded like its keys, and their heartbeat.
+/// The permits of a store: its tables, sharded like its keys, and their heartbeat.
 pub(super) struct Leases {
     tables: Box<[Padded<Mutex<Table>>]>,
     heartbeat: Heartbeat,
@@ -46,13 +48,13 @@ pub(super) struct Table {
 struct SlotLeases {
     hash: u64,
     key: Box<[u8]>,
-    /// Permit ids and the moment (µs) their leases end.
-    leases: SmallVec<[(PermitId, u64); 4]>,
+    /// Permit ids and the moment (µs) they expire.
+    permits: SmallVec<[(PermitId, u64); 4]>,
 }
 
 impl SlotLeases {
     fn drop_expired(&mut self, now: u64) {
-        self.leases.retain(|(_, expires_at)| *expires_at > now);
+        self.permits.retain(|(_, expires_at)| *expires_at > now);
     }
 }
 
@@ -78,33 +80,33 @@ impl Table {
         now: u64,
     ) -> Result<Acquired, StoreError> {
         if let Some(slot) = self.find(hash, key) {
-            let live = slot.leases.iter().filter(|(_, end)| *end > now).count() as u64;
+            let live = slot.permits.iter().filter(|(_, end)| *end > now).count() as u64;
             // A refusal writes nothing, as in the script.
             if live >= u64::from(limit) {
                 return Ok(Acquired::new(false, live));
             }
             slot.drop_expired(now);
-            slot.leases.retain(|(id, _)| *id != permit);
-            slot.leases.push((permit, expires_at));
-            return Ok(Acquired::new(true, slot.leases.len() as u64));
+            slot.permits.retain(|(id, _)| *id != permit);
+            slot.permits.push((permit, expires_at));
+            return Ok(Acquired::new(true, slot.permits.len() as u64));
         }
         if self.slots.len() >= self.capacity {
             self.evict_expired(now);
             if self.slots.len() >= self.capacity {
-                // Forgetting a slot with live leases would admit more than its limit.
+                // Forgetting a slot with live permits would admit more than its limit.
                 return Err(StoreError::backend(std::io::Error::other(
                     "the memory store holds as many concurrency slots as `max_keys` allows, all in use",
                 )));
             }
         }
-        let mut leases = SmallVec::new();
-        leases.push((permit, expires_at));
+        let mut permits = SmallVec::new();
+        permits.push((permit, expires_at));
         self.slots.insert_unique(
             hash,
             SlotLeases {
                 hash,
                 key: key.into(),
-                leases,
+                permits,
             },
             |slot| slot.hash,
         );
@@ -117,12 +119,12 @@ impl Table {
         };
         let slot = entry.get_mut();
         let live = slot
-            .leases
+            .permits
             .iter()
             .any(|(id, end)| *id == permit && *end > now);
-        slot.leases.retain(|(id, _)| *id != permit);
+        slot.permits.retain(|(id, _)| *id != permit);
         slot.drop_expired(now);
-        if slot.leases.is_empty() {
+        if slot.permits.is_empty() {
             entry.remove();
         }
         live
@@ -140,7 +142,7 @@ impl Table {
             return false;
         };
         match slot
-            .leases
+            .permits
             .iter_mut()
             .find(|(id, end)| *id == permit && *end > now)
         {
@@ -154,16 +156,16 @@ impl Table {
 
     fn live(&mut self, hash: u64, key: &[u8], now: u64) -> u64 {
         self.find(hash, key).map_or(0, |slot| {
-            slot.leases.iter().filter(|(_, end)| *end > now).count() as u64
+            slot.permits.iter().filter(|(_, end)| *end > now).count() as u64
         })
     }
 
-    /// Drops every expired lease and every slot left empty.
+    /// Drops every expired permit and every slot left empty.
     pub(super) fn evict_expired(&mut self, now: u64) -> usize {
         let before = self.slots.len();
         self.slots.retain(|slot| {
             slot.drop_expired(now);
-            !slot.leases.is_empty()
+            !slot.permits.is_empty()
         });
         before - self.slots.len()
     }
@@ -183,7 +185,7 @@ fn table_key(slot: &Slot) -> SmallVec<[u8; 136]> {
 impl Inner {
     fn permit_table(&self, key: &[u8]) -> (u64, MutexGuard<'_, Table>) {
         let hash = self.hasher.hash_one(key);
-        let tables = &self.leases.tables;
+        let tables = &self.permits.tables;
         let table = &tables[(hash >> 32) as usize & (tables.len() - 1)].0;
         (hash, lock(table))
     }
@@ -193,22 +195,22 @@ impl Inner {
         slot: &Slot,
         permit: PermitId,
         limit: u32,
-        lease: Lease,
+        ttl: PermitTtl,
     ) -> Result<Acquired, StoreError> {
         let now = self.clock.now_micros();
         let key = table_key(slot);
         let (hash, mut table) = self.permit_table(&key);
-        let expires_at = now.saturating_add(lease_micros(lease.duration()));
+        let expires_at = now.saturating_add(ttl_micros(ttl.duration()));
         let acquired = table.acquire(hash, &key, permit, limit, expires_at, now)?;
         drop(table);
         if acquired.is_admitted() {
-            Heartbeat::hold(self, slot.clone(), permit, lease);
+            Heartbeat::hold(self, slot.clone(), permit, ttl);
         }
         Ok(acquired)
     }
 
     fn release(&self, slot: &Slot, permit: PermitId) -> bool {
-        self.leases.heartbeat.forget(permit);
+        self.permits.heartbeat.forget(permit);
         let now = self.clock.now_micros();
         let key = table_key(slot);
         let (hash, mut table) = self.permit_table(&key);
@@ -217,7 +219,7 @@ impl Inner {
 
     pub(super) fn evict_expired_permits(&self) -> usize {
         let now = self.clock.now_micros();
-        self.leases
+        self.permits
             .tables
             .iter()
             .map(|table| lock(&table.0).evict_expired(now))
@@ -227,7 +229,7 @@ impl Inner {
 
 impl Renews for Inner {
     fn heartbeat(&self) -> &Heartbeat {
-        &self.leases.heartbeat
+        &self.permits.heartbeat
     }
 
     fn renew(self: &Arc<Self>, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
@@ -237,26 +239,26 @@ impl Renews for Inner {
             .filter(|renewal| {
                 let key = table_key(&renewal.slot);
                 let (hash, mut table) = self.permit_table(&key);
-                let expires_at = now.saturating_add(micros(renewal.lease).max(1));
+                let expires_at = now.saturating_add(micros(renewal.ttl).max(1));
                 !table.renew(hash, &key, renewal.permit, expires_at, now)
             })
             .map(|renewal| renewal.permit)
             .collect::<Vec<_>>();
-        self.leases.heartbeat.forget_gone(&gone);
+        self.permits.heartbeat.forget_gone(&gone);
         StoreFuture::ready(Ok(gone))
     }
 }
 
-impl LeaseStore for MemoryStore {
+impl PermitStore for MemoryStore {
     fn acquire(
         &self,
         slot: &Slot,
         permit: PermitId,
         limit: u32,
-        lease: Lease,
+        ttl: PermitTtl,
     ) -> StoreFuture<Acquired> {
         self.ensure_janitor();
-        StoreFuture::ready(self.inner.acquire(slot, permit, limit, lease))
+        StoreFuture::ready(self.inner.acquire(slot, permit, limit, ttl))
     }
 
     fn release(&self, slot: &Slot, permit: PermitId) -> StoreFuture<bool> {
@@ -269,7 +271,7 @@ impl LeaseStore for MemoryStore {
 }
 
 impl MemoryStore {
-    /// How many permits of `slot` are live (held, lease not expired).
+    /// How many permits of `slot` are live (held, TTL not expired).
     pub fn in_flight(&self, slot: &Slot) -> u64 {
         let now = self.inner.clock.now_micros();
         let key = table_key(slot);
@@ -279,7 +281,7 @@ impl MemoryStore {
 
     /// How many permits this store's heartbeat is renewing (held by this process, not released).
     pub fn renewing(&self) -> usize {
-        self.inner.leases.heartbeat.len()
+        self.inner.permits.heartbeat.len()
     }
 }
 
@@ -291,13 +293,13 @@ mod tests {
     fn a_slot_admits_up_to_its_limit_and_expired_leases_make_room() {
         let mut table = Table::new(10);
         let (a, b, c) = (PermitId::next(), PermitId::next(), PermitId::next());
-        // Slot `k` with a limit of 2: `permit` asks at `now` for a lease ending at `expires_at`.
+        // Slot `k` with a limit of 2: `permit` asks at `now` for a TTL ending at `expires_at`.
         let mut acquire =
             |permit, expires_at, now| table.acquire(1, b"k", permit, 2, expires_at, now).unwrap();
         assert_eq!(acquire(a, 100, 0), Acquired::new(true, 1));
         assert_eq!(acquire(b, 200, 0), Acquired::new(true, 2));
         assert_eq!(acquire(c, 300, 50), Acquired::new(false, 2));
-        // At 100, a's lease has ended: c takes its place.
+        // At 100, a's TTL has ended: c takes its place.
         assert_eq!(acquire(c, 300, 100), Acquired::new(true, 2));
         assert!(!table.release(1, b"k", a, 100), "a had expired");
         assert!(table.release(1, b"k", b, 150));

@@ -17,7 +17,7 @@ use crate::error::ConfigError;
 use crate::store::MemoryStore;
 use crate::store::denials::Denials;
 #[cfg(feature = "concurrency")]
-use crate::store::lease::heartbeat::Heartbeat;
+use crate::store::permits::heartbeat::Heartbeat;
 
 /// The longest reconnect backoff accepted: longer would keep limiting off for that long after
 /// Redis returns.

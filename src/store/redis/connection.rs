@@ -106,7 +106,7 @@ pub(super) struct Health {
 }
 
 /// A connection for one call, and the health record to report to.
-pub(super) struct Lease {
+pub(super) struct Checkout {
     pub(super) connection: Link,
     pub(super) health: Arc<Health>,
     generation: u64,
@@ -163,7 +163,7 @@ impl SharedConnection {
     }
 
     /// The shared connection, connecting first if needed.
-    pub(super) async fn get(self: &Arc<Self>) -> Result<Lease, StoreError> {
+    pub(super) async fn get(self: &Arc<Self>) -> Result<Checkout, StoreError> {
         loop {
             let pending = {
                 let mut state = self.lock();
@@ -181,7 +181,7 @@ impl SharedConnection {
                             *state = State::Idle;
                             continue;
                         }
-                        return Ok(Lease {
+                        return Ok(Checkout {
                             connection: connection.clone(),
                             health: health.clone(),
                             generation: *generation,
@@ -211,10 +211,10 @@ impl SharedConnection {
         self: &Arc<Self>,
         invocation: &redis::ScriptInvocation<'_>,
     ) -> Result<T, StoreError> {
-        let mut lease = self.get().await?;
-        lease.health.sending(self.now_ms());
-        let reply = invocation.invoke_async::<T>(&mut lease.connection).await;
-        self.settle(&lease, reply)
+        let mut checkout = self.get().await?;
+        checkout.health.sending(self.now_ms());
+        let reply = invocation.invoke_async::<T>(&mut checkout.connection).await;
+        self.settle(&checkout, reply)
     }
 
     /// Runs one command on the shared connection, keeping its health record.
@@ -222,26 +222,30 @@ impl SharedConnection {
         self: &Arc<Self>,
         command: &redis::Cmd,
     ) -> Result<T, StoreError> {
-        let mut lease = self.get().await?;
-        lease.health.sending(self.now_ms());
-        let reply = command.query_async::<T>(&mut lease.connection).await;
-        self.settle(&lease, reply)
+        let mut checkout = self.get().await?;
+        checkout.health.sending(self.now_ms());
+        let reply = command.query_async::<T>(&mut checkout.connection).await;
+        self.settle(&checkout, reply)
     }
 
-    /// Records the reply to a call made on `lease`.
-    fn settle<T>(&self, lease: &Lease, reply: redis::RedisResult<T>) -> Result<T, StoreError> {
+    /// Records the reply to a call made on `checkout`.
+    fn settle<T>(
+        &self,
+        checkout: &Checkout,
+        reply: redis::RedisResult<T>,
+    ) -> Result<T, StoreError> {
         match reply {
             Ok(reply) => {
-                lease.health.answered();
+                checkout.health.answered();
                 Ok(reply)
             }
-            Err(err) => Err(self.failed(lease, err)),
+            Err(err) => Err(self.failed(checkout, err)),
         }
     }
 
     /// Reports a failed call; connection-level failures drop the connection they happened on.
-    fn failed(&self, lease: &Lease, err: RedisError) -> StoreError {
-        lease.health.answered();
+    fn failed(&self, checkout: &Checkout, err: RedisError) -> StoreError {
+        checkout.health.answered();
         if !breaks_connection(&err) {
             return StoreError::backend(err);
         }
@@ -249,11 +253,11 @@ impl SharedConnection {
         // and refreshes its slot map by itself: one node's failure (a primary killed before its
         // replica takes over) must not cut the calls to every other node. Only a link that has
         // stopped answering altogether (`stale_after`) is replaced.
-        if lease.connection.is_cluster() {
+        if checkout.connection.is_cluster() {
             return StoreError::unavailable(err);
         }
         let mut state = self.lock();
-        if matches!(&*state, State::Connected { generation, .. } if *generation == lease.generation)
+        if matches!(&*state, State::Connected { generation, .. } if *generation == checkout.generation)
         {
             tracing::warn!(error = %err, "lost the Redis connection; reconnecting on the next call");
             *state = State::Idle;

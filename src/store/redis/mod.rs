@@ -27,7 +27,7 @@ pub use self::leases::QuotaLeases;
 use super::denials::Denials;
 use super::key::StorageKey;
 #[cfg(feature = "concurrency")]
-use super::lease::heartbeat::Heartbeat;
+use super::permits::heartbeat::Heartbeat;
 use super::{Store, StoreError, StoreFuture};
 use crate::clock::Clock;
 use crate::decision::Decision;
@@ -407,7 +407,7 @@ mod tests {
             }
             #[cfg(feature = "concurrency")]
             {
-                let slot = crate::store::lease::Slot::new("ws", key.clone()).unwrap();
+                let slot = crate::store::permits::Slot::new("ws", key.clone()).unwrap();
                 let slot_key = permits::slot_key("app", &slot);
                 assert_eq!(hash_tag(&slot_key), tag, "{slot_key}");
                 assert_eq!(slot_key.matches('{').count(), 1, "{slot_key}");

@@ -1,4 +1,4 @@
-//! Concurrency leases in Redis: `lua/concurrency.lua` (which holds the KEYS/ARGV/reply contract),
+//! Concurrency permits in Redis: `lua/concurrency.lua` (which holds the KEYS/ARGV/reply contract),
 //! invoked once per acquisition or release, and once per slot for a batch of renewals.
 
 use std::collections::HashMap;
@@ -10,11 +10,13 @@ use redis::{Script, ScriptInvocation};
 use super::{Inner, RedisStore};
 use crate::clock::micros;
 use crate::store::key::StorageKey;
-use crate::store::lease::heartbeat::{Heartbeat, Renews};
-use crate::store::lease::{Acquired, Lease, LeaseStore, PermitId, Renewal, Slot, lease_micros};
+use crate::store::permits::heartbeat::{Heartbeat, Renews};
+use crate::store::permits::{
+    Acquired, PermitId, PermitStore, PermitTtl, Renewal, Slot, ttl_micros,
+};
 use crate::store::{StoreError, StoreFuture};
 
-/// The lease script; `redis::Script` sends EVALSHA and loads it on NOSCRIPT.
+/// The concurrency script (`lua/concurrency.lua`); `redis::Script` sends EVALSHA and loads it on NOSCRIPT.
 static CONCURRENCY: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../../lua/concurrency.lua")));
 
@@ -45,18 +47,18 @@ fn acquire(
     slot: &Slot,
     permit: PermitId,
     limit: u32,
-    lease: Lease,
+    ttl: PermitTtl,
 ) -> StoreFuture<Acquired> {
     let mut call = invocation(inner, slot_key(&inner.prefix, slot), "acquire");
     call.arg(permit.to_string())
         .arg(limit)
-        .arg(lease_micros(lease.duration()));
+        .arg(ttl_micros(ttl.duration()));
     let (inner, slot) = (inner.clone(), slot.clone());
     StoreFuture::new(async move {
         let reply: Vec<i64> = inner.connection.invoke(&call).await?;
         let (admitted, in_flight) = pair(&reply)?;
         if admitted {
-            Heartbeat::hold(&inner, slot, permit, lease);
+            Heartbeat::hold(&inner, slot, permit, ttl);
         }
         Ok(Acquired::new(admitted, in_flight))
     })
@@ -83,15 +85,15 @@ impl RedisStore {
     }
 }
 
-impl LeaseStore for RedisStore {
+impl PermitStore for RedisStore {
     fn acquire(
         &self,
         slot: &Slot,
         permit: PermitId,
         limit: u32,
-        lease: Lease,
+        ttl: PermitTtl,
     ) -> StoreFuture<Acquired> {
-        acquire(&self.inner, slot, permit, limit, lease)
+        acquire(&self.inner, slot, permit, limit, ttl)
     }
 
     fn release(&self, slot: &Slot, permit: PermitId) -> StoreFuture<bool> {
@@ -108,7 +110,7 @@ impl Renews for Inner {
         &self.heartbeat
     }
 
-    /// One script call per slot and lease, all sent at once over the multiplexed connection (so
+    /// One script call per slot and TTL, all sent at once over the multiplexed connection (so
     /// they travel as one pipeline), each handling NOSCRIPT on its own. When some calls fail, the
     /// others still count: their gone permits are forgotten, then the first error is answered.
     fn renew(self: &Arc<Self>, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
@@ -116,15 +118,15 @@ impl Renews for Inner {
         for renewal in renewals {
             let group = (
                 slot_key(&self.prefix, &renewal.slot),
-                micros(renewal.lease).max(1),
+                micros(renewal.ttl).max(1),
             );
             groups.entry(group).or_default().push(renewal.permit);
         }
         let calls: Vec<_> = groups
             .into_iter()
-            .map(|((key, lease), permits)| {
+            .map(|((key, ttl), permits)| {
                 let mut call = invocation(self, key, "renew");
-                call.arg(lease);
+                call.arg(ttl);
                 for permit in &permits {
                     call.arg(permit.to_string());
                 }

@@ -1,8 +1,8 @@
 //! The heartbeat: one task per store renews every live permit of the process, so a long request
-//! keeps its slot across many leases; it stops with its store, and outlives store outages.
+//! keeps its slot across many TTLs; it stops with its store, and outlives store outages.
 //!
 //! Memory tests run on Tokio's paused clock, which the store reads through `TokioClock`, so
-//! leases and renewals are exact. Redis tests use the server's clock and real time, with leases
+//! TTLs and renewals are exact. Redis tests use the server's clock and real time, with TTLs
 //! long against the renewal period (the machine is shared and noisy).
 
 use std::convert::Infallible;
@@ -18,7 +18,7 @@ use tower::{ServiceExt, service_fn};
 use tower_layer::Layer;
 use tower_redis_ratelimit::clock::Clock;
 use tower_redis_ratelimit::key::HeaderKey;
-use tower_redis_ratelimit::store::lease::{Lease, LeaseStore, PermitId, Slot};
+use tower_redis_ratelimit::store::permits::{PermitId, PermitStore, PermitTtl, Slot};
 use tower_redis_ratelimit::{ConcurrencyLimitLayer, MemoryStore, RedisStore};
 
 /// Tokio's clock (paused in these tests) as the store's clock, plus a skew the test may add.
@@ -44,7 +44,7 @@ fn memory_store() -> MemoryStore {
         .build()
 }
 
-const LEASE: Lease = Lease::new(Duration::from_secs(3));
+const LEASE: PermitTtl = PermitTtl::new(Duration::from_secs(3));
 
 #[tokio::test(start_paused = true)]
 async fn memory_a_held_permit_outlives_many_leases_and_a_released_one_is_not_renewed() {
@@ -71,24 +71,24 @@ async fn memory_a_held_permit_outlives_many_leases_and_a_released_one_is_not_ren
 
     for _ in 0..10 {
         tokio::time::sleep(LEASE.duration()).await;
-        assert_eq!(store.in_flight(&slot), 1, "renewed every third of a lease");
+        assert_eq!(store.in_flight(&slot), 1, "renewed every third of a ttl");
     }
     assert!(store.release(&slot, held).await.unwrap());
     assert_eq!(store.renewing(), 0);
 }
 
-/// One store shared by a fleet shedder (30 s lease, renewed every 10 s) and a per-user limit
-/// whose 3 s lease is taken a second later: the heartbeat, asleep until its 10 s round, wakes up
-/// for the shorter period, so the short lease never ends while its permit is held.
+/// One store shared by a fleet shedder (30 s TTL, renewed every 10 s) and a per-user limit
+/// whose 3 s TTL is taken a second later: the heartbeat, asleep until its 10 s round, wakes up
+/// for the shorter period, so the short TTL never ends while its permit is held.
 #[tokio::test(start_paused = true)]
 async fn memory_a_shorter_lease_taken_later_is_renewed_in_time() {
     let store = memory_store();
     let fleet = Slot::new("fleet", "fleet").unwrap();
     let user = Slot::new("ws", "user").unwrap();
-    let fleet_lease = Lease::new(Duration::from_secs(30));
+    let fleet_ttl = PermitTtl::new(Duration::from_secs(30));
     assert!(
         store
-            .acquire(&fleet, PermitId::next(), 1, fleet_lease)
+            .acquire(&fleet, PermitId::next(), 1, fleet_ttl)
             .await
             .unwrap()
             .is_admitted()
@@ -106,7 +106,7 @@ async fn memory_a_shorter_lease_taken_later_is_renewed_in_time() {
         assert_eq!(
             store.in_flight(&user),
             1,
-            "the short lease is renewed in time"
+            "the short ttl is renewed in time"
         );
         assert_eq!(store.in_flight(&fleet), 1);
     }
@@ -133,7 +133,7 @@ async fn memory_permits_beyond_one_batch_are_all_renewed() {
     }
 }
 
-/// A renewal that comes too late (here the store's clock jumps two leases ahead, as if the
+/// A renewal that comes too late (here the store's clock jumps two TTLs ahead, as if the
 /// heartbeat had been cut off that long) finds the permit gone: it is not revived, the heartbeat
 /// stops renewing it, and its slot is free for others.
 #[tokio::test(start_paused = true)]
@@ -192,20 +192,20 @@ async fn memory_the_heartbeat_task_ends_with_its_store() {
     );
 }
 
-/// A request that runs for several leases keeps its slot through the layer, in Redis, in real
+/// A request that runs for several TTLs keeps its slot through the layer, in Redis, in real
 /// time: another request is refused throughout, and the slot frees when it ends. Renewals come
-/// every 100 ms of a 3 s lease, so only a stall of almost 3 s could fail this on a loaded machine.
+/// every 100 ms of a 3 s TTL, so only a stall of almost 3 s could fail this on a loaded machine.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_a_long_request_keeps_its_slot_across_several_leases() {
     let redis = RedisServer::start();
     let key = "ratelimit:ws:cc:{user}";
-    let lease = Duration::from_secs(3);
+    let ttl = Duration::from_secs(3);
     let layer = ConcurrencyLimitLayer::builder()
         .name("ws")
         .max_in_flight(1)
         .key(HeaderKey::new("x-user"))
         .store(RedisStore::open(&redis.url()).unwrap())
-        .lease(lease)
+        .permit_ttl(ttl)
         .renew_every(Duration::from_millis(100))
         .deadline(Duration::from_secs(2))
         .build()
@@ -234,7 +234,7 @@ async fn redis_a_long_request_keeps_its_slot_across_several_leases() {
         || async { redis.zcard(key) == 1 },
     )
     .await;
-    let until = tokio::time::Instant::now() + lease * 3;
+    let until = tokio::time::Instant::now() + ttl * 3;
     while tokio::time::Instant::now() < until {
         let refused = service.clone().oneshot(request("/short")).await.unwrap();
         assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
@@ -252,7 +252,7 @@ async fn redis_a_long_request_keeps_its_slot_across_several_leases() {
     assert_eq!(admitted.status(), StatusCode::OK);
 }
 
-/// Redis frozen for less than a lease: renewals fail meanwhile, the heartbeat tries again next
+/// Redis frozen for less than a TTL: renewals fail meanwhile, the heartbeat tries again next
 /// tick, and the permit survives. Redis restarted empty: the heartbeat finds the permit gone and
 /// stops renewing it, without a panic.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -264,11 +264,11 @@ async fn redis_the_heartbeat_survives_outages() {
         .build()
         .unwrap();
     let slot = Slot::new("ws", "user").unwrap();
-    let lease = Lease::new(Duration::from_secs(4)).with_renewal_every(Duration::from_millis(400));
+    let ttl = PermitTtl::new(Duration::from_secs(4)).with_renewal_every(Duration::from_millis(400));
     let permit = PermitId::next();
     assert!(
         store
-            .acquire(&slot, permit, 1, lease)
+            .acquire(&slot, permit, 1, ttl)
             .await
             .unwrap()
             .is_admitted()
@@ -277,7 +277,7 @@ async fn redis_the_heartbeat_survives_outages() {
     redis.freeze();
     tokio::time::sleep(Duration::from_millis(1_200)).await;
     redis.thaw();
-    // Well past the first lease: only renewals after the thaw can have kept it.
+    // Well past the first TTL: only renewals after the thaw can have kept it.
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(redis.zcard(key), 1, "renewed after the outage");
     assert_eq!(store.renewing(), 1);
@@ -293,7 +293,7 @@ async fn redis_the_heartbeat_survives_outages() {
     let next = PermitId::next();
     assert!(
         store
-            .acquire(&slot, next, 1, lease)
+            .acquire(&slot, next, 1, ttl)
             .await
             .unwrap()
             .is_admitted()
@@ -307,7 +307,7 @@ async fn redis_the_heartbeat_survives_outages() {
 async fn redis_a_clobbered_slot_keeps_no_other_from_being_renewed() {
     let redis = RedisServer::start();
     let store = RedisStore::open(&redis.url()).unwrap();
-    let lease = Lease::new(Duration::from_secs(3)).with_renewal_every(Duration::from_millis(100));
+    let ttl = PermitTtl::new(Duration::from_secs(3)).with_renewal_every(Duration::from_millis(100));
     let slots: Vec<Slot> = (0..110)
         .map(|user| Slot::new("ws", format!("user-{user}")).unwrap())
         .collect();
@@ -319,7 +319,7 @@ async fn redis_a_clobbered_slot_keeps_no_other_from_being_renewed() {
     }
     let acquisitions = held
         .iter()
-        .map(|(slot, permit)| store.acquire(slot, *permit, 10, lease));
+        .map(|(slot, permit)| store.acquire(slot, *permit, 10, ttl));
     for acquired in futures_util::future::join_all(acquisitions).await {
         assert!(acquired.unwrap().is_admitted());
     }
@@ -328,8 +328,8 @@ async fn redis_a_clobbered_slot_keeps_no_other_from_being_renewed() {
         "OK"
     );
 
-    // Two leases: a slot that was not renewed meanwhile has expired, key and all.
-    tokio::time::sleep(lease.duration() * 2).await;
+    // Two TTLs: a slot that was not renewed meanwhile has expired, key and all.
+    tokio::time::sleep(ttl.duration() * 2).await;
     let keys = redis.keys();
     assert_eq!(keys.len(), 110, "every other slot is still there");
     let held_in_redis: u64 = keys

@@ -1,5 +1,5 @@
 //! A release that never reaches Redis (seed 000's partitioned server): the heartbeat stops
-//! renewing the permit at once, so its lease ends it, while the permits still held keep theirs.
+//! renewing the permit at once, so its TTL ends it, while the permits still held keep theirs.
 //!
 //! The store talks to Redis through a TCP proxy that the test can cut, as a network partition
 //! does: freezing Redis (SIGSTOP, `CLIENT PAUSE`) only delays the release, which then runs when
@@ -20,7 +20,7 @@ use tower::{ServiceExt, service_fn};
 use tower_layer::Layer;
 use tower_redis_ratelimit::concurrency::ConcurrencyPermit;
 use tower_redis_ratelimit::key::HeaderKey;
-use tower_redis_ratelimit::store::lease::PermitId;
+use tower_redis_ratelimit::store::permits::PermitId;
 use tower_redis_ratelimit::{ConcurrencyLimitLayer, RedisStore};
 
 /// A TCP proxy in front of Redis. Cut, it closes its connections and every new one as soon as it
@@ -90,19 +90,19 @@ impl Link {
     }
 }
 
-/// A permit's lease end in Redis (µs), or `None` once it is gone.
+/// A permit's TTL end in Redis (µs), or `None` once it is gone.
 fn score(redis: &RedisServer, key: &str, permit: PermitId) -> Option<u64> {
     let score = redis.cli(&["ZSCORE", key, &permit.to_string()]);
     score.parse::<f64>().ok().map(|score| score as u64)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_release_that_never_arrives_is_left_to_the_lease() {
+async fn a_release_that_never_arrives_is_left_to_the_ttl() {
     let logs = Logs::capture_globally();
     let redis = RedisServer::start();
     let link = Link::to(redis.port()).await;
     let key = "ratelimit:ws:cc:{user}";
-    let lease = Duration::from_secs(6);
+    let ttl = Duration::from_secs(6);
     // The handler hands the test a clone of its permit, which then holds the slot.
     let (permits, mut held) = mpsc::unbounded_channel();
     let service = ConcurrencyLimitLayer::builder()
@@ -110,7 +110,7 @@ async fn a_release_that_never_arrives_is_left_to_the_lease() {
         .max_in_flight(2)
         .key(HeaderKey::new("x-user"))
         .store(RedisStore::open(&link.url()).unwrap())
-        .lease(lease)
+        .permit_ttl(ttl)
         .renew_every(Duration::from_millis(200))
         .deadline(Duration::from_secs(2))
         .build()
@@ -142,7 +142,7 @@ async fn a_release_that_never_arrives_is_left_to_the_lease() {
     // Every test of the binary logs there: only this permit's line counts.
     let field = format!("id={dropped}");
     eventually(Duration::from_secs(10), "the release gives up", || async {
-        logs.lines_with("its lease will end it")
+        logs.lines_with("its TTL will end it")
             .iter()
             .any(|line| line.split_whitespace().any(|word| word == field))
     })
@@ -162,11 +162,11 @@ async fn a_release_that_never_arrives_is_left_to_the_lease() {
         "the heartbeat no longer renews a released permit"
     );
 
-    // Its lease ends it: within the lease of its release (plus a renewal that drops it, and
+    // Its TTL ends it: within the TTL of its release (plus a renewal that drops it, and
     // slack for a loaded machine).
     eventually(
-        (lease + Duration::from_secs(2)).saturating_sub(dropped_at.elapsed()),
-        "the dropped permit's lease ends",
+        (ttl + Duration::from_secs(2)).saturating_sub(dropped_at.elapsed()),
+        "the dropped permit's ttl ends",
         || async { score(&redis, key, dropped).is_none() },
     )
     .await;

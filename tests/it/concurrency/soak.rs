@@ -19,8 +19,8 @@ use tower::{BoxError, ServiceExt, service_fn};
 use tower_layer::Layer;
 use tower_redis_ratelimit::admission::FailureMode;
 use tower_redis_ratelimit::key::HeaderKey;
-use tower_redis_ratelimit::store::lease::LeaseStore;
-use tower_redis_ratelimit::store::lease::Slot;
+use tower_redis_ratelimit::store::permits::PermitStore;
+use tower_redis_ratelimit::store::permits::Slot;
 use tower_redis_ratelimit::{ConcurrencyLimitLayer, MemoryStore, RedisStore};
 
 const LIMIT: u32 = 3;
@@ -77,7 +77,7 @@ fn quiet_expected_panics() {
 }
 
 async fn soak(
-    store: impl LeaseStore + Clone,
+    store: impl PermitStore + Clone,
     held: impl Fn(&str) -> u64,
     renewing: impl Fn() -> usize,
 ) {

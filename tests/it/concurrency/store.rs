@@ -7,21 +7,23 @@ use std::time::Duration;
 
 use crate::support::RedisServer;
 use tower_redis_ratelimit::clock::ManualClock;
-use tower_redis_ratelimit::store::lease::{Acquired, Lease, LeaseStore, PermitId, Renewal, Slot};
+use tower_redis_ratelimit::store::permits::{
+    Acquired, PermitId, PermitStore, PermitTtl, Renewal, Slot,
+};
 use tower_redis_ratelimit::{MemoryStore, RedisStore};
 
-const LEASE: Lease = Lease::new(Duration::from_secs(10));
+const LEASE: PermitTtl = PermitTtl::new(Duration::from_secs(10));
 
 fn renewal(slot: &Slot, permit: PermitId) -> Renewal {
     Renewal {
         slot: slot.clone(),
         permit,
-        lease: LEASE.duration(),
+        ttl: LEASE.duration(),
     }
 }
 
 /// One scenario, step by step; every answer is asserted exactly.
-async fn lease_semantics(store: &impl LeaseStore, clock: &ManualClock) {
+async fn ttl_semantics(store: &impl PermitStore, clock: &ManualClock) {
     let slot = Slot::new("ws", "user-1").unwrap();
     let other = Slot::new("ws", "user-2").unwrap();
     let [a, b, c, d, e] = [(); 5].map(|_| PermitId::next());
@@ -61,7 +63,7 @@ async fn lease_semantics(store: &impl LeaseStore, clock: &ManualClock) {
         Acquired::new(false, 2)
     );
 
-    // t=11 s: c's lease ended: renewing it reports it gone, its slot is free, b still holds.
+    // t=11 s: c's TTL ended: renewing it reports it gone, its slot is free, b still holds.
     clock.advance(Duration::from_secs(6));
     let gone = store
         .renew(&[renewal(&slot, b), renewal(&slot, c), renewal(&other, e)])
@@ -78,7 +80,7 @@ async fn lease_semantics(store: &impl LeaseStore, clock: &ManualClock) {
         Acquired::new(true, 2)
     );
 
-    // A renewal never revives an expired lease, even when the slot has room again.
+    // A renewal never revives an expired TTL, even when the slot has room again.
     clock.advance(Duration::from_secs(30));
     assert_eq!(store.renew(&[renewal(&slot, b)]).await.unwrap(), vec![b]);
     assert_eq!(
@@ -93,7 +95,7 @@ async fn lease_semantics(store: &impl LeaseStore, clock: &ManualClock) {
 async fn memory_store_leases() {
     let clock = ManualClock::new(1_700_000_000_000_000);
     let store = MemoryStore::builder().clock(clock.clone()).build();
-    lease_semantics(&store, &clock).await;
+    ttl_semantics(&store, &clock).await;
     let slot = Slot::new("ws", "user-1").unwrap();
     assert_eq!(store.in_flight(&slot), 0);
     assert_eq!(
@@ -111,12 +113,12 @@ async fn redis_store_leases_answer_as_the_memory_store() {
         .clock(clock.clone())
         .build()
         .unwrap();
-    lease_semantics(&store, &clock).await;
+    ttl_semantics(&store, &clock).await;
     assert_eq!(redis.zcard("ratelimit:ws:cc:{user-1}"), 0);
 }
 
 /// With the server's clock: the key is `<prefix>:<name>:cc:{<client>}`, its TTL is the longest
-/// lease, a refusal does not write, and the key disappears with its last permit.
+/// TTL, a refusal does not write, and the key disappears with its last permit.
 #[tokio::test]
 async fn redis_keys_are_hash_tagged_expiring_and_untouched_by_refusals() {
     let redis = RedisServer::start();

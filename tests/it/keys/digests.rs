@@ -14,7 +14,7 @@ use axum::routing::get;
 use sha2::{Digest, Sha256};
 use tokio::sync::{Notify, Semaphore};
 use tower_redis_ratelimit::key::HeaderKey;
-use tower_redis_ratelimit::store::lease::LeaseStore;
+use tower_redis_ratelimit::store::permits::PermitStore;
 use tower_redis_ratelimit::{
     ConcurrencyLimitLayer, MemoryStore, Quota, RateLimitLayer, RedisStore, Rule, Store,
 };
@@ -64,7 +64,7 @@ async fn rate_limit_counts_the_forger_on_its_own(store: impl Store) {
     );
 }
 
-async fn concurrency_limit_gives_the_forger_its_own_slot(store: impl LeaseStore) {
+async fn concurrency_limit_gives_the_forger_its_own_slot(store: impl PermitStore) {
     let limit = ConcurrencyLimitLayer::builder()
         .name("api")
         .max_in_flight(1)

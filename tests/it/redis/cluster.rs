@@ -16,7 +16,7 @@ use tower_redis_ratelimit::admission::FailureMode;
 use tower_redis_ratelimit::clock::ManualClock;
 use tower_redis_ratelimit::key::{HeaderKey, Key};
 use tower_redis_ratelimit::store::QuotaLeases;
-use tower_redis_ratelimit::store::lease::{Lease, LeaseStore, PermitId, Renewal, Slot};
+use tower_redis_ratelimit::store::permits::{PermitId, PermitStore, PermitTtl, Renewal, Slot};
 use tower_redis_ratelimit::{Policy, Quota, RateLimitLayer, RedisStore, Rule, Store};
 
 use crate::support::cluster::{RedisCluster, slot};
@@ -101,7 +101,7 @@ async fn every_algorithm_counts_exactly_with_keys_on_every_primary_and_many_inst
 async fn concurrency_permits_and_their_renewals_work_on_every_primary() {
     let cluster = RedisCluster::start();
     let store = RedisStore::cluster(cluster.urls()).build().unwrap();
-    let lease = Lease::new(Duration::from_secs(30));
+    let ttl = PermitTtl::new(Duration::from_secs(30));
     let (mut held, mut released) = (Vec::new(), Vec::new());
     for client in 0..30 {
         let slot = Slot::new("ws", format!("user-{client}")).unwrap();
@@ -109,7 +109,7 @@ async fn concurrency_permits_and_their_renewals_work_on_every_primary() {
         for _ in 0..3 {
             let permit = PermitId::next();
             if store
-                .acquire(&slot, permit, 2, lease)
+                .acquire(&slot, permit, 2, ttl)
                 .await
                 .unwrap()
                 .is_admitted()
@@ -122,12 +122,12 @@ async fn concurrency_permits_and_their_renewals_work_on_every_primary() {
         released.push(Renewal {
             slot: slot.clone(),
             permit: admitted[0],
-            lease: lease.duration(),
+            ttl: ttl.duration(),
         });
         held.push(Renewal {
             slot,
             permit: admitted[1],
-            lease: lease.duration(),
+            ttl: ttl.duration(),
         });
     }
     // One batch of renewals over keys on every primary: the calls are made per slot key, so each

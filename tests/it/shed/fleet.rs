@@ -17,7 +17,7 @@ use tower::{ServiceExt, service_fn};
 use tower_layer::Layer;
 use tower_redis_ratelimit::admission::FailureMode;
 use tower_redis_ratelimit::shed::{FleetShedLayer, Priority, UtilizationShedLayer};
-use tower_redis_ratelimit::store::lease::{LeaseStore, Slot};
+use tower_redis_ratelimit::store::permits::{PermitStore, Slot};
 use tower_redis_ratelimit::{MemoryStore, RedisStore};
 
 fn priority(parts: &Parts) -> Priority {
@@ -36,7 +36,7 @@ fn request(priority: &str) -> Request<Body> {
 }
 
 /// Two "servers" (two layers, two store handles) sharing one fleet slot, capacity 10.
-async fn sheds_by_priority(stores: [impl LeaseStore + Clone; 2], held: impl Fn() -> u64) {
+async fn sheds_by_priority(stores: [impl PermitStore + Clone; 2], held: impl Fn() -> u64) {
     let gate = Arc::new(Semaphore::new(0));
     let servers = stores.map(|store| {
         let wait = gate.clone();

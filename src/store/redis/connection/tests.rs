@@ -90,14 +90,14 @@ fn attempts(connection: &SharedConnection) -> u64 {
     connection.attempts.load(Ordering::Relaxed)
 }
 
-fn expect_err(result: Result<Lease, StoreError>) -> StoreError {
+fn expect_err(result: Result<Checkout, StoreError>) -> StoreError {
     match result {
-        Ok(lease) => panic!("expected an error, got connection {}", lease.generation),
+        Ok(checkout) => panic!("expected an error, got connection {}", checkout.generation),
         Err(err) => err,
     }
 }
 
-fn expect_lease(result: Result<Lease, StoreError>) -> Lease {
+fn expect_checkout(result: Result<Checkout, StoreError>) -> Checkout {
     result.unwrap_or_else(|err| panic!("expected a connection, got {err}"))
 }
 

@@ -22,7 +22,7 @@ use tower_layer::Layer;
 use tower_redis_ratelimit::admission::MissingKey;
 use tower_redis_ratelimit::concurrency::ConcurrencyPermit;
 use tower_redis_ratelimit::key::HeaderKey;
-use tower_redis_ratelimit::store::lease::Slot;
+use tower_redis_ratelimit::store::permits::Slot;
 use tower_redis_ratelimit::{ConcurrencyLimitLayer, MemoryStore, RedisStore};
 
 /// Far above what a correct release needs; only a leak waits this long.

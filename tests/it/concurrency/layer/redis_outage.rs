@@ -16,7 +16,9 @@ use tower_redis_ratelimit::admission::FailureMode;
 use tower_redis_ratelimit::concurrency::ConcurrencyPermit;
 use tower_redis_ratelimit::key::{HeaderKey, Key};
 use tower_redis_ratelimit::store::StoreFuture;
-use tower_redis_ratelimit::store::lease::{Acquired, Lease, LeaseStore, PermitId, Renewal, Slot};
+use tower_redis_ratelimit::store::permits::{
+    Acquired, PermitId, PermitStore, PermitTtl, Renewal, Slot,
+};
 use tower_redis_ratelimit::{ConcurrencyLimitLayer, Decision, Policy, RedisStore, Store};
 
 fn redis_layer(server: &RedisServer, failure: FailureMode) -> ConcurrencyLimitLayer {
@@ -91,7 +93,7 @@ async fn a_frozen_redis_hits_the_deadline_and_leaks_nothing() {
 
 /// The client goes away while Redis holds its acquisition (`CLIENT PAUSE WRITE` blocks the
 /// script call, which Redis reports as a blocked client): Redis admits the permit once it resumes,
-/// the release sent on cancellation follows it, and the slot is free again at once, not a lease
+/// the release sent on cancellation follows it, and the slot is free again at once, not a TTL
 /// (a minute here) later. Deterministic: the request is cancelled only once Redis has it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_while_redis_holds_the_acquisition() {
@@ -103,7 +105,7 @@ async fn cancelled_while_redis_holds_the_acquisition() {
         .max_in_flight(1)
         .key(HeaderKey::new("x-user"))
         .store(RedisStore::open(&server.url()).unwrap())
-        .lease(Duration::from_secs(60))
+        .permit_ttl(Duration::from_secs(60))
         .deadline(Duration::from_secs(30))
         .build()
         .unwrap()
@@ -152,15 +154,15 @@ impl Store for CountingReleases {
     }
 }
 
-impl LeaseStore for CountingReleases {
+impl PermitStore for CountingReleases {
     fn acquire(
         &self,
         slot: &Slot,
         permit: PermitId,
         limit: u32,
-        lease: Lease,
+        ttl: PermitTtl,
     ) -> StoreFuture<Acquired> {
-        self.redis.acquire(slot, permit, limit, lease)
+        self.redis.acquire(slot, permit, limit, ttl)
     }
 
     fn release(&self, slot: &Slot, permit: PermitId) -> StoreFuture<bool> {

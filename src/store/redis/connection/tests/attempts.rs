@@ -79,8 +79,8 @@ async fn the_first_call_after_the_backoff_tries_again_and_a_success_resets_it() 
 
     *target.lock().unwrap() = pool_to(fake.addr(), LONG);
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let lease = expect_lease(connection.get().await);
-    assert_eq!(lease.generation, 1);
+    let checkout = expect_checkout(connection.get().await);
+    assert_eq!(checkout.generation, 1);
     assert_eq!(attempts(&connection), 3);
     assert_eq!(connection.failures.load(Ordering::Relaxed), 0);
     assert_eq!(ping(&connection).await.unwrap(), "PONG");
@@ -95,7 +95,7 @@ async fn concurrent_callers_share_one_attempt() {
     let callers: Vec<_> = (0..16)
         .map(|_| {
             let connection = connection.clone();
-            tokio::spawn(async move { connection.get().await.map(|lease| lease.generation) })
+            tokio::spawn(async move { connection.get().await.map(|checkout| checkout.generation) })
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -147,7 +147,7 @@ async fn an_attempt_completes_after_its_callers_gave_up() {
         assert!(Instant::now() < deadline, "the attempt never finished");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert_eq!(expect_lease(connection.get().await).generation, 1);
+    assert_eq!(expect_checkout(connection.get().await).generation, 1);
     assert_eq!(attempts(&connection), 1);
 }
 
@@ -177,7 +177,7 @@ async fn a_panicked_attempt_counts_as_failed_and_the_next_call_tries_again() {
     assert!(error.never_sent(), "{error:?}");
     assert_eq!(phase(&connection), Phase::Failed);
     tokio::time::sleep(Duration::from_millis(20)).await;
-    assert_eq!(expect_lease(connection.get().await).generation, 1);
+    assert_eq!(expect_checkout(connection.get().await).generation, 1);
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
 
@@ -208,7 +208,7 @@ fn an_attempt_whose_runtime_shut_down_counts_as_failed() {
         );
         assert_eq!(phase(&connection), Phase::Failed);
         tokio::time::sleep(Duration::from_millis(20)).await;
-        assert_eq!(expect_lease(connection.get().await).generation, 1);
+        assert_eq!(expect_checkout(connection.get().await).generation, 1);
         assert_eq!(ping(&connection).await.unwrap(), "PONG");
     });
     assert_eq!(attempts(&connection), 2);

@@ -23,25 +23,25 @@ async fn a_connection_waiting_longer_than_stale_after_is_replaced() {
     let fake = FakeRedis::start();
     let stale_after = Duration::from_millis(20);
     let connection = supervisor_of(fake.addr(), stale_after, LONG);
-    let lease = expect_lease(connection.get().await);
+    let checkout = expect_checkout(connection.get().await);
 
     // Answered requests keep a connection, however long ago they were sent.
-    lease.health.sending(connection.now_ms());
-    lease.health.answered();
+    checkout.health.sending(connection.now_ms());
+    checkout.health.answered();
     tokio::time::sleep(stale_after * 3).await;
-    assert_eq!(expect_lease(connection.get().await).generation, 1);
+    assert_eq!(expect_checkout(connection.get().await).generation, 1);
 
-    lease.health.sending(connection.now_ms());
+    checkout.health.sending(connection.now_ms());
     tokio::time::sleep(stale_after * 3).await;
-    assert_eq!(expect_lease(connection.get().await).generation, 2);
+    assert_eq!(expect_checkout(connection.get().await).generation, 2);
     assert_eq!(attempts(&connection), 2);
     assert_eq!(fake.accepted(), 2);
 
     // Within `stale_after`, a request still waiting keeps it.
     let patient = supervisor_of(fake.addr(), LONG, LONG);
-    let lease = expect_lease(patient.get().await);
-    lease.health.sending(patient.now_ms());
-    assert_eq!(expect_lease(patient.get().await).generation, 1);
+    let checkout = expect_checkout(patient.get().await);
+    checkout.health.sending(patient.now_ms());
+    assert_eq!(expect_checkout(patient.get().await).generation, 1);
 }
 
 /// A frozen server: TCP stays open, a PING is never answered, and its caller gives up at its own

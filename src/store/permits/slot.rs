@@ -10,10 +10,10 @@ use crate::error::ConfigError;
 use crate::key::Key;
 use crate::policy::validate_name;
 
-/// The shortest lease a permit may have.
-pub const MIN_LEASE: Duration = Duration::from_millis(100);
-/// The longest lease a permit may have: a crashed server's slots stay taken this long.
-pub const MAX_LEASE: Duration = Duration::from_secs(24 * 60 * 60);
+/// The shortest TTL a permit may have.
+pub const MIN_PERMIT_TTL: Duration = Duration::from_millis(100);
+/// The longest TTL a permit may have: a crashed server's slots stay taken this long.
+pub const MAX_PERMIT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// What permits are counted against: a limit's name and a client key. At most the limit's number
 /// of permits are held for one slot at once, across every server sharing the store.
@@ -56,26 +56,26 @@ impl fmt::Debug for Slot {
 
 /// How long a permit is held without news from its holder, and how often the holder sends news.
 ///
-/// A permit's lease expires unless renewed: a server that crashes or is cut off from the store
+/// A permit's TTL expires unless renewed: a server that crashes or is cut off from the store
 /// loses its slots after at most `duration`. The store's heartbeat renews every live permit every
-/// `renew_every` (default: a third of the lease, so two renewals may fail before a live request
+/// `renew_every` (default: a third of the TTL, so two renewals may fail before a live request
 /// loses its slot).
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_redis_ratelimit::store::lease::Lease;
+/// use tower_redis_ratelimit::store::permits::PermitTtl;
 ///
-/// let lease = Lease::new(Duration::from_secs(30));
-/// assert_eq!(lease.renew_every(), Duration::from_secs(10));
+/// let ttl = PermitTtl::new(Duration::from_secs(30));
+/// assert_eq!(ttl.renew_every(), Duration::from_secs(10));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Lease {
+pub struct PermitTtl {
     duration: Duration,
     renew_every: Duration,
 }
 
-impl Lease {
-    /// A lease of `duration`, renewed every third of it.
+impl PermitTtl {
+    /// A TTL of `duration`, renewed every third of it.
     pub const fn new(duration: Duration) -> Self {
         Self {
             duration,
@@ -83,7 +83,7 @@ impl Lease {
         }
     }
 
-    /// Renews every `every` instead (shorter than the lease).
+    /// Renews every `every` instead (shorter than the TTL).
     pub const fn with_renewal_every(mut self, every: Duration) -> Self {
         self.renew_every = every;
         self
@@ -99,18 +99,18 @@ impl Lease {
         self.renew_every
     }
 
-    /// Checks the lease is between [`MIN_LEASE`] and [`MAX_LEASE`] and renewed at least once,
+    /// Checks the TTL is between [`MIN_PERMIT_TTL`] and [`MAX_PERMIT_TTL`] and renewed at least once,
     /// at most every millisecond, before it ends.
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
-        if self.duration < MIN_LEASE || self.duration > MAX_LEASE {
+        if self.duration < MIN_PERMIT_TTL || self.duration > MAX_PERMIT_TTL {
             return Err(ConfigError::Concurrency(format!(
-                "lease {:?} is out of range: use between {MIN_LEASE:?} and {MAX_LEASE:?}",
+                "permit TTL {:?} is out of range: use between {MIN_PERMIT_TTL:?} and {MAX_PERMIT_TTL:?}",
                 self.duration
             )));
         }
         if self.renew_every < Duration::from_millis(1) || self.renew_every >= self.duration {
             return Err(ConfigError::Concurrency(format!(
-                "renewal period {:?} must be at least 1 ms and shorter than the lease ({:?}); \
+                "renewal period {:?} must be at least 1 ms and shorter than the permit TTL ({:?}); \
                  a third of it is a good choice",
                 self.renew_every, self.duration
             )));
@@ -119,15 +119,15 @@ impl Lease {
     }
 }
 
-/// One permit to renew: its slot, its id and the lease to extend it by.
+/// One permit to renew: its slot, its id and the TTL to extend it by.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Renewal {
     /// The slot the permit was acquired from.
     pub slot: Slot,
     /// The permit.
     pub permit: PermitId,
-    /// The lease runs until now plus this.
-    pub lease: Duration,
+    /// The TTL runs until now plus this.
+    pub ttl: Duration,
 }
 
 /// A store's answer to an acquisition.
@@ -173,14 +173,19 @@ mod tests {
 
     #[test]
     fn leases_must_be_renewed_before_they_end() {
-        assert!(Lease::new(Duration::from_secs(30)).validate().is_ok());
-        assert!(Lease::new(Duration::from_millis(10)).validate().is_err());
+        assert!(PermitTtl::new(Duration::from_secs(30)).validate().is_ok());
         assert!(
-            Lease::new(Duration::from_secs(2 * 86_400))
+            PermitTtl::new(Duration::from_millis(10))
                 .validate()
                 .is_err()
         );
-        let late = Lease::new(Duration::from_secs(3)).with_renewal_every(Duration::from_secs(3));
+        assert!(
+            PermitTtl::new(Duration::from_secs(2 * 86_400))
+                .validate()
+                .is_err()
+        );
+        let late =
+            PermitTtl::new(Duration::from_secs(3)).with_renewal_every(Duration::from_secs(3));
         assert!(late.validate().is_err());
     }
 }

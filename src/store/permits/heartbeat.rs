@@ -1,15 +1,15 @@
 //! The heartbeat: one background task per store that keeps this process's permits alive.
 //!
-//! A permit is a lease that expires unless renewed ("keys that expire unless a
+//! A permit expires unless renewed ("keys that expire unless a
 //! background task keeps refreshing them"). Every store keeps a [`Heartbeat`]: the permits this
 //! process holds through it. Its task renews them all, in batches, every renewal period, so a long
-//! request keeps its slot while a crashed or partitioned server loses its own within a lease.
+//! request keeps its slot while a crashed or partitioned server loses its own within a TTL.
 //!
-//! The schedule is what keeps leases alive, so it is strict:
+//! The schedule is what keeps permits alive, so it is strict:
 //! - rounds start a period apart, however long each takes (a period counted from the end of the
 //!   previous round would add the round's duration to every gap);
 //! - the period is the shortest any held permit asked for, and a permit asking for a shorter one
-//!   wakes the task at once (it may be asleep for a longer period, and the new lease would end
+//!   wakes the task at once (it may be asleep for a longer period, and the new TTL would end
 //!   before it woke);
 //! - every batch of a round is sent at once and the round has one deadline, so a slow or failing
 //!   batch neither delays nor starves the others.
@@ -28,7 +28,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::Notify;
 use tokio::time::{Instant, sleep_until, timeout};
 
-use super::{Lease, PermitId, Renewal, Slot};
+use super::{PermitId, PermitTtl, Renewal, Slot};
 use crate::clock::micros;
 use crate::log::Throttled;
 use crate::store::StoreError;
@@ -45,7 +45,7 @@ const IDLE: Duration = Duration::from_secs(1);
 /// store over a real network takes milliseconds, and a round that can never finish renews nothing.
 const MIN_ROUND: Duration = Duration::from_millis(100);
 
-/// A store that leases permits and renews them: what the heartbeat task drives.
+/// A store that holds permits and renews them: what the heartbeat task drives.
 pub(crate) trait Renews: Send + Sync + 'static {
     /// The store's record of live permits.
     fn heartbeat(&self) -> &Heartbeat;
@@ -62,8 +62,8 @@ pub(crate) struct Heartbeat {
     held: Mutex<HashMap<PermitId, (Slot, Duration), foldhash::fast::RandomState>>,
     /// The shortest renewal period asked for so far, in µs (`u64::MAX` before any).
     every_us: AtomicU64,
-    /// The shortest lease held so far, in µs (`u64::MAX` before any): bounds a round's deadline.
-    lease_us: AtomicU64,
+    /// The shortest TTL held so far, in µs (`u64::MAX` before any): bounds a round's deadline.
+    ttl_us: AtomicU64,
     /// Wakes the task when the period shrinks.
     shortened: Arc<Notify>,
     started: AtomicBool,
@@ -76,7 +76,7 @@ impl Heartbeat {
         Self {
             held: Mutex::default(),
             every_us: AtomicU64::new(u64::MAX),
-            lease_us: AtomicU64::new(u64::MAX),
+            ttl_us: AtomicU64::new(u64::MAX),
             shortened: Arc::new(Notify::new()),
             started: AtomicBool::new(false),
             failures: Throttled::new(Duration::from_secs(10)),
@@ -84,17 +84,17 @@ impl Heartbeat {
         }
     }
 
-    /// Starts renewing `permit` every `lease.renew_every()`, starting the task if needed.
-    pub(crate) fn hold<R: Renews>(owner: &Arc<R>, slot: Slot, permit: PermitId, lease: Lease) {
+    /// Starts renewing `permit` every `ttl.renew_every()`, starting the task if needed.
+    pub(crate) fn hold<R: Renews>(owner: &Arc<R>, slot: Slot, permit: PermitId, ttl: PermitTtl) {
         let heartbeat = owner.heartbeat();
-        let every = micros(lease.renew_every()).max(1);
+        let every = micros(ttl.renew_every()).max(1);
         let before = heartbeat.every_us.fetch_min(every, Ordering::Relaxed);
         heartbeat
-            .lease_us
-            .fetch_min(micros(lease.duration()).max(1), Ordering::Relaxed);
-        heartbeat.lock().insert(permit, (slot, lease.duration()));
+            .ttl_us
+            .fetch_min(micros(ttl.duration()).max(1), Ordering::Relaxed);
+        heartbeat.lock().insert(permit, (slot, ttl.duration()));
         if every < before {
-            // The task may be asleep for the longer period: this lease could end before it
+            // The task may be asleep for the longer period: this TTL could end before it
             // wakes. A stored permit wakes it even if it is not waiting yet.
             heartbeat.shortened.notify_one();
         }
@@ -127,30 +127,30 @@ impl Heartbeat {
     }
 
     /// How long a round may take: a period (the next round is due then), but at least
-    /// [`MIN_ROUND`], and at most the shortest lease minus a period, since a renewal landing
-    /// later finds the leases renewed by the previous round already ended.
+    /// [`MIN_ROUND`], and at most the shortest TTL minus a period, since a renewal landing
+    /// later finds the permits renewed by the previous round already ended.
     fn round_deadline(&self) -> Duration {
         let period = self.period();
-        let lease = Duration::from_micros(self.lease_us.load(Ordering::Relaxed));
+        let ttl = Duration::from_micros(self.ttl_us.load(Ordering::Relaxed));
         period
             .max(MIN_ROUND)
-            .min(lease.saturating_sub(period))
+            .min(ttl.saturating_sub(period))
             .max(Duration::from_millis(1))
     }
 
     fn renewals(&self) -> Vec<Renewal> {
         self.lock()
             .iter()
-            .map(|(&permit, (slot, lease))| Renewal {
+            .map(|(&permit, (slot, ttl))| Renewal {
                 slot: slot.clone(),
                 permit,
-                lease: *lease,
+                ttl: *ttl,
             })
             .collect()
     }
 
-    /// The store no longer holds these permits: released meanwhile, or their leases expired
-    /// before a renewal reached the store (a partition longer than the lease). Renewing them again
+    /// The store no longer holds these permits: released meanwhile, or expired
+    /// before a renewal reached the store (a partition longer than the TTL). Renewing them again
     /// would exceed the limit, so they are dropped; their requests run on without a slot.
     ///
     /// Only the ones still held here were lost: a permit released between a round's snapshot
@@ -172,7 +172,7 @@ impl Heartbeat {
                     lost,
                     suppressed,
                     "concurrency permits expired before they could be renewed; their slots were \
-                     given back (was the store unreachable for longer than the lease?)"
+                     given back (was the store unreachable for longer than the ttl?)"
                 );
             });
         }
@@ -360,27 +360,27 @@ mod tests {
         }
     }
 
-    fn hold(store: &Arc<Fake>, lease: Lease) -> PermitId {
+    fn hold(store: &Arc<Fake>, ttl: PermitTtl) -> PermitId {
         let permit = PermitId::next();
-        hold_as(store, permit, lease);
+        hold_as(store, permit, ttl);
         permit
     }
 
-    fn hold_as(store: &Arc<Fake>, permit: PermitId, lease: Lease) {
-        Heartbeat::hold(store, Slot::new("t", "k").unwrap(), permit, lease);
+    fn hold_as(store: &Arc<Fake>, permit: PermitId, ttl: PermitTtl) {
+        Heartbeat::hold(store, Slot::new("t", "k").unwrap(), permit, ttl);
     }
 
     const SECOND: Duration = Duration::from_secs(1);
     /// Renewed every second.
-    const THREE_SECONDS: Lease = Lease::new(Duration::from_secs(3));
+    const THREE_SECONDS: PermitTtl = PermitTtl::new(Duration::from_secs(3));
 
-    /// A fleet shedder's 30 s lease, then a per-user limit's 3 s one on the same store: the task,
+    /// A fleet shedder's 30 s TTL, then a per-user limit's 3 s one on the same store: the task,
     /// asleep until its 10 s round, wakes up for the shorter period.
     #[tokio::test(start_paused = true)]
     async fn a_shorter_period_wakes_the_sleeping_task() {
         let store = Arc::new(Fake::new(Duration::ZERO));
         let start = Instant::now();
-        hold(&store, Lease::new(30 * SECOND));
+        hold(&store, PermitTtl::new(30 * SECOND));
         tokio::time::sleep(SECOND / 2).await;
         hold(&store, THREE_SECONDS);
         tokio::time::sleep(3 * SECOND).await;
@@ -397,7 +397,7 @@ mod tests {
     }
 
     /// Four batches, each answering in 0.8 periods: sent one after the other, the last would be
-    /// answered 3.2 periods after its round began, its lease long gone.
+    /// answered 3.2 periods after its round began, its TTL long gone.
     #[tokio::test(start_paused = true)]
     async fn every_batch_of_a_round_goes_out_at_once() {
         let store = Arc::new(Fake::new(SECOND * 4 / 5));
@@ -435,9 +435,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_round_has_time_to_finish_however_short_the_period() {
         let store = Arc::new(Fake::new(Duration::from_millis(20)));
-        let lease =
-            Lease::new(Duration::from_millis(100)).with_renewal_every(Duration::from_millis(1));
-        hold(&store, lease);
+        let ttl =
+            PermitTtl::new(Duration::from_millis(100)).with_renewal_every(Duration::from_millis(1));
+        hold(&store, ttl);
         tokio::time::sleep(Duration::from_millis(90)).await;
         // Calls at 1, 21, 41, 61 and 81 ms; all but the last answered.
         let calls = store.calls.lock().unwrap().len();
@@ -446,10 +446,10 @@ mod tests {
 
     #[test]
     fn a_round_lasts_a_period_within_bounds() {
-        let deadline = |lease: Duration, every: Duration| {
+        let deadline = |ttl: Duration, every: Duration| {
             let heartbeat = Heartbeat::new();
             heartbeat.every_us.store(micros(every), Ordering::Relaxed);
-            heartbeat.lease_us.store(micros(lease), Ordering::Relaxed);
+            heartbeat.ttl_us.store(micros(ttl), Ordering::Relaxed);
             heartbeat.round_deadline()
         };
         let ms = Duration::from_millis;
@@ -457,7 +457,7 @@ mod tests {
         assert_eq!(
             deadline(ms(100), ms(1)),
             ms(99),
-            "at most the lease minus a period"
+            "at most the TTL minus a period"
         );
         assert_eq!(deadline(10 * SECOND, ms(5)), MIN_ROUND);
         assert_eq!(deadline(ms(100), ms(99)), ms(1));
@@ -485,7 +485,7 @@ mod tests {
     }
 
     /// A renewal finds two permits gone: one released while the renewal was on its way (a busy
-    /// server sees this every round), one still held here (its lease ended: really lost). Only
+    /// server sees this every round), one still held here (its TTL ended: really lost). Only
     /// the second is reported.
     #[tokio::test(start_paused = true)]
     async fn only_permits_still_held_count_as_lost() {

@@ -23,7 +23,7 @@ static SEQUENCE: AtomicU64 = AtomicU64::new(0);
 /// unique across every server that shares a store.
 ///
 /// ```
-/// use tower_redis_ratelimit::store::lease::PermitId;
+/// use tower_redis_ratelimit::store::permits::PermitId;
 ///
 /// let (a, b) = (PermitId::next(), PermitId::next());
 /// assert_ne!(a, b);
