@@ -54,14 +54,14 @@ pub struct Decision {
     /// Decided by a fallback while the shared store failed.
     degraded: bool,
     /// The rules that refused the request, one bit per rule index (policies hold at most
-    /// `MAX_RULES`, 8): 0 when it passed. Not part of equality (see `refused_by`).
+    /// `MAX_RULES`, 8): 0 when it passed. Not part of equality (see below).
     refused_by: u8,
 }
 
 /// Equal decisions say the same to the client: outcome, reported rule, counts, waits, and
-/// whether a fallback made them. Which other rules also refused is not compared: a denial
-/// answered later from memory (the Redis store's denial cache) names the reported rule only,
-/// the one whose wait is the longest, while the other rules' own waits may have ended.
+/// whether a fallback made them. Which other rules also refused is not compared: it depends on
+/// what the store knows of rules that were not reported (a quota lease's answer knows only the
+/// reported rule's wait).
 impl PartialEq for Decision {
     fn eq(&self, other: &Self) -> bool {
         (
@@ -147,8 +147,8 @@ impl Decision {
 
     /// The indexes, in its policy, of the rules that refused the request (every rule whose quota
     /// the request would exceed, not only the one reported; a denial remembered by the Redis
-    /// store's denial cache names the reported rule only); none when it passed. The 429's
-    /// `violated-policies` names them.
+    /// store's denial cache names those whose own wait is not over, as the store would); none
+    /// when it passed. The 429's `violated-policies` names them.
     pub fn refused_by(&self) -> impl Iterator<Item = usize> + '_ {
         (0..8).filter(move |index| self.refused_by & (1 << index) != 0)
     }
@@ -190,6 +190,13 @@ impl Decision {
             },
             ..self.clone()
         }
+    }
+
+    /// The same decision, refused by the rules of `refused_by` (one bit per rule index): a
+    /// remembered denial's rules whose own waits are not over.
+    #[cfg(feature = "redis")]
+    pub(crate) fn refused_by_rules(self, refused_by: u8) -> Decision {
+        Decision { refused_by, ..self }
     }
 
     /// An admission answered from quota reserved in process: the store's decision on the

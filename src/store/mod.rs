@@ -11,8 +11,6 @@
 //! no allocation, no timer) or a boxed future (the Redis store). The layer bounds the wait with
 //! its deadline and turns a [`StoreError`] into its failure mode.
 
-#[cfg(feature = "redis")]
-mod denials;
 mod error;
 mod future;
 mod key;

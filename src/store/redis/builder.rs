@@ -9,13 +9,13 @@ use redis::{AsyncConnectionConfig, IntoConnectionInfo};
 use super::address::{describe, invalid, redact};
 use super::coalesce::Coalescer;
 use super::connection::{self, Connect, SharedConnection};
+use super::denials::Denials;
 use super::fallback::{Degraded, Fallback};
 use super::leases::{Leases, QuotaLeases};
 use super::{Inner, RedisStore};
 use crate::clock::{Clock, SystemClock};
 use crate::error::ConfigError;
 use crate::store::MemoryStore;
-use crate::store::denials::Denials;
 #[cfg(feature = "concurrency")]
 use crate::store::permits::heartbeat::Heartbeat;
 

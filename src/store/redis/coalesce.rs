@@ -193,15 +193,20 @@ async fn decide_batch(inner: Arc<Inner>, key: Key, policy: Policy, batch: Vec<Wa
         inner.clock.as_ref().map(|clock| clock.now_micros()),
         inner.min_ttl_ms,
     );
-    let decided = match inner.connection.invoke::<Vec<i64>>(&invocation).await {
-        Ok(reply) => script::decisions(&reply, &policy, batch.len()),
-        Err(err) => Err(err),
-    };
+    let reply = inner.connection.invoke::<Vec<i64>>(&invocation).await;
+    let decided = reply.and_then(|reply| {
+        let decisions = script::decisions(&reply, &policy, batch.len())?;
+        Ok((reply, decisions))
+    });
     match decided {
-        Ok(decisions) => {
-            for (waiter, decision) in batch.into_iter().zip(decisions) {
+        Ok((reply, decisions)) => {
+            let width = reply.len() / decisions.len().max(1);
+            let replies = reply.chunks_exact(width.max(1));
+            for ((waiter, decision), reply) in batch.into_iter().zip(decisions).zip(replies) {
                 if let Some(denials) = &inner.denials {
-                    denials.learn(&key, &policy, waiter.cost, waiter.asked, &decision);
+                    denials.learn(&key, &policy, waiter.cost, waiter.asked, &decision, || {
+                        script::rule_waits(reply)
+                    });
                 }
                 // A waiter that gave up is gone: nothing to answer.
                 let _ = waiter.answer.send(Ok(decision));

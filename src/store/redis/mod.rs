@@ -6,6 +6,7 @@ mod builder;
 mod cluster;
 mod coalesce;
 mod connection;
+mod denials;
 mod fallback;
 mod leases;
 #[cfg(feature = "concurrency")]
@@ -20,11 +21,11 @@ use std::sync::Arc;
 pub use self::builder::RedisStoreBuilder;
 use self::coalesce::{Coalescer, Turn};
 use self::connection::SharedConnection;
+use self::denials::Denials;
 use self::fallback::Degraded;
 pub use self::fallback::Fallback;
 use self::leases::Leases;
 pub use self::leases::QuotaLeases;
-use super::denials::Denials;
 use super::key::StorageKey;
 #[cfg(feature = "concurrency")]
 use super::permits::heartbeat::Heartbeat;
@@ -329,9 +330,12 @@ fn ask(
     let (inner, key, policy) = (inner.clone(), key.clone(), policy.clone());
     StoreFuture::new(async move {
         let reply: Result<Vec<i64>, StoreError> = inner.connection.invoke(&invocation).await;
-        let decision = reply.and_then(|reply| script::decision(&reply, &policy));
+        let reply = reply?;
+        let decision = script::decision(&reply, &policy);
         if let (Ok(decision), Some(denials)) = (&decision, &inner.denials) {
-            denials.learn(&key, &policy, cost, asked, decision);
+            denials.learn(&key, &policy, cost, asked, decision, || {
+                script::rule_waits(&reply)
+            });
         }
         // The key's queue goes on once this call has been learned from (also when this future is
         // dropped before: the guard's drop hands it on then).

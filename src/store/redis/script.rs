@@ -184,6 +184,14 @@ pub(super) fn decision(reply: &[i64], policy: &Policy) -> Result<Decision, Store
     Ok(combined.decision(policy))
 }
 
+/// Each rule's wait in µs, by rule index, in the reply of one decision (0 for a rule that
+/// admitted the request); what the denial cache keeps of a refusal by several rules.
+pub(super) fn rule_waits(reply: &[i64]) -> impl Iterator<Item = u64> + '_ {
+    reply
+        .chunks_exact(REPLY_WIDTH)
+        .map(|values| u64::try_from(values[4]).unwrap_or(0))
+}
+
 pub(super) fn verdict(values: &[i64]) -> Result<RuleVerdict, StoreError> {
     let outcome = match values[0] {
         1 => Outcome::Allowed,

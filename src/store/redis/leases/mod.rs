@@ -159,9 +159,14 @@ async fn grant(
         }
     };
     start_sweeping(&inner);
+    let waits: smallvec::SmallVec<[u64; 8]> = granted
+        .verdicts
+        .iter()
+        .map(|verdict| verdict.retry_after_us)
+        .collect();
     let (decision, refund) = leases.install(&key, &policy, cost, asked, granted);
     if let Some(denials) = inner.denials.as_ref().filter(|_| cost > 0) {
-        denials.learn(&key, &policy, cost, asked, &decision);
+        denials.learn(&key, &policy, cost, asked, &decision, || waits);
     }
     give_back(&inner, refund.into_iter().collect());
     Ok(decision)

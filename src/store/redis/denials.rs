@@ -13,7 +13,8 @@
 //!   do not move until its wait is over (a rule holding more than its capacity, after a quota
 //!   was lowered under the same name, drains while it denies: such a denial is not remembered);
 //! - per client key and policy, the whole policy's decision: its most restrictive rule, and the
-//!   longest wait, which is the whole policy's;
+//!   longest wait, which is the whole policy's; and each refusing rule's own wait, so that a
+//!   refusal answered later names the rules that still refuse it, as the store would;
 //! - the local answer is the stored decision aged by the time since: the waits shorter by that
 //!   much, the counts the same. The wait counts from when the store was asked, not from when it
 //!   answered, so the local denial ends no later than the store's would.
@@ -64,6 +65,9 @@ struct Denial {
     /// When the denial ends: `at` plus its wait.
     until: u64,
     decision: Decision,
+    /// Each rule's wait (µs, by rule index; 0 for a rule that admitted) when more than one rule
+    /// refused; empty otherwise, when the reported rule is the only one.
+    waits: Box<[u64]>,
 }
 
 impl Denials {
@@ -115,20 +119,36 @@ impl Denials {
         if now < denial.at {
             return None;
         }
-        Some(denial.decision.aged(now - denial.at))
+        let elapsed = now - denial.at;
+        let decision = denial.decision.aged(elapsed);
+        if denial.waits.is_empty() {
+            return Some(decision);
+        }
+        // The rules whose own wait is not over refuse still: the reported one (the longest wait)
+        // and any other, as the store would name them now.
+        let still_refusing = denial
+            .waits
+            .iter()
+            .enumerate()
+            .filter(|(_, wait)| **wait > elapsed)
+            .fold(0u8, |bits, (index, _)| bits | 1 << index);
+        Some(decision.refused_by_rules(still_refusing))
     }
 
     /// Learns from the store's `decision` on a request of `key` under `policy` costing `cost`,
     /// asked at `at` (µs): remembers it if it is a denial that says how long every such request
     /// will be denied, and otherwise forgets any denial remembered for the key and policy, which
     /// the store has just said something newer about (a clock gone back, a store restarted).
-    pub(crate) fn learn(
+    /// `waits` gives each rule's wait in µs (by rule index), asked for only when more than one
+    /// rule refused.
+    pub(crate) fn learn<W: IntoIterator<Item = u64>>(
         &self,
         key: &Key,
         policy: &Policy,
         cost: u32,
         at: u64,
         decision: &Decision,
+        waits: impl FnOnce() -> W,
     ) {
         let until = remembered_until(cost, at, decision);
         let hash = self.hash(key, policy);
@@ -159,6 +179,11 @@ impl Denials {
             at,
             until,
             decision: decision.clone(),
+            waits: if decision.refused_by().nth(1).is_some() {
+                waits().into_iter().collect()
+            } else {
+                Box::default()
+            },
         };
         shard
             .table
@@ -273,7 +298,7 @@ mod tests {
     fn a_denial_is_answered_until_it_ends_with_its_waits_counting_down() {
         let denials = Denials::new(100);
         let key = Key::from("abuser");
-        denials.learn(&key, &policy(), 1, 1_000, &denied(9_000, 6_000));
+        denials.learn(&key, &policy(), 1, 1_000, &denied(9_000, 6_000), Vec::new);
         let later = denials
             .answer(&key, &policy(), 1, 3_500)
             .expect("still denied");
@@ -290,7 +315,7 @@ mod tests {
     fn only_the_same_key_policy_and_cost_are_answered() {
         let denials = Denials::new(100);
         let key = Key::from("abuser");
-        denials.learn(&key, &policy(), 1, 0, &denied(9_000, 6_000));
+        denials.learn(&key, &policy(), 1, 0, &denied(9_000, 6_000), Vec::new);
         assert!(
             denials
                 .answer(&Key::from("other"), &policy(), 1, 1)
@@ -314,15 +339,15 @@ mod tests {
         }
         // Denials of other costs, and anything but denials, are not remembered.
         let fresh = Key::from("fresh");
-        denials.learn(&fresh, &policy(), 2, 0, &denied(9_000, 6_000));
-        denials.learn(&fresh, &policy(), 1, 0, &allowed());
+        denials.learn(&fresh, &policy(), 2, 0, &denied(9_000, 6_000), Vec::new);
+        denials.learn(&fresh, &policy(), 1, 0, &allowed(), Vec::new);
         let never = decision(Outcome::Never, 5, 0, 0, 0);
-        denials.learn(&fresh, &policy(), 1, 0, &never);
+        denials.learn(&fresh, &policy(), 1, 0, &never, Vec::new);
         assert!(denials.answer(&fresh, &policy(), 1, 1).is_none());
         // Nor is a rule over its capacity (a quota lowered under the same name): it drains, and
         // its counts move, while it still denies.
         let over = decision(Outcome::Denied, 0, 7, 9_000_000, 6_000_000);
-        denials.learn(&fresh, &policy(), 1, 0, &over);
+        denials.learn(&fresh, &policy(), 1, 0, &over, Vec::new);
         assert!(denials.answer(&fresh, &policy(), 1, 1).is_none());
         assert_eq!(denials.len(), 1);
     }
@@ -331,14 +356,14 @@ mod tests {
     fn a_newer_answer_of_the_store_replaces_a_remembered_denial() {
         let denials = Denials::new(100);
         let key = Key::from("abuser");
-        denials.learn(&key, &policy(), 1, 0, &denied(9_000, 6_000));
+        denials.learn(&key, &policy(), 1, 0, &denied(9_000, 6_000), Vec::new);
         // The store, asked again (say the caller's clock went back), admitted a request: its
         // state is not what the denial said, so the denial goes.
-        denials.learn(&key, &policy(), 2, 100, &allowed());
+        denials.learn(&key, &policy(), 2, 100, &allowed(), Vec::new);
         assert!(denials.answer(&key, &policy(), 1, 200).is_none());
         // A newer denial replaces an older one.
-        denials.learn(&key, &policy(), 1, 300, &denied(9_000, 2_000));
-        denials.learn(&key, &policy(), 1, 400, &denied(9_000, 5_000));
+        denials.learn(&key, &policy(), 1, 300, &denied(9_000, 2_000), Vec::new);
+        denials.learn(&key, &policy(), 1, 400, &denied(9_000, 5_000), Vec::new);
         let answer = denials.answer(&key, &policy(), 1, 500).unwrap();
         assert_eq!(answer.retry_after(), Some(Duration::from_micros(4_900)));
         assert_eq!(denials.len(), 1);
@@ -355,9 +380,9 @@ mod tests {
             .filter(|key| (denials.hash(key, &policy()) >> 32) % shards == 0)
             .take(3)
             .collect();
-        denials.learn(&keys[0], &policy(), 1, 0, &denied(50_000, 50_000));
-        denials.learn(&keys[1], &policy(), 1, 0, &denied(20_000, 20_000));
-        denials.learn(&keys[2], &policy(), 1, 0, &denied(90_000, 90_000));
+        denials.learn(&keys[0], &policy(), 1, 0, &denied(50_000, 50_000), Vec::new);
+        denials.learn(&keys[1], &policy(), 1, 0, &denied(20_000, 20_000), Vec::new);
+        denials.learn(&keys[2], &policy(), 1, 0, &denied(90_000, 90_000), Vec::new);
         assert!(
             denials.answer(&keys[1], &policy(), 1, 1).is_none(),
             "ended soonest: forgotten"
@@ -371,7 +396,14 @@ mod tests {
         let denials = Denials::new(1_000);
         for i in 0..1_000_000u64 {
             let key = Key::from(i.to_le_bytes().to_vec());
-            denials.learn(&key, &policy(), 1, i, &denied(60_000_000, 60_000_000));
+            denials.learn(
+                &key,
+                &policy(),
+                1,
+                i,
+                &denied(60_000_000, 60_000_000),
+                Vec::new,
+            );
         }
         assert!(denials.len() <= 1_000, "{}", denials.len());
         let heaps: usize = denials.shards.iter().map(|s| lock(s).ends.len()).sum();
