@@ -8,7 +8,7 @@ use super::limiter::ConcurrencyLimiter;
 use super::limits::{Limits, PerKey};
 use super::{ConcurrencyLimitLayer, Rejection};
 use crate::admission::{Configure, Hinted, Keyed, LayerBuilder};
-use crate::error::ConfigError;
+use crate::error::{ConcurrencyConfigError, ConfigError};
 use crate::headers::HeaderFamilies;
 use crate::policy::validate_name;
 use crate::store::MemoryStore;
@@ -82,9 +82,10 @@ impl<L: Limits> LayerBuilder<ConcurrencyLimiter<L>> {
     pub(crate) fn limiter(&mut self, limits: L) -> Result<ConcurrencyLimiter<L>, ConfigError> {
         let retry_after = self.retry_hint();
         let settings = &mut self.settings;
-        let name = settings.name.clone().ok_or_else(|| {
-            ConfigError::Concurrency("a concurrency limit needs a `.name(...)`".into())
-        })?;
+        let name = settings
+            .name
+            .clone()
+            .ok_or(ConcurrencyConfigError::MissingName)?;
         validate_name(&name)?;
         let mut lease = Lease::new(settings.lease);
         if let Some(every) = settings.renew_every {
@@ -115,9 +116,7 @@ impl LayerBuilder<ConcurrencyLimiter<PerKey>> {
     pub fn build(mut self) -> Result<ConcurrencyLimitLayer, ConfigError> {
         let max = match self.settings.limits {
             Some(0) | None => {
-                return Err(ConfigError::Concurrency(
-                    "a concurrency limit needs `.max_in_flight(n)` with n >= 1".into(),
-                ));
+                return Err(ConcurrencyConfigError::NoMaxInFlight.into());
             }
             Some(max) => max,
         };

@@ -6,7 +6,8 @@ use serde::Deserialize;
 
 use super::duration;
 use super::key::KeyConfig;
-use super::route::{FailureModeName, HeaderFamilyName, MissingKeyName};
+use crate::admission::{FailureMode, MissingKey};
+use crate::headers::HeaderFamilies;
 
 /// One concurrency limit, for a route or a group of routes. In TOML:
 ///
@@ -47,24 +48,24 @@ pub struct ConcurrencyConfig {
     // that names a misspelled field.
     /// `open` (default) or `closed`: what to do when the store fails.
     #[serde(default)]
-    pub failure_mode: Option<FailureModeName>,
+    pub failure_mode: Option<FailureMode>,
     /// `reject` (default: 400) or `skip` (pass unchecked): a request without a key.
     #[serde(default)]
-    pub missing_key: Option<MissingKeyName>,
+    pub missing_key: Option<MissingKey>,
     /// How long to wait for the store (default `"100ms"`).
     #[serde(default, deserialize_with = "duration::optional")]
     pub deadline: Option<Duration>,
     /// Header families to write (default `["rate_limiting", "ietf"]`).
     #[serde(default)]
-    pub headers: Option<Vec<HeaderFamilyName>>,
+    pub headers: Option<HeaderFamilies>,
 }
 
 #[cfg(feature = "concurrency")]
 mod build {
     use super::ConcurrencyConfig;
     use crate::concurrency::ConcurrencyLimitLayer;
-    use crate::config::route;
     use crate::config::store::BuiltStore;
+    use crate::config::{error, route};
     use crate::error::ConfigError;
 
     impl ConcurrencyConfig {
@@ -75,12 +76,6 @@ mod build {
             field: &str,
             store: &BuiltStore,
         ) -> Result<ConcurrencyLimitLayer, ConfigError> {
-            if self.max_in_flight == 0 {
-                return Err(ConfigError::Field {
-                    field: format!("{field}.max_in_flight"),
-                    reason: "must be at least 1".to_owned(),
-                });
-            }
             let mut builder = ConcurrencyLimitLayer::builder()
                 .name(name)
                 .max_in_flight(self.max_in_flight)
@@ -94,9 +89,11 @@ mod build {
                 self.failure_mode,
                 self.missing_key,
                 self.deadline,
-                self.headers.as_deref(),
+                self.headers,
             );
-            builder.build().map_err(|err| err.at(field.to_owned()))
+            builder
+                .build()
+                .map_err(|err| error::at(field, err, error::layer_setting))
         }
     }
 }

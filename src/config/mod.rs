@@ -37,6 +37,7 @@
 
 mod concurrency;
 mod duration;
+mod error;
 mod key;
 mod paths;
 mod policy;
@@ -48,10 +49,11 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 pub use self::concurrency::ConcurrencyConfig;
+pub use self::error::SettingError;
 pub use self::key::{ClientIpConfig, KeyConfig};
 use self::paths::Paths;
-pub use self::policy::{AlgorithmName, PolicyConfig, RuleConfig};
-pub use self::route::{FailureModeName, HeaderFamilyName, ListConfig, MissingKeyName, RouteConfig};
+pub use self::policy::{PolicyConfig, RuleConfig};
+pub use self::route::{ListConfig, RouteConfig};
 use self::store::BuiltStore;
 pub use self::store::{FallbackConfig, LeasesConfig, StoreConfig, StoreKind};
 #[cfg(feature = "concurrency")]
@@ -169,8 +171,9 @@ impl LimitsConfig {
         if let Some(name) = self.concurrency.keys().next() {
             return Err(invalid(
                 format!("concurrency.{name}"),
-                "this build has no concurrency limits (the crate's `concurrency` feature)"
-                    .to_owned(),
+                SettingError::FeatureMissing {
+                    feature: "concurrency",
+                },
             ));
         }
         Ok(Limits {
@@ -225,16 +228,19 @@ impl Built<'_> {
                 .ok_or_else(|| {
                     invalid(
                         format!("{field}.store"),
-                        format!("no store named {name:?} ({})", names(self.stores.keys())),
+                        SettingError::Unknown {
+                            table: "store",
+                            name: name.clone(),
+                            known: names(self.stores.keys()),
+                        },
                     )
                 }),
             None => self.default_store.ok_or_else(|| {
                 invalid(
                     format!("{field}.store"),
-                    format!(
-                        "is required when there are several stores ({})",
-                        names(self.stores.keys())
-                    ),
+                    SettingError::StoreRequired {
+                        stores: names(self.stores.keys()),
+                    },
                 )
             }),
         }
@@ -247,16 +253,19 @@ fn build_route(
     built: &Built<'_>,
 ) -> Result<RateLimitLayer, ConfigError> {
     let policies = built.policies;
-    let policy = policies.get(&route.policy).ok_or_else(|| {
+    let unknown = |field: String, name: &String| {
         invalid(
-            format!("{field}.policy"),
-            format!(
-                "no policy named {:?} ({})",
-                route.policy,
-                names(policies.keys())
-            ),
+            field,
+            SettingError::Unknown {
+                table: "policy",
+                name: name.clone(),
+                known: names(policies.keys()),
+            },
         )
-    })?;
+    };
+    let policy = policies
+        .get(&route.policy)
+        .ok_or_else(|| unknown(format!("{field}.policy"), &route.policy))?;
     let store = built.store(field, route.store.as_ref())?;
     let mut builder = RateLimitLayer::builder()
         .policy(policy)
@@ -269,18 +278,15 @@ fn build_route(
         route.failure_mode,
         route.missing_key,
         route.deadline,
-        route.headers.as_deref(),
+        route.headers,
     );
     if let Some(cost) = route.cost {
         builder = builder.cost(move |_| cost);
     }
     for (plan, name) in &route.plans {
-        let policy = policies.get(name).ok_or_else(|| {
-            invalid(
-                format!("{field}.plans.{plan}"),
-                format!("no policy named {name:?} ({})", names(policies.keys())),
-            )
-        })?;
+        let policy = policies
+            .get(name)
+            .ok_or_else(|| unknown(format!("{field}.plans.{plan}"), name))?;
         builder = builder.plan(plan.as_str(), policy);
     }
     let mut exemptions = Exemptions::new();
@@ -290,7 +296,9 @@ fn build_route(
         }
         exemptions = exemptions
             .allow_networks(allow.networks.iter().map(String::as_str))
-            .map_err(|err| err.at(format!("{field}.allow.networks")))?;
+            .map_err(|err| {
+                error::at_item(&format!("{field}.allow.networks"), &allow.networks, err)
+            })?;
     }
     if let Some(deny) = &route.deny {
         for key in &deny.keys {
@@ -298,10 +306,14 @@ fn build_route(
         }
         exemptions = exemptions
             .deny_networks(deny.networks.iter().map(String::as_str))
-            .map_err(|err| err.at(format!("{field}.deny.networks")))?;
+            .map_err(|err| {
+                error::at_item(&format!("{field}.deny.networks"), &deny.networks, err)
+            })?;
     }
     builder = builder.exemptions(exemptions);
-    builder.build().map_err(|err| err.at(field.to_owned()))
+    builder
+        .build()
+        .map_err(|err| error::at(field, err, error::layer_setting))
 }
 
 impl Limits {
@@ -370,15 +382,13 @@ impl std::fmt::Debug for Limits {
     }
 }
 
-fn names<'a>(names: impl Iterator<Item = &'a String>) -> String {
-    let names: Vec<String> = names.map(|name| format!("{name:?}")).collect();
-    if names.is_empty() {
-        "there are none".to_owned()
-    } else {
-        format!("there are {}", names.join(", "))
-    }
+fn names<'a>(names: impl Iterator<Item = &'a String>) -> Vec<String> {
+    names.cloned().collect()
 }
 
-fn invalid(field: String, reason: String) -> ConfigError {
-    ConfigError::Field { field, reason }
+fn invalid(field: String, error: impl Into<ConfigError>) -> ConfigError {
+    ConfigError::Field {
+        field,
+        error: Box::new(error.into()),
+    }
 }

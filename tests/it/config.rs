@@ -158,7 +158,7 @@ fn every_mistake_names_its_field() {
                 key = {{ client_ip = {{ trusted_proxies = ["10.0.0.0/33"] }} }}
                 "#
             ),
-            "`routes.api.key.client_ip.trusted_proxies`: invalid key extractor configuration: ",
+            "`routes.api.key.client_ip.trusted_proxies[0]`: \"10.0.0.0/33\" is neither an IP network (CIDR) nor an IP address",
         ),
         (
             format!(
@@ -176,7 +176,7 @@ fn every_mistake_names_its_field() {
             rules = [{ name = "api", algorithm = "fixed_window", limit = 0, period = "1s" }]
             "#
             .to_owned(),
-            "`policies.api.rules[0]`: rule \"api\" has a limit of 0",
+            "`policies.api.rules[0].limit`: rule \"api\" has a limit of 0",
         ),
         (
             r#"
@@ -184,7 +184,7 @@ fn every_mistake_names_its_field() {
             rules = [{ name = "api", algorithm = "fixed_window", limit = 5, period = "1s", burst = 9 }]
             "#
             .to_owned(),
-            "`policies.api.rules[0].burst`: only token_bucket and gcra rules have a burst",
+            "`policies.api.rules[0].burst`: only token_bucket and gcra rules have a burst (this is a fixed_window rule)",
         ),
         (
             r#"
@@ -230,7 +230,7 @@ fn every_mistake_names_its_field() {
             prefix = "a{b}"
             "#
             .to_owned(),
-            "`stores.shared`: invalid store configuration: invalid key prefix",
+            "`stores.shared.prefix`: invalid key prefix \"a{b}\"",
         ),
         (
             r#"
@@ -240,7 +240,7 @@ fn every_mistake_names_its_field() {
             fallback = { instances = 0 }
             "#
             .to_owned(),
-            "`stores.shared`: invalid store configuration: a fallback divides quotas among at least 1 instance",
+            "`stores.shared.fallback.instances`: a fallback divides quotas among at least 1 instance",
         ),
         (
             format!(
@@ -262,7 +262,7 @@ fn every_mistake_names_its_field() {
                 deadline = "0s"
                 "#
             ),
-            "`routes.api`: store deadline 0ns is out of range",
+            "`routes.api.deadline`: store deadline 0ns is out of range",
         ),
         (
             r#"
@@ -271,7 +271,7 @@ fn every_mistake_names_its_field() {
             key = { global = "all" }
             "#
             .to_owned(),
-            "`concurrency.exports.max_in_flight`: must be at least 1",
+            "`concurrency.exports.max_in_flight`: a concurrency limit needs `.max_in_flight(n)`",
         ),
         (
             r#"
@@ -305,8 +305,7 @@ fn every_mistake_names_its_field() {
             lease = "10ms"
             "#
             .to_owned(),
-            "`concurrency.exports`: invalid concurrency configuration: lease 10ms is out of range: \
-             use between 100ms and ",
+            "`concurrency.exports.lease`: lease 10ms is out of range: use between 100ms and ",
         ),
     ];
     for (config, expected) in cases {
@@ -391,4 +390,100 @@ async fn a_rebuild_keeps_unchanged_stores_and_their_counts() {
     // The store's settings changed: a new store, counting from zero.
     let (fresh, _) = statuses(config(2000, 5).rebuild(&limits).unwrap()).await;
     assert_eq!(fresh, [200, 200, 200]);
+}
+
+/// The field of a mistake that `build` reports.
+fn field_of(config: &str) -> String {
+    let config: LimitsConfig =
+        toml::from_str(config).unwrap_or_else(|err| panic!("{config} does not parse: {err}"));
+    match config.build() {
+        Ok(_) => panic!("{config:?} built"),
+        Err(tower_redis_ratelimit::ConfigError::Field { field, .. }) => field,
+        Err(other) => panic!("{other} names no field"),
+    }
+}
+
+/// Values out of range name their own field, not the table they are in.
+#[test]
+fn values_out_of_range_name_their_field() {
+    let rule = |fields: &str| {
+        format!("[policies.api]\nrules = [{{ name = \"api\", algorithm = \"gcra\", {fields} }}]\n")
+    };
+    let route = |fields: &str| {
+        format!(
+            "{}[routes.api]\npolicy = \"api\"\nkey = {{ global = \"all\" }}\n{fields}\n",
+            rule("limit = 10, period = \"1s\"")
+        )
+    };
+    let redis = |fields: &str| {
+        format!("[stores.shared]\ntype = \"redis\"\nurl = \"redis://127.0.0.1\"\n{fields}\n")
+    };
+    let cases = [
+        (rule("limit = 0, period = \"1s\""), "policies.api.rules[0].limit"),
+        (rule("limit = 5, period = \"0s\""), "policies.api.rules[0].period"),
+        (rule("limit = 5, period = \"20years\""), "policies.api.rules[0].period"),
+        (rule("limit = 5, period = \"1s\", burst = 0"), "policies.api.rules[0].burst"),
+        (
+            "[policies.api]\nrules = [{ name = \"no spaces\", algorithm = \"gcra\", limit = 5, period = \"1s\" }]\n"
+                .to_owned(),
+            "policies.api.rules[0].name",
+        ),
+        (
+            "[policies.api]\nrules = [{ name = \"log\", algorithm = \"sliding_log\", limit = 20000, period = \"1s\" }]\n"
+                .to_owned(),
+            "policies.api.rules[0].limit",
+        ),
+        (
+            "[policies.api]\nrules = [{ name = \"w\", algorithm = \"sliding_window\", limit = 5, period = \"1s\", sub_intervals = 0 }]\n"
+                .to_owned(),
+            "policies.api.rules[0].sub_intervals",
+        ),
+        (route("deadline = \"0ms\""), "routes.api.deadline"),
+        (
+            route("deny = { networks = [\"10.0.0.0/8\", \"10.0.0.0/33\"] }"),
+            "routes.api.deny.networks[1]",
+        ),
+        (
+            route("allow = { networks = [\"not a network\"] }"),
+            "routes.api.allow.networks[0]",
+        ),
+        (
+            route("key = { client_ip = { trusted_proxies = [\"10.0.0.0/33\"] } }")
+                .replace("key = { global = \"all\" }\n", ""),
+            "routes.api.key.client_ip.trusted_proxies[0]",
+        ),
+        (
+            route("key = { header = \"bad header\" }").replace("key = { global = \"all\" }\n", ""),
+            "routes.api.key.header",
+        ),
+        (
+            "[concurrency.reports]\nmax_in_flight = 2\nkey = { global = \"all\" }\nlease = \"10ms\"\n"
+                .to_owned(),
+            "concurrency.reports.lease",
+        ),
+        (
+            "[concurrency.reports]\nmax_in_flight = 2\nkey = { global = \"all\" }\ndeadline = \"2min\"\n"
+                .to_owned(),
+            "concurrency.reports.deadline",
+        ),
+        (redis("quota_leases = { max_share = 2.0 }"), "stores.shared.quota_leases.max_share"),
+        (redis("quota_leases = { lifetime = \"2min\" }"), "stores.shared.quota_leases.lifetime"),
+        (redis("quota_leases = { max_keys = 0 }"), "stores.shared.quota_leases.max_keys"),
+        (redis("fallback = { instances = 0 }"), "stores.shared.fallback.instances"),
+        (redis("fallback = { instances = 2, cool_down = \"0s\" }"), "stores.shared.fallback.cool_down"),
+        (redis("prefix = \"a{b}\""), "stores.shared.prefix"),
+        (redis("connect_timeout = \"0s\""), "stores.shared.connect_timeout"),
+        (
+            "[stores.shared]\ntype = \"redis\"\nurl = \"http://127.0.0.1\"\n".to_owned(),
+            "stores.shared.url",
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (config, expected) in &cases {
+        let field = field_of(config);
+        if field != *expected {
+            wrong.push(format!("expected `{expected}`, got `{field}`"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

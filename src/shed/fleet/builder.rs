@@ -7,7 +7,7 @@ use http::request::Parts;
 use super::{FleetRejection, FleetShares, FleetShedLayer};
 use crate::admission::{LayerBuilder, NoKeys};
 use crate::concurrency::{ConcurrencyLimiter, Settings as ConcurrencySettings};
-use crate::error::ConfigError;
+use crate::error::{ConcurrencyConfigError, ConfigError};
 use crate::headers::HeaderFamilies;
 use crate::shed::priority::{Classifier, Priority};
 
@@ -79,9 +79,7 @@ impl LayerBuilder<ConcurrencyLimiter<FleetShares>> {
         let settings = &mut self.settings.limits;
         let capacity = match settings.capacity {
             Some(0) | None => {
-                return Err(ConfigError::Concurrency(
-                    "a fleet shedder needs `.capacity(n)` with n >= 1".into(),
-                ));
+                return Err(ConcurrencyConfigError::NoCapacity.into());
             }
             Some(capacity) => capacity,
         };
@@ -89,20 +87,21 @@ impl LayerBuilder<ConcurrencyLimiter<FleetShares>> {
         for priority in Priority::ALL {
             let percent = settings.shares[priority.index()];
             if !(1..=100).contains(&percent) {
-                return Err(ConfigError::Concurrency(format!(
-                    "the {priority} share is {percent}%: use 1 to 100"
-                )));
+                return Err(ConcurrencyConfigError::ShareOutOfRange {
+                    priority: priority.as_str(),
+                    percent,
+                }
+                .into());
             }
             // Floor, so a share never admits more than it says; at least one permit.
             limits[priority.index()] =
                 ((u64::from(capacity) * u64::from(percent) / 100) as u32).max(1);
         }
         if settings.shares.windows(2).any(|pair| pair[0] > pair[1]) {
-            let [low, normal, high, critical] = settings.shares;
-            return Err(ConfigError::Concurrency(format!(
-                "shares must not grow as priority falls: \
-                 low {low}%, normal {normal}%, high {high}%, critical {critical}%"
-            )));
+            return Err(ConcurrencyConfigError::SharesGrow {
+                shares: settings.shares,
+            }
+            .into());
         }
         let shares = FleetShares {
             capacity,

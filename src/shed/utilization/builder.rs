@@ -10,7 +10,7 @@ use super::UtilizationShedLayer;
 use super::in_flight::InFlight;
 use super::shedder::{RandomFn, Source, UtilizationFn, UtilizationShedder};
 use crate::admission::{Configure, Hinted, LayerBuilder, NoKeys};
-use crate::error::ConfigError;
+use crate::error::{ConfigError, ShedConfigError};
 use crate::headers::HeaderFamilies;
 use crate::log::Throttled;
 use crate::shed::priority::{Classifier, Priority};
@@ -94,21 +94,15 @@ impl LayerBuilder<UtilizationShedder> {
         let settings = &mut self.settings;
         let source = match (settings.capacity, settings.utilization.take()) {
             (Some(0), _) => {
-                return Err(ConfigError::Shed(
-                    "a capacity of 0: the capacity is how many requests in flight make the instance fully utilised, at least 1".into(),
-                ));
+                return Err(ShedConfigError::ZeroCapacity.into());
             }
             (Some(capacity), None) => Source::Capacity(capacity),
             (None, Some(function)) => Source::Function(function),
             (None, None) => {
-                return Err(ConfigError::Shed(
-                    "no measure of utilisation: call `.capacity(n)` to count requests in flight, or `.utilization(f)` to measure it yourself".into(),
-                ));
+                return Err(ShedConfigError::NoUtilization.into());
             }
             (Some(_), Some(_)) => {
-                return Err(ConfigError::Shed(
-                    "both `.capacity(n)` and `.utilization(f)` are set: choose one measure of utilisation".into(),
-                ));
+                return Err(ShedConfigError::BothMeasures.into());
             }
         };
         let shedder = UtilizationShedder {

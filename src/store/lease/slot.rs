@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::PermitId;
-use crate::error::ConfigError;
+use crate::error::{ConcurrencyConfigError, ConfigError};
 use crate::key::Key;
 use crate::policy::validate_name;
 
@@ -103,17 +103,19 @@ impl Lease {
     /// at most every millisecond, before it ends.
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         if self.duration < MIN_LEASE || self.duration > MAX_LEASE {
-            return Err(ConfigError::Concurrency(format!(
-                "lease {:?} is out of range: use between {MIN_LEASE:?} and {MAX_LEASE:?}",
-                self.duration
-            )));
+            return Err(ConcurrencyConfigError::LeaseOutOfRange {
+                lease: self.duration,
+                min: MIN_LEASE,
+                max: MAX_LEASE,
+            }
+            .into());
         }
         if self.renew_every < Duration::from_millis(1) || self.renew_every >= self.duration {
-            return Err(ConfigError::Concurrency(format!(
-                "renewal period {:?} must be at least 1 ms and shorter than the lease ({:?}); \
-                 a third of it is a good choice",
-                self.renew_every, self.duration
-            )));
+            return Err(ConcurrencyConfigError::RenewalOutOfRange {
+                renew_every: self.renew_every,
+                lease: self.duration,
+            }
+            .into());
         }
         Ok(())
     }
