@@ -124,7 +124,20 @@ impl RuleConfig {
 /// An algorithm by its name alone: a sliding window's sub-intervals are a setting of their own
 /// (serde's derived `Algorithm` would want `{ sliding_window = { sub_intervals = 60 } }`).
 fn algorithm_by_name<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Algorithm, D::Error> {
-    let name = String::deserialize(deserializer)?;
-    Algorithm::named(&name, DEFAULT_SUB_INTERVALS)
-        .ok_or_else(|| de::Error::unknown_variant(&name, &Algorithm::NAMES))
+    // A visitor rather than a String read first: the formats place an error the visitor returns
+    // at the value.
+    struct Name;
+    impl de::Visitor<'_> for Name {
+        type Value = Algorithm;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an algorithm's name")
+        }
+
+        fn visit_str<E: de::Error>(self, name: &str) -> Result<Algorithm, E> {
+            Algorithm::named(name, DEFAULT_SUB_INTERVALS)
+                .ok_or_else(|| E::unknown_variant(name, &Algorithm::NAMES))
+        }
+    }
+    deserializer.deserialize_str(Name)
 }

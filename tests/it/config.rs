@@ -487,3 +487,144 @@ fn values_out_of_range_name_their_field() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+fn example_path(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(name)
+}
+
+/// A file of `text` named `name` in a directory of its own, removed when dropped.
+struct TempFile(std::path::PathBuf);
+
+impl TempFile {
+    fn new(name: &str, text: &str) -> TempFile {
+        let dir = std::env::temp_dir().join(format!(
+            "tower-redis-ratelimit-config-{}-{}",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        TempFile(path)
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+#[test]
+fn from_file_reads_each_format_by_its_extension() {
+    use tower_redis_ratelimit::config::Format;
+    let toml = LimitsConfig::from_file(example_path("limits.toml")).unwrap();
+    let yaml = LimitsConfig::from_file(example_path("limits.yaml")).unwrap();
+    let json = LimitsConfig::from_file(example_path("limits.json")).unwrap();
+    assert_eq!(toml, yaml);
+    assert_eq!(toml, json);
+    assert_eq!(
+        toml,
+        toml::from_str::<LimitsConfig>(&example("limits.toml")).unwrap()
+    );
+    let yml = TempFile::new("limits.YML", &example("limits.yaml"));
+    assert_eq!(LimitsConfig::from_file(&yml.0).unwrap(), yaml);
+    assert_eq!(Format::from_path("a/limits.yml"), Some(Format::Yaml));
+    assert_eq!(Format::from_path("limits.ini"), None);
+    assert_eq!(Format::from_path("limits"), None);
+}
+
+#[test]
+fn a_missing_file_and_an_unknown_extension_are_named() {
+    use tower_redis_ratelimit::config::LoadError;
+    let missing = example_path("no-such-limits.toml");
+    let error = LimitsConfig::from_file(&missing).unwrap_err();
+    assert!(
+        matches!(&error, LoadError::Read { path, source }
+            if *path == missing && source.kind() == std::io::ErrorKind::NotFound),
+        "{error}"
+    );
+    assert!(
+        error
+            .to_string()
+            .starts_with(&format!("cannot read {}: ", missing.display())),
+        "{error}"
+    );
+    let ini = TempFile::new("limits.ini", "[policies]\n");
+    let error = LimitsConfig::from_file(&ini.0).unwrap_err();
+    assert!(matches!(&error, LoadError::UnknownFormat { path } if *path == ini.0));
+    assert_eq!(
+        format!("{error:?}"),
+        format!(
+            "{}: unknown configuration format: name the file *.toml, *.yaml, *.yml or *.json, or \
+             read it with `LimitsConfig::parse` and its format",
+            ini.0.display()
+        )
+    );
+}
+
+/// Syntax and shape mistakes carry the file, the line and the column, in every format.
+#[test]
+fn what_does_not_parse_is_named_with_its_file_line_and_column() {
+    use tower_redis_ratelimit::config::LoadError;
+    let cases = [
+        (
+            "limits.toml",
+            "[policies.api]\nrules = [\n  { name = \"a\", algorithm = \"gcra\", limit = 5, period = \"1s\" },\n  { name = \"b\" algorithm = \"gcra\" },\n]\n",
+            (4, 16),
+            "missing comma between key-value pairs, expected `,`",
+        ),
+        (
+            "limits.toml",
+            "[policies.api]\nrulez = []\n",
+            (2, 1),
+            "unknown field `rulez`, expected `rules`",
+        ),
+        (
+            "limits.yaml",
+            "policies:\n  api:\n    rules:\n      - name: a\n        algorithm: leaky\n",
+            (5, 20),
+            "policies.api.rules[0].algorithm: unknown variant `leaky`",
+        ),
+        (
+            "limits.yml",
+            "policies:\n  api:\n    rules: [\n",
+            (4, 1),
+            "did not find expected",
+        ),
+        (
+            "limits.json",
+            "{\n  \"policies\": {\n    \"api\": { \"rules\": [ }\n  }\n}\n",
+            (3, 25),
+            "expected value",
+        ),
+        (
+            "limits.json",
+            "{ \"routes\": { \"api\": { \"policy\": \"api\", \"key\": { \"global\": \"a\" },\n  \"deadline\": \"soon\" } } }\n",
+            (2, 20),
+            "invalid duration \"soon\"",
+        ),
+    ];
+    for (name, text, (line, column), expected) in cases {
+        let file = TempFile::new(name, text);
+        let error = LimitsConfig::from_file(&file.0).unwrap_err();
+        let LoadError::Parse {
+            path, line_column, ..
+        } = &error
+        else {
+            panic!("{name}: {error}");
+        };
+        assert_eq!(path.as_deref(), Some(file.0.as_path()));
+        assert_eq!(*line_column, Some((line, column)), "{name}: {error}");
+        let shown = error.to_string();
+        let place = format!("{}:{line}:{column}: ", file.0.display());
+        assert!(
+            shown.starts_with(&place) && shown.contains(expected),
+            "{name}: expected {place}…{expected}…, got {shown}"
+        );
+    }
+}
