@@ -179,11 +179,12 @@ impl LoadError {
     }
 }
 
-#[cfg_attr(feature = "toml", allow(dead_code))]
+#[cfg(not(all(feature = "toml", feature = "yaml", feature = "json")))]
 fn disabled(format: Format) -> LoadError {
     LoadError::FormatDisabled { path: None, format }
 }
 
+#[cfg(any(feature = "toml", feature = "yaml", feature = "json"))]
 fn parse_error(format: Format, line_column: Option<(usize, usize)>, message: String) -> LoadError {
     LoadError::Parse {
         path: None,

@@ -1,6 +1,7 @@
 //! Limits from a configuration file: stores, named policies, keys, routes and concurrency limits,
-//! deserialized with serde from TOML, YAML, JSON or anything serde reads, validated with the
-//! exact field named, and built into the same layers as code builds.
+//! read by [`LimitsConfig::from_file`] from TOML, YAML or JSON (or deserialized with serde from
+//! anything serde reads), validated with the exact field named, and built into the same layers
+//! as code builds.
 //!
 //! ```
 //! use tower_redis_ratelimit::config::LimitsConfig;
@@ -24,10 +25,16 @@
 //! let config: LimitsConfig = serde_json::from_str(r#"{
 //!     "routes": { "api": { "policy": "ap1", "key": { "global": "all" } } }
 //! }"#)?;
+//! let error = config.build().unwrap_err();
 //! assert_eq!(
-//!     config.build().unwrap_err().to_string(),
+//!     error.to_string(),
 //!     "`routes.api.policy`: no policy named \"ap1\" (there are none)"
 //! );
+//! // ... and say what is wrong in fields:
+//! use tower_redis_ratelimit::{ConfigError, config::SettingError};
+//! let ConfigError::Field { field, error } = error else { unreachable!() };
+//! assert_eq!(field, "routes.api.policy");
+//! assert!(matches!(*error, ConfigError::Setting(SettingError::Unknown { .. })));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!

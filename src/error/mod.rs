@@ -218,6 +218,7 @@ macro_rules! debug_as_display {
         )*
     };
 }
+#[cfg(feature = "config")]
 pub(crate) use debug_as_display;
 
 debug_as_display!(
