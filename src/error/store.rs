@@ -10,7 +10,8 @@ use std::time::Duration;
 pub enum StoreConfigError {
     /// A Redis URL does not parse: `setting` is `url`, `nodes` (a cluster's) or `sentinels`.
     #[error(
-        "invalid Redis URL {url} in `{setting}`: {reason} (write redis://[user:password@]host[:port][/db])"
+        "invalid {} URL {url}: {reason} (write redis://[user:password@]host[:port][/db])",
+        role(setting)
     )]
     InvalidUrl {
         /// `url`, `nodes` or `sentinels`.
@@ -21,7 +22,7 @@ pub enum StoreConfigError {
         reason: String,
     },
     /// A cluster without nodes, Sentinel without sentinels.
-    #[error("`{setting}` is empty: give at least one URL")]
+    #[error("{} needs at least one URL (`{setting}`)", role(setting))]
     NoUrls {
         /// `nodes` or `sentinels`.
         setting: &'static str,
@@ -114,4 +115,13 @@ pub enum StoreConfigError {
     /// A fallback with a zero cool-down.
     #[error("a fallback's cool-down is zero: Redis would be called again at once; use e.g. 1s")]
     FallbackCoolDown,
+}
+
+/// What the URLs of a setting point at, in messages.
+fn role(setting: &str) -> &'static str {
+    match setting {
+        "nodes" => "Redis Cluster node",
+        "sentinels" => "Redis Sentinel",
+        _ => "Redis",
+    }
 }
