@@ -12,6 +12,7 @@ pub mod algorithms {}
 
 /// The configuration file reference: every field of
 /// [`LimitsConfig`](crate::config::LimitsConfig), its stores, policies, routes and keys.
+#[cfg(feature = "config")]
 #[doc = include_str!("../docs/configuration.md")]
 pub mod configuration {}
 

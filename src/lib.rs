@@ -11,9 +11,11 @@ pub mod clock;
 #[cfg(feature = "concurrency")]
 #[cfg_attr(docsrs, doc(cfg(feature = "concurrency")))]
 pub mod concurrency;
+#[cfg(feature = "config")]
+#[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 pub mod config;
 pub mod decision;
-mod error;
+pub mod error;
 #[cfg(feature = "axum")]
 mod extract;
 mod grpc;

@@ -1,7 +1,15 @@
 //! What a layer does when it cannot decide: the store failed, or the request has no key.
 
 /// What to do when the store cannot answer (down, unreachable, slower than the deadline).
+///
+/// With the `config` feature it deserializes from `"open"` and `"closed"`, as configuration files
+/// write it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "config",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "snake_case")
+)]
 #[non_exhaustive]
 pub enum FailureMode {
     /// Let the request pass unlimited, tell the client with `Rate-Limiting-State: Skipped` (and
@@ -17,7 +25,15 @@ pub enum FailureMode {
 }
 
 /// What to do with a request for which the key extractor finds no key.
+///
+/// With the `config` feature it deserializes from `"reject"` and `"skip"`, as configuration files
+/// write it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "config",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "snake_case")
+)]
 #[non_exhaustive]
 pub enum MissingKey {
     /// Answer 400 with a problem+json body saying what was missing, and the static

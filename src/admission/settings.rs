@@ -115,6 +115,7 @@ macro_rules! keyed_settings {
     ($builder:ty, $rejection:ty) => {
         impl $builder {
             /// The shared settings, for the configuration file's builders.
+            #[cfg(feature = "config")]
             pub(crate) fn common_mut(
                 &mut self,
             ) -> &mut $crate::admission::LayerSettings<$rejection> {

@@ -108,8 +108,66 @@ impl Algorithm {
     /// The most sub-intervals a [`SlidingWindow`](Algorithm::SlidingWindow) rule may have.
     pub const MAX_SUB_INTERVALS: u16 = 100;
 
+    /// The algorithms' names in configuration files: serde's names of the variants.
+    #[cfg(feature = "config")]
+    pub(crate) const NAMES: [&'static str; 5] = [
+        "fixed_window",
+        "sliding_log",
+        "sliding_window",
+        "token_bucket",
+        "gcra",
+    ];
+
+    /// The algorithm's name, as serde writes it.
+    #[cfg(feature = "config")]
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            Algorithm::FixedWindow => "fixed_window",
+            Algorithm::SlidingLog => "sliding_log",
+            Algorithm::SlidingWindow { .. } => "sliding_window",
+            Algorithm::TokenBucket => "token_bucket",
+            Algorithm::Gcra => "gcra",
+        }
+    }
+
+    /// The algorithm named `name` (see [`NAMES`](Self::NAMES)); a sliding window has
+    /// `sub_intervals`.
+    #[cfg(feature = "config")]
+    pub(crate) fn named(name: &str, sub_intervals: u16) -> Option<Algorithm> {
+        Some(match name {
+            "fixed_window" => Algorithm::FixedWindow,
+            "sliding_log" => Algorithm::SlidingLog,
+            "sliding_window" => Algorithm::SlidingWindow { sub_intervals },
+            "token_bucket" => Algorithm::TokenBucket,
+            "gcra" => Algorithm::Gcra,
+            _ => return None,
+        })
+    }
+
     /// Whether the quota's burst (rather than its limit) is the capacity clients see.
     pub(crate) const fn uses_burst(self) -> bool {
         matches!(self, Algorithm::Gcra | Algorithm::TokenBucket)
+    }
+}
+
+#[cfg(all(test, feature = "config"))]
+mod tests {
+    use super::Algorithm;
+
+    /// The names configuration files use are serde's: a unit variant serializes as its name.
+    #[test]
+    fn names_are_serdes() {
+        for name in Algorithm::NAMES {
+            let algorithm = Algorithm::named(name, 60).unwrap();
+            assert_eq!(algorithm.name(), name);
+            let serialized = serde_json::to_value(algorithm).unwrap();
+            let serde_name = match &serialized {
+                serde_json::Value::String(name) => name.clone(),
+                serde_json::Value::Object(map) => map.keys().next().unwrap().clone(),
+                other => panic!("{other}"),
+            };
+            assert_eq!(serde_name, name);
+        }
+        assert_eq!(Algorithm::named("leaky", 60), None);
     }
 }

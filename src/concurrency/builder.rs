@@ -6,7 +6,7 @@ use super::settings::{SlotSettings, retry_hint_setting, slot_settings};
 use super::slot_limit::PerKey;
 use super::{ConcurrencyLimitLayer, ConcurrencyLimitRejection};
 use crate::admission::{LayerSettings, keyed_settings, rejection_setting, store_settings};
-use crate::error::ConfigError;
+use crate::error::{ConcurrencyConfigError, ConfigError};
 use crate::headers::HeaderFamilies;
 
 /// Configures a [`ConcurrencyLimitLayer`]: [its page](ConcurrencyLimitLayer) lists every setting
@@ -59,11 +59,7 @@ impl ConcurrencyLimitLayerBuilder {
             max_in_flight,
         } = self;
         let max = match max_in_flight {
-            Some(0) | None => {
-                return Err(ConfigError::Concurrency(
-                    "a concurrency limit needs `.max_in_flight(n)` with n >= 1".into(),
-                ));
-            }
+            Some(0) | None => return Err(ConcurrencyConfigError::NoMaxInFlight.into()),
             Some(max) => max,
         };
         let keys = common.keys(

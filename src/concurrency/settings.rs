@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::limiter::ConcurrencyLimiter;
 use super::slot_limit::SlotLimit;
-use crate::error::ConfigError;
+use crate::error::{ConcurrencyConfigError, ConfigError};
 use crate::policy::validate_name;
 use crate::store::MemoryStore;
 use crate::store::permits::{PermitStore, PermitTtl};
@@ -39,9 +39,7 @@ impl SlotSettings {
         limits: L,
         retry_after: Duration,
     ) -> Result<ConcurrencyLimiter<L>, ConfigError> {
-        let name = self.name.ok_or_else(|| {
-            ConfigError::Concurrency("a concurrency limit needs a `.name(...)`".into())
-        })?;
+        let name = self.name.ok_or(ConcurrencyConfigError::MissingName)?;
         validate_name(&name)?;
         let mut ttl = PermitTtl::new(self.ttl);
         if let Some(every) = self.renew_every {

@@ -6,7 +6,8 @@ use serde::Deserialize;
 
 use super::duration;
 use super::key::KeyConfig;
-use super::route::{FailureModeName, HeaderFamilyName, MissingKeyName};
+use crate::admission::{FailureMode, MissingKey};
+use crate::headers::HeaderFamilies;
 
 /// One concurrency limit, for a route or a group of routes. In TOML:
 ///
@@ -16,7 +17,7 @@ use super::route::{FailureModeName, HeaderFamilyName, MissingKeyName};
 /// max_in_flight = 2              # per key, at least 1
 /// key = { header = "x-api-key" }
 /// store = "shared"               # permits shared by every server using that store
-/// lease = "30s"                  # how long a crashed server's permits stay taken
+/// permit_ttl = "30s"             # how long a crashed server's permits stay taken
 /// failure_mode = "closed"        # or "open" (default)
 /// missing_key = "reject"         # or "skip"
 /// deadline = "50ms"              # default 100ms
@@ -39,32 +40,33 @@ pub struct ConcurrencyConfig {
     /// an in-process memory store).
     #[serde(default)]
     pub store: Option<String>,
-    /// How long a permit lives without renewal (default `"30s"`).
-    #[serde(default, deserialize_with = "duration::optional")]
-    pub lease: Option<Duration>,
+    /// How long a permit lives without renewal (default `"30s"`; `lease`, its old name, is
+    /// read too).
+    #[serde(default, alias = "lease", deserialize_with = "duration::optional")]
+    pub permit_ttl: Option<Duration>,
     // The four settings below repeat `RouteConfig`'s on purpose: one struct flattened into both
     // would lose `deny_unknown_fields` (serde cannot combine the two), and with it the error
     // that names a misspelled field.
     /// `open` (default) or `closed`: what to do when the store fails.
     #[serde(default)]
-    pub failure_mode: Option<FailureModeName>,
+    pub failure_mode: Option<FailureMode>,
     /// `reject` (default: 400) or `skip` (pass unchecked): a request without a key.
     #[serde(default)]
-    pub missing_key: Option<MissingKeyName>,
+    pub missing_key: Option<MissingKey>,
     /// How long to wait for the store (default `"100ms"`).
     #[serde(default, deserialize_with = "duration::optional")]
     pub deadline: Option<Duration>,
     /// Header families to write (default `["rate_limiting", "ietf"]`).
     #[serde(default)]
-    pub headers: Option<Vec<HeaderFamilyName>>,
+    pub headers: Option<HeaderFamilies>,
 }
 
 #[cfg(feature = "concurrency")]
 mod build {
     use super::ConcurrencyConfig;
     use crate::concurrency::ConcurrencyLimitLayer;
-    use crate::config::route;
     use crate::config::store::BuiltStore;
+    use crate::config::{error, route};
     use crate::error::ConfigError;
 
     impl ConcurrencyConfig {
@@ -75,28 +77,24 @@ mod build {
             field: &str,
             store: &BuiltStore,
         ) -> Result<ConcurrencyLimitLayer, ConfigError> {
-            if self.max_in_flight == 0 {
-                return Err(ConfigError::Field {
-                    field: format!("{field}.max_in_flight"),
-                    reason: "must be at least 1".to_owned(),
-                });
-            }
             let mut builder = ConcurrencyLimitLayer::builder()
                 .name(name)
                 .max_in_flight(self.max_in_flight)
                 .store(store.permits.clone())
                 .key(self.key.build(&format!("{field}.key"))?);
-            if let Some(lease) = self.lease {
-                builder = builder.permit_ttl(lease);
+            if let Some(ttl) = self.permit_ttl {
+                builder = builder.permit_ttl(ttl);
             }
             route::admission(
                 builder.common_mut(),
                 self.failure_mode,
                 self.missing_key,
                 self.deadline,
-                self.headers.as_deref(),
+                self.headers,
             );
-            builder.build().map_err(|err| err.at(field.to_owned()))
+            builder
+                .build()
+                .map_err(|err| error::at(field, err, error::layer_setting))
         }
     }
 }

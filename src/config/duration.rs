@@ -1,18 +1,34 @@
 //! Durations in configuration files, written as people write them: `100ms`, `1s`, `10min`, `1h`
 //! (humantime's syntax).
 
+use std::fmt;
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer, de};
+use serde::{Deserializer, de};
 
 /// Deserializes a required duration.
 pub(super) fn required<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
-    let text = String::deserialize(deserializer)?;
-    humantime::parse_duration(&text).map_err(|err| {
-        de::Error::custom(format!(
-            "invalid duration {text:?}: {err} (write e.g. \"100ms\", \"1s\", \"10min\", \"1h\")"
-        ))
-    })
+    // A visitor rather than a String read first: the formats place an error the visitor returns
+    // at the value.
+    deserializer.deserialize_str(Text)
+}
+
+struct Text;
+
+impl de::Visitor<'_> for Text {
+    type Value = Duration;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a duration such as \"100ms\" or \"1s\"")
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<Duration, E> {
+        humantime::parse_duration(text).map_err(|err| {
+            E::custom(format!(
+                "invalid duration {text:?}: {err} (write e.g. \"100ms\", \"1s\", \"10min\", \"1h\")"
+            ))
+        })
+    }
 }
 
 /// Deserializes an optional duration (absent: `None`).

@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::error::ConfigError;
+use super::{error, invalid};
+use crate::error::{ConfigError, KeyConfigError};
 use crate::key::{
     ClientIp, ForwardedHeader, GlobalKey, HeaderKey, KeyExtractor, KeyExtractorExt, UserId,
 };
@@ -85,19 +86,13 @@ impl KeyConfig {
             .collect();
         let one = match set.as_slice() {
             [one] => *one,
-            [] => {
-                return Err(invalid(
-                    field,
-                    "names no key: set one of header, headers, client_ip, user_id, global",
-                ));
-            }
+            [] => return Err(invalid(field.to_owned(), KeyConfigError::NoKey)),
             many => {
                 return Err(invalid(
-                    field,
-                    &format!(
-                        "names several keys ({}): set one, and `or` for a second",
-                        many.join(", ")
-                    ),
+                    field.to_owned(),
+                    KeyConfigError::SeveralKeys {
+                        keys: many.to_vec(),
+                    },
                 ));
             }
         };
@@ -106,13 +101,14 @@ impl KeyConfig {
             "header" => Arc::new(header_key(
                 &[self.header.clone().unwrap_or_default()],
                 &at("header"),
+                false,
             )?),
             "headers" => {
                 let names = self.headers.clone().unwrap_or_default();
                 if names.is_empty() {
-                    return Err(invalid(&at("headers"), "is empty"));
+                    return Err(invalid(at("headers"), KeyConfigError::Empty));
                 }
-                Arc::new(header_key(&names, &at("headers"))?)
+                Arc::new(header_key(&names, &at("headers"), true)?)
             }
             "client_ip" => Arc::new(
                 self.client_ip
@@ -122,14 +118,14 @@ impl KeyConfig {
             ),
             "user_id" => {
                 if self.user_id != Some(true) {
-                    return Err(invalid(&at("user_id"), "is false: leave it out instead"));
+                    return Err(invalid(at("user_id"), KeyConfigError::UserIdFalse));
                 }
                 Arc::new(UserId::key())
             }
             _ => {
                 let name = self.global.clone().unwrap_or_default();
                 if name.is_empty() {
-                    return Err(invalid(&at("global"), "is empty: name the global key"));
+                    return Err(invalid(at("global"), KeyConfigError::Empty));
                 }
                 Arc::new(GlobalKey::new(name))
             }
@@ -148,51 +144,65 @@ impl ClientIpConfig {
             Some("forwarded") => ForwardedHeader::Forwarded,
             Some(other) => {
                 return Err(invalid(
-                    &format!("{field}.forwarded_header"),
-                    &format!("is {other:?}: use \"x-forwarded-for\" or \"forwarded\""),
+                    format!("{field}.forwarded_header"),
+                    KeyConfigError::UnknownForwardedHeader {
+                        header: other.to_owned(),
+                    },
                 ));
             }
         };
         let mut ip = if self.trusted_proxies.is_empty() {
             if self.forwarded_header.is_some() {
                 return Err(invalid(
-                    &format!("{field}.forwarded_header"),
-                    "is set without trusted_proxies: a forwarded header is only read from proxies you trust",
+                    format!("{field}.forwarded_header"),
+                    KeyConfigError::ForwardedWithoutProxies,
                 ));
             }
             ClientIp::peer()
         } else {
             ClientIp::behind_proxies(header, self.trusted_proxies.iter().map(String::as_str))
-                .map_err(|err| err.at(format!("{field}.trusted_proxies")))?
+                .map_err(|err| {
+                    error::at_item(
+                        &format!("{field}.trusted_proxies"),
+                        &self.trusted_proxies,
+                        err,
+                    )
+                })?
+        };
+        let prefix = |setting: &str, len: u8, max: u8| {
+            if (1..=max).contains(&len) {
+                Ok(len)
+            } else {
+                Err(invalid(
+                    format!("{field}.{setting}"),
+                    KeyConfigError::PrefixOutOfRange { len, max },
+                ))
+            }
         };
         if let Some(len) = self.ipv6_prefix {
-            if !(1..=128).contains(&len) {
-                return Err(invalid(&format!("{field}.ipv6_prefix"), "must be 1 to 128"));
-            }
-            ip = ip.ipv6_prefix(len);
+            ip = ip.ipv6_prefix(prefix("ipv6_prefix", len, 128)?);
         }
         if let Some(len) = self.ipv4_prefix {
-            if !(1..=32).contains(&len) {
-                return Err(invalid(&format!("{field}.ipv4_prefix"), "must be 1 to 32"));
-            }
-            ip = ip.ipv4_prefix(len);
+            ip = ip.ipv4_prefix(prefix("ipv4_prefix", len, 32)?);
         }
         Ok(ip)
     }
 }
 
-fn header_key(names: &[String], field: &str) -> Result<HeaderKey, ConfigError> {
-    let mut key = HeaderKey::try_new(&names[0]).map_err(|err| err.at(field.to_owned()))?;
-    for name in &names[1..] {
-        HeaderKey::try_new(name).map_err(|err| err.at(field.to_owned()))?;
+/// The key of the headers `names`, each error named from `field` (`…key.headers`, an item of
+/// it: `…key.headers[1]`).
+fn header_key(names: &[String], field: &str, list: bool) -> Result<HeaderKey, ConfigError> {
+    let at = |index: usize| {
+        if list {
+            format!("{field}[{index}]")
+        } else {
+            field.to_owned()
+        }
+    };
+    let mut key = HeaderKey::try_new(&names[0]).map_err(|err| err.at(at(0)))?;
+    for (index, name) in names.iter().enumerate().skip(1) {
+        HeaderKey::try_new(name).map_err(|err| err.at(at(index)))?;
         key = key.and(name);
     }
     Ok(key)
-}
-
-fn invalid(field: &str, reason: &str) -> ConfigError {
-    ConfigError::Field {
-        field: field.to_owned(),
-        reason: reason.to_owned(),
-    }
 }

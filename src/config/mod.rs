@@ -1,6 +1,7 @@
 //! Limits from a configuration file: stores, named policies, keys, routes and concurrency limits,
-//! deserialized with serde from TOML, YAML, JSON or anything serde reads, validated with the
-//! exact field named, and built into the same layers as code builds.
+//! read by [`LimitsConfig::from_file`] from TOML, YAML or JSON (or deserialized with serde from
+//! anything serde reads), validated with the exact field named, and built into the same layers
+//! as code builds.
 //!
 //! ```
 //! use tower_redis_ratelimit::config::LimitsConfig;
@@ -24,10 +25,16 @@
 //! let config: LimitsConfig = serde_json::from_str(r#"{
 //!     "routes": { "api": { "policy": "ap1", "key": { "global": "all" } } }
 //! }"#)?;
+//! let error = config.build().unwrap_err();
 //! assert_eq!(
-//!     config.build().unwrap_err().to_string(),
+//!     error.to_string(),
 //!     "`routes.api.policy`: no policy named \"ap1\" (there are none)"
 //! );
+//! // ... and say what is wrong in fields:
+//! use tower_redis_ratelimit::{ConfigError, config::SettingError};
+//! let ConfigError::Field { field, error } = error else { unreachable!() };
+//! assert_eq!(field, "routes.api.policy");
+//! assert!(matches!(*error, ConfigError::Setting(SettingError::Unknown { .. })));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -37,7 +44,9 @@
 
 mod concurrency;
 mod duration;
+mod error;
 mod key;
+mod load;
 mod paths;
 mod policy;
 mod route;
@@ -48,10 +57,12 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 pub use self::concurrency::ConcurrencyConfig;
+pub use self::error::SettingError;
 pub use self::key::{ClientIpConfig, KeyConfig};
+pub use self::load::{Format, LoadError};
 use self::paths::Paths;
-pub use self::policy::{AlgorithmName, PolicyConfig, RuleConfig};
-pub use self::route::{FailureModeName, HeaderFamilyName, ListConfig, MissingKeyName, RouteConfig};
+pub use self::policy::{PolicyConfig, RuleConfig};
+pub use self::route::{ListConfig, RouteConfig};
 use self::store::BuiltStore;
 pub use self::store::{FallbackConfig, LeasesConfig, StoreConfig, StoreKind};
 #[cfg(feature = "concurrency")]
@@ -169,8 +180,9 @@ impl LimitsConfig {
         if let Some(name) = self.concurrency.keys().next() {
             return Err(invalid(
                 format!("concurrency.{name}"),
-                "this build has no concurrency limits (the crate's `concurrency` feature)"
-                    .to_owned(),
+                SettingError::FeatureMissing {
+                    feature: "concurrency",
+                },
             ));
         }
         Ok(Limits {
@@ -225,16 +237,19 @@ impl Built<'_> {
                 .ok_or_else(|| {
                     invalid(
                         format!("{field}.store"),
-                        format!("no store named {name:?} ({})", names(self.stores.keys())),
+                        SettingError::Unknown {
+                            table: "store",
+                            name: name.clone(),
+                            known: names(self.stores.keys()),
+                        },
                     )
                 }),
             None => self.default_store.ok_or_else(|| {
                 invalid(
                     format!("{field}.store"),
-                    format!(
-                        "is required when there are several stores ({})",
-                        names(self.stores.keys())
-                    ),
+                    SettingError::StoreRequired {
+                        stores: names(self.stores.keys()),
+                    },
                 )
             }),
         }
@@ -247,16 +262,19 @@ fn build_route(
     built: &Built<'_>,
 ) -> Result<RateLimitLayer, ConfigError> {
     let policies = built.policies;
-    let policy = policies.get(&route.policy).ok_or_else(|| {
+    let unknown = |field: String, name: &String| {
         invalid(
-            format!("{field}.policy"),
-            format!(
-                "no policy named {:?} ({})",
-                route.policy,
-                names(policies.keys())
-            ),
+            field,
+            SettingError::Unknown {
+                table: "policy",
+                name: name.clone(),
+                known: names(policies.keys()),
+            },
         )
-    })?;
+    };
+    let policy = policies
+        .get(&route.policy)
+        .ok_or_else(|| unknown(format!("{field}.policy"), &route.policy))?;
     let store = built.store(field, route.store.as_ref())?;
     let mut builder = RateLimitLayer::builder()
         .policy(policy)
@@ -269,18 +287,15 @@ fn build_route(
         route.failure_mode,
         route.missing_key,
         route.deadline,
-        route.headers.as_deref(),
+        route.headers,
     );
     if let Some(cost) = route.cost {
         builder = builder.cost(move |_| cost);
     }
     for (plan, name) in &route.plans {
-        let policy = policies.get(name).ok_or_else(|| {
-            invalid(
-                format!("{field}.plans.{plan}"),
-                format!("no policy named {name:?} ({})", names(policies.keys())),
-            )
-        })?;
+        let policy = policies
+            .get(name)
+            .ok_or_else(|| unknown(format!("{field}.plans.{plan}"), name))?;
         builder = builder.plan(plan.as_str(), policy);
     }
     let mut exemptions = Exemptions::new();
@@ -289,21 +304,23 @@ fn build_route(
             exemptions = exemptions.allow_key(key.as_str());
         }
         exemptions = exemptions.allow_networks(allow.networks.iter().map(String::as_str));
-        exemptions
-            .validate()
-            .map_err(|err| err.at(format!("{field}.allow.networks")))?;
+        exemptions.validate().map_err(|err| {
+            error::at_item(&format!("{field}.allow.networks"), &allow.networks, err)
+        })?;
     }
     if let Some(deny) = &route.deny {
         for key in &deny.keys {
             exemptions = exemptions.deny_key(key.as_str());
         }
         exemptions = exemptions.deny_networks(deny.networks.iter().map(String::as_str));
-        exemptions
-            .validate()
-            .map_err(|err| err.at(format!("{field}.deny.networks")))?;
+        exemptions.validate().map_err(|err| {
+            error::at_item(&format!("{field}.deny.networks"), &deny.networks, err)
+        })?;
     }
     builder = builder.exemptions(exemptions);
-    builder.build().map_err(|err| err.at(field.to_owned()))
+    builder
+        .build()
+        .map_err(|err| error::at(field, err, error::layer_setting))
 }
 
 impl Limits {
@@ -372,15 +389,13 @@ impl std::fmt::Debug for Limits {
     }
 }
 
-fn names<'a>(names: impl Iterator<Item = &'a String>) -> String {
-    let names: Vec<String> = names.map(|name| format!("{name:?}")).collect();
-    if names.is_empty() {
-        "there are none".to_owned()
-    } else {
-        format!("there are {}", names.join(", "))
-    }
+fn names<'a>(names: impl Iterator<Item = &'a String>) -> Vec<String> {
+    names.cloned().collect()
 }
 
-fn invalid(field: String, reason: String) -> ConfigError {
-    ConfigError::Field { field, reason }
+fn invalid(field: String, error: impl Into<ConfigError>) -> ConfigError {
+    ConfigError::Field {
+        field,
+        error: Box::new(error.into()),
+    }
 }

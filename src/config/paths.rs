@@ -1,5 +1,6 @@
 //! Which route a request path belongs to: path prefixes, the longest matching one wins.
 
+use super::SettingError;
 use crate::error::ConfigError;
 
 /// Path prefixes and the names of their routes.
@@ -29,20 +30,16 @@ impl Paths {
         prefixes: &[String],
     ) -> Result<(), ConfigError> {
         for (index, path) in prefixes.iter().enumerate() {
-            let invalid = |reason: String| ConfigError::Field {
-                field: format!("{field}[{index}]"),
-                reason,
-            };
+            let invalid = |error: SettingError| super::invalid(format!("{field}[{index}]"), error);
             if !path.starts_with('/') {
-                return Err(invalid(format!(
-                    "{path:?} is not a path: it must start with `/`"
-                )));
+                return Err(invalid(SettingError::NotAPath { path: path.clone() }));
             }
             if let Some((_, other)) = self.prefixes.iter().find(|(taken, _)| taken == path) {
-                return Err(invalid(format!(
-                    "{path:?} is already a path of {} {other:?}",
-                    self.noun
-                )));
+                return Err(invalid(SettingError::PathTaken {
+                    path: path.clone(),
+                    table: self.noun,
+                    owner: other.clone(),
+                }));
             }
             self.prefixes.push((path.clone(), route.to_owned()));
         }

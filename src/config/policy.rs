@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer, de};
 
-use super::duration;
+use super::{SettingError, duration, error, invalid};
 use crate::error::ConfigError;
 use crate::policy::{Algorithm, Policy, Rule};
 use crate::quota::Quota;
@@ -32,8 +32,11 @@ pub struct RuleConfig {
     /// The rule's name: 1 to 64 ASCII letters, digits, `.`, `_` or `-`; named in headers and in
     /// Redis keys.
     pub name: String,
-    /// `fixed_window`, `sliding_log`, `sliding_window`, `token_bucket` or `gcra`.
-    pub algorithm: AlgorithmName,
+    /// `fixed_window`, `sliding_log`, `sliding_window`, `token_bucket` or `gcra`: the names of
+    /// [`Algorithm`]'s variants. A sliding window's sub-intervals are [`sub_intervals`](Self::sub_intervals)
+    /// (default 60).
+    #[serde(deserialize_with = "algorithm_by_name")]
+    pub algorithm: Algorithm,
     /// Units of cost per period.
     pub limit: u32,
     /// The period, e.g. `"1s"`, `"1min"`, `"1h"`.
@@ -47,22 +50,6 @@ pub struct RuleConfig {
     pub sub_intervals: Option<u16>,
 }
 
-/// An algorithm's name in a configuration file.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum AlgorithmName {
-    /// [`Rule::fixed_window`].
-    FixedWindow,
-    /// [`Rule::sliding_log`].
-    SlidingLog,
-    /// [`Rule::sliding_window`].
-    SlidingWindow,
-    /// [`Rule::token_bucket`].
-    TokenBucket,
-    /// [`Rule::gcra`].
-    Gcra,
-}
-
 /// The sliding window's sub-intervals when a rule does not say.
 const DEFAULT_SUB_INTERVALS: u16 = 60;
 
@@ -70,10 +57,7 @@ impl PolicyConfig {
     /// The policy, its errors named from `field` (`policies.api`).
     pub(super) fn build(&self, field: &str) -> Result<Policy, ConfigError> {
         if self.rules.is_empty() {
-            return Err(ConfigError::Field {
-                field: format!("{field}.rules"),
-                reason: "is empty: a policy needs at least one rule".to_owned(),
-            });
+            return Err(invalid(format!("{field}.rules"), SettingError::NoRules));
         }
         let rules = self
             .rules
@@ -89,31 +73,23 @@ impl PolicyConfig {
 
 impl RuleConfig {
     fn build(&self, field: &str) -> Result<Rule, ConfigError> {
-        let algorithm = match self.algorithm {
-            AlgorithmName::FixedWindow => Algorithm::FixedWindow,
-            AlgorithmName::SlidingLog => Algorithm::SlidingLog,
-            AlgorithmName::SlidingWindow => Algorithm::SlidingWindow {
-                sub_intervals: self.sub_intervals.unwrap_or(DEFAULT_SUB_INTERVALS),
-            },
-            AlgorithmName::TokenBucket => Algorithm::TokenBucket,
-            AlgorithmName::Gcra => Algorithm::Gcra,
+        let algorithm = match (self.algorithm, self.sub_intervals) {
+            (Algorithm::SlidingWindow { .. }, Some(sub_intervals)) => {
+                Algorithm::SlidingWindow { sub_intervals }
+            }
+            (algorithm, _) => algorithm,
         };
-        if self.sub_intervals.is_some() && self.algorithm != AlgorithmName::SlidingWindow {
-            return Err(ConfigError::Field {
-                field: format!("{field}.sub_intervals"),
-                reason: "only a sliding_window rule has sub-intervals".to_owned(),
-            });
-        }
-        if self.burst.is_some()
-            && !matches!(
-                self.algorithm,
-                AlgorithmName::TokenBucket | AlgorithmName::Gcra
+        let not_a_setting = |setting: &'static str| {
+            invalid(
+                format!("{field}.{setting}"),
+                SettingError::NotARuleSetting { setting, algorithm },
             )
-        {
-            return Err(ConfigError::Field {
-                field: format!("{field}.burst"),
-                reason: "only token_bucket and gcra rules have a burst".to_owned(),
-            });
+        };
+        if self.sub_intervals.is_some() && !matches!(algorithm, Algorithm::SlidingWindow { .. }) {
+            return Err(not_a_setting("sub_intervals"));
+        }
+        if self.burst.is_some() && !matches!(algorithm, Algorithm::TokenBucket | Algorithm::Gcra) {
+            return Err(not_a_setting("burst"));
         }
         let mut quota = Quota::new(self.limit, self.period);
         if let Some(burst) = self.burst {
@@ -121,7 +97,47 @@ impl RuleConfig {
         }
         let rule = Rule::new(self.name.clone(), algorithm, quota);
         // A one-rule policy runs every check a rule gets (name, quota, algorithm limits).
-        Policy::try_from(rule.clone()).map_err(|err| err.at(field.to_owned()))?;
+        Policy::try_from(rule.clone())
+            .map_err(|err| error::at(field, err, |err| self.setting(err)))?;
         Ok(rule)
     }
+
+    /// The setting a rule's error is about.
+    fn setting(&self, error: &ConfigError) -> Option<&'static str> {
+        Some(match error {
+            ConfigError::ZeroLimit { .. } | ConfigError::SlidingLogTooLong { .. } => "limit",
+            // Without a burst, the limit is the burst.
+            ConfigError::ZeroBurst { .. } | ConfigError::BurstTooLarge { .. }
+                if self.burst.is_some() =>
+            {
+                "burst"
+            }
+            ConfigError::ZeroBurst { .. } | ConfigError::BurstTooLarge { .. } => "limit",
+            ConfigError::PeriodOutOfRange { .. } => "period",
+            ConfigError::InvalidRuleName { .. } => "name",
+            ConfigError::InvalidSubIntervals { .. } => "sub_intervals",
+            _ => return None,
+        })
+    }
+}
+
+/// An algorithm by its name alone: a sliding window's sub-intervals are a setting of their own
+/// (serde's derived `Algorithm` would want `{ sliding_window = { sub_intervals = 60 } }`).
+fn algorithm_by_name<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Algorithm, D::Error> {
+    // A visitor rather than a String read first: the formats place an error the visitor returns
+    // at the value.
+    struct Name;
+    impl de::Visitor<'_> for Name {
+        type Value = Algorithm;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an algorithm's name")
+        }
+
+        fn visit_str<E: de::Error>(self, name: &str) -> Result<Algorithm, E> {
+            Algorithm::named(name, DEFAULT_SUB_INTERVALS)
+                .ok_or_else(|| E::unknown_variant(name, &Algorithm::NAMES))
+        }
+    }
+    deserializer.deserialize_str(Name)
 }

@@ -46,16 +46,16 @@ pub struct RouteConfig {
     pub key: KeyConfig,
     /// `open` (default) or `closed`: what to do when the store fails.
     #[serde(default)]
-    pub failure_mode: Option<FailureModeName>,
+    pub failure_mode: Option<FailureMode>,
     /// `reject` (default: 400) or `skip` (pass unchecked): a request without a key.
     #[serde(default)]
-    pub missing_key: Option<MissingKeyName>,
+    pub missing_key: Option<MissingKey>,
     /// How long to wait for the store (default `"100ms"`).
     #[serde(default, deserialize_with = "duration::optional")]
     pub deadline: Option<Duration>,
     /// Header families to write (default `["rate_limiting", "ietf"]`).
     #[serde(default)]
-    pub headers: Option<Vec<HeaderFamilyName>>,
+    pub headers: Option<HeaderFamilies>,
     /// The cost of each request (default 1).
     #[serde(default)]
     pub cost: Option<u32>,
@@ -88,86 +88,24 @@ pub struct ListConfig {
     pub networks: Vec<String>,
 }
 
-/// [`FailureMode`] in a configuration file.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum FailureModeName {
-    /// [`FailureMode::Open`].
-    Open,
-    /// [`FailureMode::Closed`].
-    Closed,
-}
-
-/// [`MissingKey`] in a configuration file.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum MissingKeyName {
-    /// [`MissingKey::Reject`].
-    Reject,
-    /// [`MissingKey::Skip`].
-    Skip,
-}
-
-/// A [`HeaderFamilies`] member in a configuration file.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum HeaderFamilyName {
-    /// [`HeaderFamilies::RATE_LIMITING`].
-    RateLimiting,
-    /// [`HeaderFamilies::IETF`].
-    Ietf,
-    /// [`HeaderFamilies::X_RATELIMIT`].
-    XRatelimit,
-}
-
-impl FailureModeName {
-    pub(super) fn mode(self) -> FailureMode {
-        match self {
-            FailureModeName::Open => FailureMode::Open,
-            FailureModeName::Closed => FailureMode::Closed,
-        }
-    }
-}
-
-impl MissingKeyName {
-    pub(super) fn missing_key(self) -> MissingKey {
-        match self {
-            MissingKeyName::Reject => MissingKey::Reject,
-            MissingKeyName::Skip => MissingKey::Skip,
-        }
-    }
-}
-
-/// The families named, together.
-pub(super) fn families(names: &[HeaderFamilyName]) -> HeaderFamilies {
-    names.iter().fold(HeaderFamilies::NONE, |families, name| {
-        families
-            | match name {
-                HeaderFamilyName::RateLimiting => HeaderFamilies::RATE_LIMITING,
-                HeaderFamilyName::Ietf => HeaderFamilies::IETF,
-                HeaderFamilyName::XRatelimit => HeaderFamilies::X_RATELIMIT,
-            }
-    })
-}
-
 /// The settings a route and a concurrency limit share, applied to their layer's builder.
 pub(super) fn admission<R>(
     settings: &mut LayerSettings<R>,
-    failure_mode: Option<FailureModeName>,
-    missing_key: Option<MissingKeyName>,
+    failure_mode: Option<FailureMode>,
+    missing_key: Option<MissingKey>,
     deadline: Option<Duration>,
-    headers: Option<&[HeaderFamilyName]>,
+    headers: Option<HeaderFamilies>,
 ) {
     if let Some(mode) = failure_mode {
-        settings.failure = mode.mode();
+        settings.failure = mode;
     }
     if let Some(missing) = missing_key {
-        settings.missing_key = missing.missing_key();
+        settings.missing_key = missing;
     }
     if let Some(deadline) = deadline {
         settings.deadline = deadline;
     }
-    if let Some(names) = headers {
-        settings.headers = families(names);
+    if let Some(families) = headers {
+        settings.headers = families;
     }
 }

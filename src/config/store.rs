@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::duration;
+use super::{SettingError, duration, invalid};
 use crate::error::ConfigError;
 #[cfg(feature = "concurrency")]
 use crate::store::permits::PermitStore;
@@ -116,6 +116,17 @@ pub struct FallbackConfig {
     pub cool_down: Option<Duration>,
 }
 
+impl std::fmt::Display for StoreKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StoreKind::Memory => "memory",
+            StoreKind::Redis => "redis",
+            StoreKind::Cluster => "cluster",
+            StoreKind::Sentinel => "sentinel",
+        })
+    }
+}
+
 /// A built store, as rate limits and concurrency limits use it: one store behind both.
 #[derive(Clone)]
 pub(super) struct BuiltStore {
@@ -157,10 +168,10 @@ impl StoreConfig {
             #[cfg(feature = "redis")]
             _ => redis::build(self, field),
             #[cfg(not(feature = "redis"))]
-            _ => Err(ConfigError::Field {
-                field: format!("{field}.type"),
-                reason: "this build has no Redis support (the crate's `redis` feature)".to_owned(),
-            }),
+            _ => Err(invalid(
+                format!("{field}.type"),
+                SettingError::FeatureMissing { feature: "redis" },
+            )),
         }
     }
 
@@ -192,19 +203,19 @@ impl StoreConfig {
             ("fallback", self.fallback.is_some(), redis),
         ];
         let required = ["url", "nodes", "sentinels", "master"];
-        let kind = format!("{:?}", self.kind).to_lowercase();
+        let store = self.kind;
         for (name, set, applies) in fields {
             if set && !applies {
-                return Err(ConfigError::Field {
-                    field: format!("{field}.{name}"),
-                    reason: format!("is not a setting of a {kind} store"),
-                });
+                return Err(invalid(
+                    format!("{field}.{name}"),
+                    SettingError::NotAStoreSetting { store },
+                ));
             }
             if !set && applies && required.contains(&name) {
-                return Err(ConfigError::Field {
-                    field: format!("{field}.{name}"),
-                    reason: format!("is required for a {kind} store"),
-                });
+                return Err(invalid(
+                    format!("{field}.{name}"),
+                    SettingError::Required { store },
+                ));
             }
         }
         Ok(())
@@ -214,7 +225,8 @@ impl StoreConfig {
 #[cfg(feature = "redis")]
 mod redis {
     use super::{BuiltStore, StoreConfig, StoreKind};
-    use crate::error::ConfigError;
+    use crate::config::{SettingError, error, invalid};
+    use crate::error::{ConfigError, StoreConfigError};
     use crate::store::{Fallback, QuotaLeases, RedisStore, RedisStoreBuilder};
 
     pub(super) fn build(config: &StoreConfig, field: &str) -> Result<BuiltStore, ConfigError> {
@@ -228,19 +240,45 @@ mod redis {
                 config.master.as_deref().unwrap_or_default(),
             ),
             #[allow(unreachable_patterns)]
-            _ => {
-                return Err(ConfigError::Field {
-                    field: format!("{field}.type"),
-                    reason: "this build lacks the crate feature for this store (`cluster` or \
-                             `sentinel`)"
-                        .to_owned(),
-                });
+            kind => {
+                let feature = if kind == StoreKind::Cluster {
+                    "cluster"
+                } else {
+                    "sentinel"
+                };
+                return Err(invalid(
+                    format!("{field}.type"),
+                    SettingError::FeatureMissing { feature },
+                ));
             }
         };
         let store = apply(builder, config)
             .build()
-            .map_err(|err| err.at(field.to_owned()))?;
+            .map_err(|err| error::at(field, err, setting))?;
         Ok(BuiltStore::new(store))
+    }
+
+    /// The setting of a store that an error of its builder is about.
+    fn setting(error: &ConfigError) -> Option<&'static str> {
+        use StoreConfigError as E;
+        let ConfigError::Store(error) = error else {
+            return None;
+        };
+        Some(match error {
+            E::InvalidUrl { setting, .. } | E::NoUrls { setting } => setting,
+            E::NoHost { .. } | E::Unsupported { .. } => "url",
+            E::NoMaster => "master",
+            E::InvalidPrefix { .. } => "prefix",
+            E::ZeroConnectTimeout => "connect_timeout",
+            E::LeaseLifetime { .. } => "quota_leases.lifetime",
+            E::LeaseShare { .. } => "quota_leases.max_share",
+            E::NoLeaseKeys => "quota_leases.max_keys",
+            E::FallbackInstances => "fallback.instances",
+            E::FallbackTimeout => "fallback.timeout",
+            E::FallbackFailures => "fallback.failures",
+            E::FallbackCoolDown => "fallback.cool_down",
+            _ => return None,
+        })
     }
 
     fn apply(mut builder: RedisStoreBuilder, settings: &StoreConfig) -> RedisStoreBuilder {

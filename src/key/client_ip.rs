@@ -10,7 +10,7 @@ use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 
 use super::forwarded::{self, Hops};
 use super::{Key, KeyError, KeyExtractor};
-use crate::error::ConfigError;
+use crate::error::{ConfigError, KeyConfigError};
 
 /// Which header trusted proxies use to say whom they forward for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -202,9 +202,10 @@ pub(crate) fn parse_network(text: &str) -> Result<IpNet, ConfigError> {
     text.parse::<IpNet>()
         .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
         .map_err(|_| {
-            ConfigError::KeyExtractor(format!(
-                "{text:?} is neither an IP network (CIDR) nor an IP address"
-            ))
+            KeyConfigError::InvalidNetwork {
+                network: text.to_owned(),
+            }
+            .into()
         })
 }
 

@@ -5,7 +5,7 @@ use http::HeaderName;
 use http::request::Parts;
 
 use super::{Key, KeyError, KeyExtractor};
-use crate::error::ConfigError;
+use crate::error::{ConfigError, KeyConfigError};
 
 /// Keys a request by the value of one or more headers, e.g. an API key.
 ///
@@ -66,8 +66,12 @@ impl HeaderKey {
 }
 
 fn parse_name(name: &str) -> Result<HeaderName, ConfigError> {
-    HeaderName::from_bytes(name.as_bytes())
-        .map_err(|_| ConfigError::KeyExtractor(format!("{name:?} is not a valid header name")))
+    HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+        KeyConfigError::InvalidHeaderName {
+            name: name.to_owned(),
+        }
+        .into()
+    })
 }
 
 impl KeyExtractor for HeaderKey {

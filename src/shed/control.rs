@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::error::ConfigError;
+use crate::error::{ConfigError, ShedConfigError};
 use crate::shed::Priority;
 
 /// The constants of the control law. The defaults are Stripe's; see the
@@ -165,31 +165,31 @@ impl ControlLaw {
 
     /// Checks the constants; the layer's `build()` calls it.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let invalid = |why: String| Err(ConfigError::Shed(why));
+        let invalid = |error: ShedConfigError| Err(error.into());
         if !(0.0 < self.end_of_good
             && self.end_of_good <= self.start_of_bad
             && self.start_of_bad < 1.0)
         {
-            return invalid(format!(
-                "the dead zone {}..{} must satisfy 0 < end_of_good <= start_of_bad < 1",
-                self.end_of_good, self.start_of_bad
-            ));
+            return invalid(ShedConfigError::DeadZone {
+                end_of_good: self.end_of_good,
+                start_of_bad: self.start_of_bad,
+            });
         }
-        for (name, period) in [("delay", self.delay), ("ramp", self.ramp)] {
+        for (setting, period) in [("delay", self.delay), ("ramp", self.ramp)] {
             if !(MIN_PERIOD..=MAX_PERIOD).contains(&period) {
-                return invalid(format!(
-                    "the {name} of {period:?} is out of range: use between 1 ms and 24 h"
-                ));
+                return invalid(ShedConfigError::PeriodOutOfRange {
+                    setting,
+                    period,
+                    min: MIN_PERIOD,
+                    max: MAX_PERIOD,
+                });
             }
         }
         if self.levels == 0 {
-            return invalid("no sheddable priority is in use: list at least one of low, normal and high (critical is never shed)".into());
+            return invalid(ShedConfigError::NoPriorities);
         }
         if self.levels & (1 << Priority::Critical.index()) != 0 {
-            return invalid(
-                "critical traffic is never shed: list only low, normal and high as priorities"
-                    .into(),
-            );
+            return invalid(ShedConfigError::CriticalShed);
         }
         Ok(())
     }

@@ -158,7 +158,7 @@ fn every_mistake_names_its_field() {
                 key = {{ client_ip = {{ trusted_proxies = ["10.0.0.0/33"] }} }}
                 "#
             ),
-            "`routes.api.key.client_ip.trusted_proxies`: invalid key extractor configuration: ",
+            "`routes.api.key.client_ip.trusted_proxies[0]`: \"10.0.0.0/33\" is neither an IP network (CIDR) nor an IP address",
         ),
         (
             format!(
@@ -176,7 +176,7 @@ fn every_mistake_names_its_field() {
             rules = [{ name = "api", algorithm = "fixed_window", limit = 0, period = "1s" }]
             "#
             .to_owned(),
-            "`policies.api.rules[0]`: rule \"api\" has a limit of 0",
+            "`policies.api.rules[0].limit`: rule \"api\" has a limit of 0",
         ),
         (
             r#"
@@ -184,7 +184,7 @@ fn every_mistake_names_its_field() {
             rules = [{ name = "api", algorithm = "fixed_window", limit = 5, period = "1s", burst = 9 }]
             "#
             .to_owned(),
-            "`policies.api.rules[0].burst`: only token_bucket and gcra rules have a burst",
+            "`policies.api.rules[0].burst`: only token_bucket and gcra rules have a burst (this is a fixed_window rule)",
         ),
         (
             r#"
@@ -230,7 +230,7 @@ fn every_mistake_names_its_field() {
             prefix = "a{b}"
             "#
             .to_owned(),
-            "`stores.shared`: invalid store configuration: invalid key prefix",
+            "`stores.shared.prefix`: invalid key prefix \"a{b}\"",
         ),
         (
             r#"
@@ -240,7 +240,7 @@ fn every_mistake_names_its_field() {
             fallback = { instances = 0 }
             "#
             .to_owned(),
-            "`stores.shared`: invalid store configuration: a fallback divides quotas among at least 1 instance",
+            "`stores.shared.fallback.instances`: a fallback divides quotas among at least 1 instance",
         ),
         (
             format!(
@@ -262,7 +262,7 @@ fn every_mistake_names_its_field() {
                 deadline = "0s"
                 "#
             ),
-            "`routes.api`: store deadline 0ns is out of range",
+            "`routes.api.deadline`: store deadline 0ns is out of range",
         ),
         (
             r#"
@@ -271,7 +271,7 @@ fn every_mistake_names_its_field() {
             key = { global = "all" }
             "#
             .to_owned(),
-            "`concurrency.exports.max_in_flight`: must be at least 1",
+            "`concurrency.exports.max_in_flight`: a concurrency limit needs `.max_in_flight(n)`",
         ),
         (
             r#"
@@ -302,11 +302,10 @@ fn every_mistake_names_its_field() {
             [concurrency.exports]
             max_in_flight = 2
             key = { global = "all" }
-            lease = "10ms"
+            permit_ttl = "10ms"
             "#
             .to_owned(),
-            "`concurrency.exports`: invalid concurrency configuration: permit TTL 10ms is out of range: \
-             use between 100ms and ",
+            "`concurrency.exports.permit_ttl`: permit TTL 10ms is out of range: use between 100ms and ",
         ),
     ];
     for (config, expected) in cases {
@@ -391,4 +390,241 @@ async fn a_rebuild_keeps_unchanged_stores_and_their_counts() {
     // The store's settings changed: a new store, counting from zero.
     let (fresh, _) = statuses(config(2000, 5).rebuild(&limits).unwrap()).await;
     assert_eq!(fresh, [200, 200, 200]);
+}
+
+/// The field of a mistake that `build` reports.
+fn field_of(config: &str) -> String {
+    let config: LimitsConfig =
+        toml::from_str(config).unwrap_or_else(|err| panic!("{config} does not parse: {err}"));
+    match config.build() {
+        Ok(_) => panic!("{config:?} built"),
+        Err(tower_redis_ratelimit::ConfigError::Field { field, .. }) => field,
+        Err(other) => panic!("{other} names no field"),
+    }
+}
+
+/// Values out of range name their own field, not the table they are in.
+#[test]
+fn values_out_of_range_name_their_field() {
+    let rule = |fields: &str| {
+        format!("[policies.api]\nrules = [{{ name = \"api\", algorithm = \"gcra\", {fields} }}]\n")
+    };
+    let route = |fields: &str| {
+        format!(
+            "{}[routes.api]\npolicy = \"api\"\nkey = {{ global = \"all\" }}\n{fields}\n",
+            rule("limit = 10, period = \"1s\"")
+        )
+    };
+    let redis = |fields: &str| {
+        format!("[stores.shared]\ntype = \"redis\"\nurl = \"redis://127.0.0.1\"\n{fields}\n")
+    };
+    let cases = [
+        (rule("limit = 0, period = \"1s\""), "policies.api.rules[0].limit"),
+        (rule("limit = 5, period = \"0s\""), "policies.api.rules[0].period"),
+        (rule("limit = 5, period = \"20years\""), "policies.api.rules[0].period"),
+        (rule("limit = 5, period = \"1s\", burst = 0"), "policies.api.rules[0].burst"),
+        (
+            "[policies.api]\nrules = [{ name = \"no spaces\", algorithm = \"gcra\", limit = 5, period = \"1s\" }]\n"
+                .to_owned(),
+            "policies.api.rules[0].name",
+        ),
+        (
+            "[policies.api]\nrules = [{ name = \"log\", algorithm = \"sliding_log\", limit = 20000, period = \"1s\" }]\n"
+                .to_owned(),
+            "policies.api.rules[0].limit",
+        ),
+        (
+            "[policies.api]\nrules = [{ name = \"w\", algorithm = \"sliding_window\", limit = 5, period = \"1s\", sub_intervals = 0 }]\n"
+                .to_owned(),
+            "policies.api.rules[0].sub_intervals",
+        ),
+        (route("deadline = \"0ms\""), "routes.api.deadline"),
+        (
+            route("deny = { networks = [\"10.0.0.0/8\", \"10.0.0.0/33\"] }"),
+            "routes.api.deny.networks[1]",
+        ),
+        (
+            route("allow = { networks = [\"not a network\"] }"),
+            "routes.api.allow.networks[0]",
+        ),
+        (
+            route("key = { client_ip = { trusted_proxies = [\"10.0.0.0/33\"] } }")
+                .replace("key = { global = \"all\" }\n", ""),
+            "routes.api.key.client_ip.trusted_proxies[0]",
+        ),
+        (
+            route("key = { header = \"bad header\" }").replace("key = { global = \"all\" }\n", ""),
+            "routes.api.key.header",
+        ),
+        (
+            "[concurrency.reports]\nmax_in_flight = 2\nkey = { global = \"all\" }\npermit_ttl = \"10ms\"\n"
+                .to_owned(),
+            "concurrency.reports.permit_ttl",
+        ),
+        (
+            "[concurrency.reports]\nmax_in_flight = 2\nkey = { global = \"all\" }\ndeadline = \"2min\"\n"
+                .to_owned(),
+            "concurrency.reports.deadline",
+        ),
+        (redis("quota_leases = { max_share = 2.0 }"), "stores.shared.quota_leases.max_share"),
+        (redis("quota_leases = { lifetime = \"2min\" }"), "stores.shared.quota_leases.lifetime"),
+        (redis("quota_leases = { max_keys = 0 }"), "stores.shared.quota_leases.max_keys"),
+        (redis("fallback = { instances = 0 }"), "stores.shared.fallback.instances"),
+        (redis("fallback = { instances = 2, cool_down = \"0s\" }"), "stores.shared.fallback.cool_down"),
+        (redis("prefix = \"a{b}\""), "stores.shared.prefix"),
+        (redis("connect_timeout = \"0s\""), "stores.shared.connect_timeout"),
+        (
+            "[stores.shared]\ntype = \"redis\"\nurl = \"http://127.0.0.1\"\n".to_owned(),
+            "stores.shared.url",
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (config, expected) in &cases {
+        let field = field_of(config);
+        if field != *expected {
+            wrong.push(format!("expected `{expected}`, got `{field}`"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+fn example_path(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(name)
+}
+
+/// A file of `text` named `name` in a directory of its own, removed when dropped.
+struct TempFile(std::path::PathBuf);
+
+impl TempFile {
+    fn new(name: &str, text: &str) -> TempFile {
+        let dir = std::env::temp_dir().join(format!(
+            "tower-redis-ratelimit-config-{}-{}",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        TempFile(path)
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+#[test]
+fn from_file_reads_each_format_by_its_extension() {
+    use tower_redis_ratelimit::config::Format;
+    let toml = LimitsConfig::from_file(example_path("limits.toml")).unwrap();
+    let yaml = LimitsConfig::from_file(example_path("limits.yaml")).unwrap();
+    let json = LimitsConfig::from_file(example_path("limits.json")).unwrap();
+    assert_eq!(toml, yaml);
+    assert_eq!(toml, json);
+    assert_eq!(
+        toml,
+        toml::from_str::<LimitsConfig>(&example("limits.toml")).unwrap()
+    );
+    let yml = TempFile::new("limits.YML", &example("limits.yaml"));
+    assert_eq!(LimitsConfig::from_file(&yml.0).unwrap(), yaml);
+    assert_eq!(Format::from_path("a/limits.yml"), Some(Format::Yaml));
+    assert_eq!(Format::from_path("limits.ini"), None);
+    assert_eq!(Format::from_path("limits"), None);
+}
+
+#[test]
+fn a_missing_file_and_an_unknown_extension_are_named() {
+    use tower_redis_ratelimit::config::LoadError;
+    let missing = example_path("no-such-limits.toml");
+    let error = LimitsConfig::from_file(&missing).unwrap_err();
+    assert!(
+        matches!(&error, LoadError::Read { path, source }
+            if *path == missing && source.kind() == std::io::ErrorKind::NotFound),
+        "{error}"
+    );
+    assert!(
+        error
+            .to_string()
+            .starts_with(&format!("cannot read {}: ", missing.display())),
+        "{error}"
+    );
+    let ini = TempFile::new("limits.ini", "[policies]\n");
+    let error = LimitsConfig::from_file(&ini.0).unwrap_err();
+    assert!(matches!(&error, LoadError::UnknownFormat { path } if *path == ini.0));
+    assert_eq!(
+        format!("{error:?}"),
+        format!(
+            "{}: unknown configuration format: name the file *.toml, *.yaml, *.yml or *.json, or \
+             read it with `LimitsConfig::parse` and its format",
+            ini.0.display()
+        )
+    );
+}
+
+/// Syntax and shape mistakes carry the file, the line and the column, in every format.
+#[test]
+fn what_does_not_parse_is_named_with_its_file_line_and_column() {
+    use tower_redis_ratelimit::config::LoadError;
+    let cases = [
+        (
+            "limits.toml",
+            "[policies.api]\nrules = [\n  { name = \"a\", algorithm = \"gcra\", limit = 5, period = \"1s\" },\n  { name = \"b\" algorithm = \"gcra\" },\n]\n",
+            (4, 16),
+            "missing comma between key-value pairs, expected `,`",
+        ),
+        (
+            "limits.toml",
+            "[policies.api]\nrulez = []\n",
+            (2, 1),
+            "unknown field `rulez`, expected `rules`",
+        ),
+        (
+            "limits.yaml",
+            "policies:\n  api:\n    rules:\n      - name: a\n        algorithm: leaky\n",
+            (5, 20),
+            "policies.api.rules[0].algorithm: unknown variant `leaky`",
+        ),
+        (
+            "limits.yml",
+            "policies:\n  api:\n    rules: [\n",
+            (4, 1),
+            "did not find expected",
+        ),
+        (
+            "limits.json",
+            "{\n  \"policies\": {\n    \"api\": { \"rules\": [ }\n  }\n}\n",
+            (3, 25),
+            "expected value",
+        ),
+        (
+            "limits.json",
+            "{ \"routes\": { \"api\": { \"policy\": \"api\", \"key\": { \"global\": \"a\" },\n  \"deadline\": \"soon\" } } }\n",
+            (2, 20),
+            "invalid duration \"soon\"",
+        ),
+    ];
+    for (name, text, (line, column), expected) in cases {
+        let file = TempFile::new(name, text);
+        let error = LimitsConfig::from_file(&file.0).unwrap_err();
+        let LoadError::Parse {
+            path, line_column, ..
+        } = &error
+        else {
+            panic!("{name}: {error}");
+        };
+        assert_eq!(path.as_deref(), Some(file.0.as_path()));
+        assert_eq!(*line_column, Some((line, column)), "{name}: {error}");
+        let shown = error.to_string();
+        let place = format!("{}:{line}:{column}: ", file.0.display());
+        assert!(
+            shown.starts_with(&place) && shown.contains(expected),
+            "{name}: expected {place}…{expected}…, got {shown}"
+        );
+    }
 }

@@ -8,7 +8,7 @@ use http::request::Parts;
 use super::{FleetShares, FleetShedLayer, FleetShedRejection};
 use crate::admission::{LayerSettings, rejection_setting, store_settings};
 use crate::concurrency::settings::{SlotSettings, retry_hint_setting, slot_settings};
-use crate::error::ConfigError;
+use crate::error::{ConcurrencyConfigError, ConfigError};
 use crate::headers::HeaderFamilies;
 use crate::shed::priority::{Classifier, Priority};
 
@@ -90,31 +90,25 @@ impl FleetShedLayerBuilder {
             classify,
         } = self;
         let capacity = match capacity {
-            Some(0) | None => {
-                return Err(ConfigError::Concurrency(
-                    "a fleet shedder needs `.capacity(n)` with n >= 1".into(),
-                ));
-            }
+            Some(0) | None => return Err(ConcurrencyConfigError::NoCapacity.into()),
             Some(capacity) => capacity,
         };
         let mut limits = [0; 4];
         for priority in Priority::ALL {
             let percent = shares[priority.index()];
             if !(1..=100).contains(&percent) {
-                return Err(ConfigError::Concurrency(format!(
-                    "the {priority} share is {percent}%: use 1 to 100"
-                )));
+                return Err(ConcurrencyConfigError::ShareOutOfRange {
+                    priority: priority.as_str(),
+                    percent,
+                }
+                .into());
             }
             // Floor, so a share never admits more than it says; at least one permit.
             limits[priority.index()] =
                 ((u64::from(capacity) * u64::from(percent) / 100) as u32).max(1);
         }
         if shares.windows(2).any(|pair| pair[0] > pair[1]) {
-            let [low, normal, high, critical] = shares;
-            return Err(ConfigError::Concurrency(format!(
-                "shares must not grow as priority falls: \
-                 low {low}%, normal {normal}%, high {high}%, critical {critical}%"
-            )));
+            return Err(ConcurrencyConfigError::SharesGrow { shares }.into());
         }
         let fleet_shares = FleetShares {
             capacity,

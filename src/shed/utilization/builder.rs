@@ -11,7 +11,7 @@ use super::in_flight::InFlight;
 use super::shedder::{RandomFn, Source, UtilizationFn, UtilizationShedder};
 use crate::admission::{LayerSettings, rejection_setting};
 use crate::concurrency::settings::retry_hint_setting;
-use crate::error::ConfigError;
+use crate::error::{ConfigError, ShedConfigError};
 use crate::headers::HeaderFamilies;
 use crate::log::Throttled;
 use crate::shed::priority::{Classifier, Priority};
@@ -110,23 +110,11 @@ impl UtilizationShedLayerBuilder {
             random,
         } = self;
         let source = match (capacity, utilization) {
-            (Some(0), _) => {
-                return Err(ConfigError::Shed(
-                    "a capacity of 0: the capacity is how many requests in flight make the instance fully utilised, at least 1".into(),
-                ));
-            }
+            (Some(0), _) => return Err(ShedConfigError::ZeroCapacity.into()),
             (Some(capacity), None) => Source::Capacity(capacity),
             (None, Some(function)) => Source::Function(function),
-            (None, None) => {
-                return Err(ConfigError::Shed(
-                    "no measure of utilisation: call `.capacity(n)` to count requests in flight, or `.utilization(f)` to measure it yourself".into(),
-                ));
-            }
-            (Some(_), Some(_)) => {
-                return Err(ConfigError::Shed(
-                    "both `.capacity(n)` and `.utilization(f)` are set: choose one measure of utilisation".into(),
-                ));
-            }
+            (None, None) => return Err(ShedConfigError::NoUtilization.into()),
+            (Some(_), Some(_)) => return Err(ShedConfigError::BothMeasures.into()),
         };
         let shedder = UtilizationShedder {
             source,

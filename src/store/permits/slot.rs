@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::PermitId;
-use crate::error::ConfigError;
+use crate::error::{ConcurrencyConfigError, ConfigError};
 use crate::key::Key;
 use crate::policy::validate_name;
 
@@ -103,17 +103,19 @@ impl PermitTtl {
     /// at most every millisecond, before it ends.
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         if self.duration < MIN_PERMIT_TTL || self.duration > MAX_PERMIT_TTL {
-            return Err(ConfigError::Concurrency(format!(
-                "permit TTL {:?} is out of range: use between {MIN_PERMIT_TTL:?} and {MAX_PERMIT_TTL:?}",
-                self.duration
-            )));
+            return Err(ConcurrencyConfigError::PermitTtlOutOfRange {
+                ttl: self.duration,
+                min: MIN_PERMIT_TTL,
+                max: MAX_PERMIT_TTL,
+            }
+            .into());
         }
         if self.renew_every < Duration::from_millis(1) || self.renew_every >= self.duration {
-            return Err(ConfigError::Concurrency(format!(
-                "renewal period {:?} must be at least 1 ms and shorter than the permit TTL ({:?}); \
-                 a third of it is a good choice",
-                self.renew_every, self.duration
-            )));
+            return Err(ConcurrencyConfigError::RenewalOutOfRange {
+                renew_every: self.renew_every,
+                ttl: self.duration,
+            }
+            .into());
         }
         Ok(())
     }

@@ -2,22 +2,18 @@
 
 use deadpool_redis::{ConnectionAddr, ConnectionInfo, ProtocolVersion};
 
-use crate::error::ConfigError;
-
-/// A store configuration error.
-pub(super) fn invalid(message: impl Into<String>) -> ConfigError {
-    ConfigError::Store(message.into())
-}
+#[cfg(any(feature = "cluster", feature = "sentinel"))]
+use crate::error::{ConfigError, StoreConfigError};
 
 /// The connection settings of every URL of `urls` (the nodes of a cluster, the sentinels of a
-/// primary: `what` names them in errors), and how to show them all without passwords.
+/// primary: `setting` names them in errors), and how to show them all without passwords.
 #[cfg(any(feature = "cluster", feature = "sentinel"))]
 pub(super) fn parse_all(
     urls: &[String],
-    what: &str,
+    setting: &'static str,
 ) -> Result<(Vec<redis::ConnectionInfo>, String), ConfigError> {
     if urls.is_empty() {
-        return Err(invalid(format!("{what} needs at least one URL")));
+        return Err(StoreConfigError::NoUrls { setting }.into());
     }
     use redis::IntoConnectionInfo;
 
@@ -26,7 +22,11 @@ pub(super) fn parse_all(
         .map(|url| {
             url.as_str()
                 .into_connection_info()
-                .map_err(|err| invalid(format!("invalid {what} URL {}: {err}", redact(url))))
+                .map_err(|err| StoreConfigError::InvalidUrl {
+                    setting,
+                    url: redact(url),
+                    reason: err.to_string(),
+                })
         })
         .collect::<Result<Vec<_>, _>>()?;
     let shown = urls

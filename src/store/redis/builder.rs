@@ -6,7 +6,7 @@ use std::time::Duration;
 use deadpool_redis::{ConnectionAddr, ConnectionInfo, Manager, Pool, Runtime};
 use redis::{AsyncConnectionConfig, IntoConnectionInfo};
 
-use super::address::{describe, invalid, redact};
+use super::address::{describe, redact};
 use super::coalesce::Coalescer;
 use super::connection::{self, Connect, SharedConnection};
 use super::denials::Denials;
@@ -14,7 +14,7 @@ use super::fallback::{Degraded, Fallback};
 use super::leases::{Leases, QuotaLeases};
 use super::{Inner, RedisStore};
 use crate::clock::{Clock, SystemClock};
-use crate::error::ConfigError;
+use crate::error::{ConfigError, StoreConfigError};
 use crate::store::MemoryStore;
 #[cfg(feature = "concurrency")]
 use crate::store::permits::heartbeat::Heartbeat;
@@ -254,18 +254,17 @@ impl RedisStoreBuilder {
     pub fn build(self) -> Result<RedisStore, ConfigError> {
         validate_prefix(&self.prefix)?;
         if self.connect_timeout.is_zero() {
-            return Err(invalid(
-                "the connect timeout (a config's create timeout) is zero",
-            ));
+            return Err(StoreConfigError::ZeroConnectTimeout.into());
         }
         if self.stale_after.is_zero() {
-            return Err(invalid("`stale_after` is zero"));
+            return Err(StoreConfigError::ZeroStaleAfter.into());
         }
         if self.backoff.1 > MAX_BACKOFF {
-            return Err(invalid(format!(
-                "the reconnect backoff of up to {:?} is longer than an hour",
-                self.backoff.1
-            )));
+            return Err(StoreConfigError::BackoffTooLong {
+                backoff: self.backoff.1,
+                max: MAX_BACKOFF,
+            }
+            .into());
         }
         if let Some(leases) = &self.quota_leases {
             leases.validate()?;
@@ -321,10 +320,13 @@ fn connector(target: Target, connect_timeout: Duration) -> Result<(Connect, Stri
         }
         Target::Url(url) => {
             let shown = redact(&url);
-            let info = url
-                .as_str()
-                .into_connection_info()
-                .map_err(|err| invalid(format!("invalid Redis URL {shown}: {err}")))?;
+            let info = url.as_str().into_connection_info().map_err(|err| {
+                StoreConfigError::InvalidUrl {
+                    setting: "url",
+                    url: shown.clone(),
+                    reason: err.to_string(),
+                }
+            })?;
             (info, shown)
         }
         Target::Connection(info) => {
@@ -333,23 +335,18 @@ fn connector(target: Target, connect_timeout: Duration) -> Result<(Connect, Stri
                 ConnectionAddr::Tcp(host, _) | ConnectionAddr::TcpTls { host, .. }
                     if host.is_empty() =>
                 {
-                    return Err(invalid(format!("the Redis address {shown} has no host")));
+                    return Err(StoreConfigError::NoHost { address: shown }.into());
                 }
                 _ => {}
             }
             (info.into(), shown)
         }
         Target::UrlAndConnection => {
-            return Err(invalid(
-                "the deadpool_redis::Config sets both `url` and `connection`: set one of them",
-            ));
+            return Err(StoreConfigError::UrlAndConnection.into());
         }
     };
     if !info.addr().is_supported() {
-        return Err(invalid(format!(
-            "cannot connect to {shown} with this build of redis-rs (TLS needs its `tls-rustls` or \
-             `tls-native-tls` feature; Unix sockets need a Unix platform)"
-        )));
+        return Err(StoreConfigError::Unsupported { address: shown }.into());
     }
     let pool = pool(info, connect_timeout)?;
     Ok((connection::from_pool(pool), shown))
@@ -365,15 +362,24 @@ pub(super) fn pool(
     let config = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(connect_timeout))
         .set_response_timeout(None);
-    let manager = Manager::new_with_config(info, config)
-        .map_err(|err| invalid(format!("invalid Redis connection settings: {err}")))?;
+    let manager =
+        Manager::new_with_config(info, config).map_err(|err| StoreConfigError::Client {
+            what: "Redis connection",
+            reason: err.to_string(),
+        })?;
     Pool::builder(manager)
         .max_size(2)
         .runtime(Runtime::Tokio1)
         .create_timeout(Some(connect_timeout))
         .wait_timeout(Some(connect_timeout))
         .build()
-        .map_err(|err| invalid(format!("cannot build the Redis pool: {err}")))
+        .map_err(|err| {
+            StoreConfigError::Client {
+                what: "Redis pool",
+                reason: err.to_string(),
+            }
+            .into()
+        })
 }
 
 fn validate_prefix(prefix: &str) -> Result<(), ConfigError> {
@@ -385,9 +391,10 @@ fn validate_prefix(prefix: &str) -> Result<(), ConfigError> {
     if valid {
         Ok(())
     } else {
-        Err(invalid(format!(
-            "invalid key prefix {prefix:?}: use 1 to 64 printable ASCII characters without spaces or braces"
-        )))
+        Err(StoreConfigError::InvalidPrefix {
+            prefix: prefix.to_owned(),
+        }
+        .into())
     }
 }
 

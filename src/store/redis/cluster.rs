@@ -12,9 +12,9 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use redis::cluster::ClusterClientBuilder;
 
-use super::address::{invalid, parse_all};
+use super::address::parse_all;
 use super::connection::{self, Connect, Link};
-use crate::error::ConfigError;
+use crate::error::{ConfigError, StoreConfigError};
 
 /// How many times redis-rs retries a call (a redirect, a node reconnecting) before answering its
 /// error: few, and quickly, since the layer's deadline is short anyway and a call that cannot be
@@ -29,14 +29,17 @@ pub(super) fn connector(
     nodes: &[String],
     connect_timeout: Duration,
 ) -> Result<(Connect, String), ConfigError> {
-    let (infos, shown) = parse_all(nodes, "Redis Cluster node")?;
+    let (infos, shown) = parse_all(nodes, "nodes")?;
     let client = ClusterClientBuilder::new(infos)
         .connection_timeout(connect_timeout)
         .retries(RETRIES)
         .min_retry_wait(MIN_RETRY_WAIT_MS)
         .max_retry_wait(MAX_RETRY_WAIT_MS)
         .build()
-        .map_err(|err| invalid(format!("invalid Redis Cluster settings: {err}")))?;
+        .map_err(|err| StoreConfigError::Client {
+            what: "Redis Cluster",
+            reason: err.to_string(),
+        })?;
     let connect: Connect = Box::new(move || {
         let client = client.clone();
         // Discovery talks to several nodes: bound the whole of it, not each connection.

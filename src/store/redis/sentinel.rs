@@ -12,9 +12,9 @@ use futures_util::FutureExt;
 use redis::AsyncConnectionConfig;
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 
-use super::address::{invalid, parse_all};
+use super::address::parse_all;
 use super::connection::{self, Connect, Link};
-use crate::error::ConfigError;
+use crate::error::{ConfigError, StoreConfigError};
 
 /// The connector for the primary named `master` by the sentinels at `sentinels`, and how to show
 /// them without passwords. The data nodes are reached with the database, user name and password
@@ -24,11 +24,9 @@ pub(super) fn connector(
     master: &str,
     connect_timeout: Duration,
 ) -> Result<(Connect, String), ConfigError> {
-    let (infos, shown) = parse_all(sentinels, "Redis Sentinel")?;
+    let (infos, shown) = parse_all(sentinels, "sentinels")?;
     if master.is_empty() {
-        return Err(invalid(
-            "Redis Sentinel needs the name of the primary it watches",
-        ));
+        return Err(StoreConfigError::NoMaster.into());
     }
     let node = SentinelNodeConnectionInfo::default()
         .set_redis_connection_info(infos[0].redis_settings().clone());
@@ -38,7 +36,10 @@ pub(super) fn connector(
         Some(node),
         SentinelServerType::Master,
     )
-    .map_err(|err| invalid(format!("invalid Redis Sentinel settings: {err}")))?;
+    .map_err(|err| StoreConfigError::Client {
+        what: "Redis Sentinel",
+        reason: err.to_string(),
+    })?;
     // Asking the sentinels needs the client mutably; connections are made one at a time anyway.
     let client = Arc::new(tokio::sync::Mutex::new(client));
     let config = AsyncConnectionConfig::new()

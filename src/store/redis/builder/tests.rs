@@ -26,7 +26,7 @@ fn credentials(db: i64, username: Option<&str>, password: Option<&str>) -> Redis
 fn error_of(result: Result<RedisStore, ConfigError>) -> String {
     match result {
         Ok(store) => panic!("expected a configuration error, built {store:?}"),
-        Err(ConfigError::Store(message)) => message,
+        Err(ConfigError::Store(error)) => error.to_string(),
         Err(other) => panic!("expected ConfigError::Store, got {other:?}"),
     }
 }

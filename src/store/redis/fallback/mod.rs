@@ -12,7 +12,7 @@ use self::breaker::Breaker;
 pub(in crate::store::redis) use self::breaker::Pass;
 use super::Inner;
 use crate::decision::Decision;
-use crate::error::ConfigError;
+use crate::error::{ConfigError, StoreConfigError};
 use crate::key::Key;
 use crate::policy::{Policy, Rule};
 use crate::quota::Quota;
@@ -81,18 +81,18 @@ impl Fallback {
     }
 
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
-        let invalid = |reason: &str| Err(ConfigError::Store(reason.to_owned()));
+        let invalid = |error: StoreConfigError| Err(error.into());
         if self.instances == 0 {
-            return invalid("a fallback divides quotas among at least 1 instance, not 0");
+            return invalid(StoreConfigError::FallbackInstances);
         }
         if self.timeout.is_zero() {
-            return invalid("a fallback's timeout is zero: every Redis call would fall back");
+            return invalid(StoreConfigError::FallbackTimeout);
         }
         if self.failures == 0 {
-            return invalid("a fallback's breaker needs at least 1 failure to open");
+            return invalid(StoreConfigError::FallbackFailures);
         }
         if self.cool_down.is_zero() {
-            return invalid("a fallback's cool-down is zero");
+            return invalid(StoreConfigError::FallbackCoolDown);
         }
         Ok(())
     }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::error::ConfigError;
+use crate::error::{ConfigError, StoreConfigError};
 
 /// Settings for quota leases, given to [`RedisStoreBuilder::quota_leases`]: local-first
 /// decisions for hot keys, at a bounded price in exactness (see there for what they trade).
@@ -70,21 +70,21 @@ impl QuotaLeases {
     }
 
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
-        let invalid = |reason: String| Err(ConfigError::Store(reason));
-        if self.lifetime.is_zero() || self.lifetime > Duration::from_secs(60) {
-            return invalid(format!(
-                "a quota lease's lifetime must be above zero and at most 60s, not {:?}",
-                self.lifetime
-            ));
+        let invalid = |error: StoreConfigError| Err(error.into());
+        let max = Duration::from_secs(60);
+        if self.lifetime.is_zero() || self.lifetime > max {
+            return invalid(StoreConfigError::LeaseLifetime {
+                lifetime: self.lifetime,
+                max,
+            });
         }
         if !(self.max_share > 0.0 && self.max_share <= 1.0) {
-            return invalid(format!(
-                "a quota lease's max share must be in (0, 1], not {}",
-                self.max_share
-            ));
+            return invalid(StoreConfigError::LeaseShare {
+                share: self.max_share,
+            });
         }
         if self.max_keys == 0 {
-            return invalid("quota leases need room for at least one key".to_owned());
+            return invalid(StoreConfigError::NoLeaseKeys);
         }
         Ok(())
     }

@@ -1,10 +1,26 @@
-//! [`ConfigError`]: a configuration mistake, reported when a layer, policy or store is built.
+//! [`ConfigError`]: a configuration mistake, reported when a layer, policy or store is built,
+//! and the errors of each concern it holds: [`StoreConfigError`], [`KeyConfigError`],
+//! [`ShedConfigError`] and [`ConcurrencyConfigError`].
+//!
+//! Every error prints as its message, with `{:?}` too, so that `main` returning one (whose
+//! `Err` is printed with `{:?}`) shows the message rather than the variants' fields; match on the
+//! variants to tell mistakes apart.
+
+mod concurrency;
+mod key;
+mod shed;
+mod store;
 
 use std::time::Duration;
 
+pub use self::concurrency::ConcurrencyConfigError;
+pub use self::key::KeyConfigError;
+pub use self::shed::ShedConfigError;
+pub use self::store::StoreConfigError;
+
 /// A configuration mistake, reported by `build()` or [`Policy::new`](crate::Policy::new) before any
 /// request is served.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
     /// A policy needs at least one rule.
@@ -110,39 +126,105 @@ pub enum ConfigError {
     DeadlineOutOfRange(Duration),
     /// A store setting is invalid (bad URL, bad prefix, …).
     #[error("invalid store configuration: {0}")]
-    Store(String),
+    Store(StoreConfigError),
     /// A key extractor setting is invalid.
     #[error("invalid key extractor configuration: {0}")]
-    KeyExtractor(String),
+    KeyExtractor(KeyConfigError),
     /// A load shedder setting is invalid (no capacity, a dead zone out of order, …).
     #[error("invalid load shedder configuration: {0}")]
-    Shed(String),
+    Shed(ShedConfigError),
     /// A concurrency limit or fleet shedder setting is invalid (no limit, a lease out of range, …).
     #[error("invalid concurrency configuration: {0}")]
-    Concurrency(String),
+    Concurrency(ConcurrencyConfigError),
     /// Two plans of one rate limit have the same name.
     #[error("plan {0:?} is given twice: each plan names one policy")]
     DuplicatePlan(String),
+    /// A setting of a configuration file ([`LimitsConfig`](crate::config::LimitsConfig)) that
+    /// names what is not there, or does not fit with another setting.
+    #[cfg(feature = "config")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
+    #[error("{0}")]
+    Setting(crate::config::SettingError),
     /// A field of a configuration file ([`LimitsConfig`](crate::config::LimitsConfig)) is
-    /// invalid: `field` is its path (`routes.api.policy`), `reason` what is wrong with it.
-    #[error("`{field}`: {reason}")]
+    /// invalid: `field` is its path (`routes.api.policy`), `error` what is wrong with it.
+    /// Displayed as `` `routes.api.policy`: no policy named "ap1" (there are "api") ``.
+    #[cfg(feature = "config")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
+    #[error("`{field}`: {}", error.detail())]
     Field {
         /// The path of the field, from the top of the configuration.
         field: String,
-        /// What is wrong with it.
-        reason: String,
+        /// What is wrong with it (never itself a `Field`).
+        error: Box<ConfigError>,
     },
 }
 
 impl ConfigError {
-    /// This error, as the error of the configuration field at `field`.
+    /// This error, as the error of the configuration field at `field` (unchanged if it already
+    /// names its field).
+    #[cfg(feature = "config")]
     pub(crate) fn at(self, field: impl Into<String>) -> ConfigError {
         match self {
             ConfigError::Field { .. } => self,
             other => ConfigError::Field {
                 field: field.into(),
-                reason: other.to_string(),
+                error: Box::new(other),
             },
         }
     }
+
+    /// The message without the concern's preamble ("invalid store configuration: "), which a
+    /// field's path makes redundant.
+    #[cfg(feature = "config")]
+    fn detail(&self) -> String {
+        match self {
+            ConfigError::Store(error) => error.to_string(),
+            ConfigError::KeyExtractor(error) => error.to_string(),
+            ConfigError::Shed(error) => error.to_string(),
+            ConfigError::Concurrency(error) => error.to_string(),
+            other => other.to_string(),
+        }
+    }
 }
+
+macro_rules! from_concern {
+    ($($error:ident => $variant:ident),* $(,)?) => {
+        $(
+            impl From<$error> for ConfigError {
+                fn from(error: $error) -> Self {
+                    ConfigError::$variant(error)
+                }
+            }
+        )*
+    };
+}
+
+from_concern! {
+    StoreConfigError => Store,
+    KeyConfigError => KeyExtractor,
+    ShedConfigError => Shed,
+    ConcurrencyConfigError => Concurrency,
+}
+
+/// `{:?}` as `{}`: what `main` prints of the error it returns is the message.
+macro_rules! debug_as_display {
+    ($($error:ty),* $(,)?) => {
+        $(
+            impl std::fmt::Debug for $error {
+                fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    std::fmt::Display::fmt(self, f)
+                }
+            }
+        )*
+    };
+}
+#[cfg(feature = "config")]
+pub(crate) use debug_as_display;
+
+debug_as_display!(
+    ConfigError,
+    StoreConfigError,
+    KeyConfigError,
+    ShedConfigError,
+    ConcurrencyConfigError,
+);
