@@ -15,15 +15,13 @@
 //!
 //! The markdown table it prints is the one in `docs/algorithms.md`.
 
-mod traces;
-
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use testkit::traces::{Request, START_MICROS, Trace};
 use tower_redis_ratelimit::clock::ManualClock;
 use tower_redis_ratelimit::key::Key;
 use tower_redis_ratelimit::{Decision, MemoryStore, Policy, Quota, Rule, Store};
-use traces::{Request, START_MICROS, Trace};
 
 /// The quota of every run: 100 requests per minute, a typical API limit.
 const LIMIT: u32 = 100;

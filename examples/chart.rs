@@ -14,15 +14,13 @@
 //! Pass a path to write the SVG elsewhere: `cargo run --example chart -- /tmp/chart.svg`.
 //! The SVG is written by hand (no plotting or font dependency).
 
-mod traces;
-
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use testkit::traces::{START_MICROS, Trace};
 use tower_redis_ratelimit::clock::ManualClock;
 use tower_redis_ratelimit::key::Key;
 use tower_redis_ratelimit::{MemoryStore, Policy, Quota, Rule, Store};
-use traces::{START_MICROS, Trace};
 
 /// The simulated time shown, in seconds, and the width of one column of stacked requests.
 const END: f64 = 56.0;

@@ -20,7 +20,7 @@ use tower_redis_ratelimit::store::{QuotaLeases, RedisStoreBuilder};
 use tower_redis_ratelimit::{MemoryStore, Policy, Quota, RateLimitLayer, RedisStore, Rule, Store};
 
 use crate::floor;
-use crate::redis_server::BoxError;
+use testkit::BoxError;
 
 /// A traffic pattern and the quota it meets.
 pub(crate) struct Scenario {

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use crate::instances::{self, Point as InstancePoint};
 use crate::keys::{IN_FLIGHT, Point as KeyPoint};
 use crate::memory::PerKey;
-use crate::redis_server::BoxError;
+use testkit::BoxError;
 
 const WIDTH: f64 = 960.0;
 /// Where every panel's plot area starts and ends across.

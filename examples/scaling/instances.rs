@@ -22,8 +22,9 @@ use tower_redis_ratelimit::admission::FailureMode;
 use tower_redis_ratelimit::key::{HeaderKey, Key};
 use tower_redis_ratelimit::{Policy, Quota, RateLimitLayer, RedisStore, Rule, Store};
 
-use crate::load::{Load, Outcome, drive};
-use crate::redis_server::{self, BoxError, Calls, command_calls};
+use testkit::BoxError;
+use testkit::commands::{self, Calls, command_calls};
+use testkit::load::{Load, Outcome, drive};
 
 /// The instance counts measured.
 pub(crate) const COUNTS: [usize; 3] = [1, 2, 4];
@@ -142,7 +143,7 @@ pub(crate) fn measure(redis_url: &str, quick: bool) -> Result<Vec<Point>, BoxErr
     let client = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let mut counters = client.block_on(redis_server::connect(redis_url))?;
+    let mut counters = client.block_on(commands::connect(redis_url))?;
     let instances = (0..MOST)
         .map(|_| Instance::start(redis_url))
         .collect::<Result<Vec<_>, _>>()?;

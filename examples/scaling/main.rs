@@ -17,11 +17,6 @@
 //! SVG is written by hand, as the other charts' (no plotting or font dependency). About two
 //! minutes; `--quick` takes about half a minute.
 
-#[path = "../../benches/http/load.rs"]
-mod load;
-#[path = "../../benches/http/redis_server.rs"]
-mod redis_server;
-
 mod chart;
 mod instances;
 mod keys;
@@ -29,7 +24,8 @@ mod memory;
 
 use std::process::ExitCode;
 
-use redis_server::{BoxError, RedisServer};
+use testkit::load;
+use testkit::{BoxError, RedisServer};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -61,13 +57,13 @@ fn run(args: &[String]) -> Result<(), BoxError> {
     }
 
     let load_before = load::load_average();
-    let redis = RedisServer::start()?;
+    let redis = RedisServer::try_start()?;
     // The app processes first, on an empty Redis: the key sweep leaves up to 10^6 keys behind.
     eprintln!("scaling: requests/s against app instances");
-    let instances = instances::measure(redis.url(), quick)
+    let instances = instances::measure(&redis.url(), quick)
         .map_err(|err| format!("measuring app instances: {err}"))?;
     eprintln!("scaling: decision cost against live keys");
-    let keys = keys::measure(redis.url(), quick)
+    let keys = keys::measure(&redis.url(), quick)
         .map_err(|err| format!("measuring decisions against live keys: {err}"))?;
     drop(redis);
     let memory = memory::per_key()?;

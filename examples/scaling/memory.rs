@@ -2,7 +2,7 @@
 //! measured it: read from the table that program printed into `docs/algorithms.md`, so that the
 //! chart and that page show the same numbers (rerun it and update the page to refresh both).
 
-use crate::redis_server::BoxError;
+use testkit::BoxError;
 
 /// The page the table is read from, compiled in.
 const ALGORITHMS_PAGE: &str = include_str!("../../docs/algorithms.md");

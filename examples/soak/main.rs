@@ -23,10 +23,6 @@
 //! `/rate` requests replayed through an exact GCRA, the most burst any key needed beyond the
 //! configured 20, overall and around each failover.
 
-#[allow(dead_code)]
-#[path = "../../tests/support/mod.rs"]
-mod support;
-
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
@@ -36,12 +32,11 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::routing::get;
-use support::cluster::RedisCluster;
+use testkit::BoxError;
+use testkit::cluster::RedisCluster;
 use tower_redis_ratelimit::admission::FailureMode;
 use tower_redis_ratelimit::key::HeaderKey;
 use tower_redis_ratelimit::{ConcurrencyLimitLayer, Quota, RateLimitLayer, RedisStore, Rule};
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const DEADLINE: Duration = Duration::from_millis(100);
 const SLACK: Duration = Duration::from_millis(50);
