@@ -3,8 +3,8 @@
 //!
 //! Starts a private `redis-server` on a free port, then one axum app per scenario and mode (see
 //! [`modes`]), each on its own loopback port, all in this process on one multi-thread Tokio
-//! runtime. The load generator ([`load`]) runs on a runtime of its own on the main thread and
-//! keeps N keep-alive connections busy against one app at a time.
+//! runtime. The load generator ([`testkit::load`]) runs on a runtime of its own on the main thread
+//! and keeps N keep-alive connections busy against one app at a time.
 //!
 //! The modes are interleaved: each round gives every scenario and mode one slice of a few seconds,
 //! starting each round with a different mode, so that the machine's noise (other processes, CPU
@@ -46,8 +46,7 @@ const WARM_UP: Duration = Duration::from_millis(500);
 fn main() -> ExitCode {
     // `cargo bench` passes `--bench`; `cargo test --benches` does not, and should not start a
     // two-minute run (nor need Redis).
-    if !std::env::args().any(|arg| arg == "--bench") {
-        println!("benches/http runs only under `cargo bench --bench http`");
+    if !testkit::run_by_cargo_bench("http") {
         return ExitCode::SUCCESS;
     }
     match run() {

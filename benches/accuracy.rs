@@ -1,4 +1,4 @@
-//! Run with: cargo run --release --example accuracy
+//! Run with: cargo bench --bench accuracy
 //!
 //! How far the approximate window algorithms stray from the exact sliding log. The sliding window
 //! counter (1 sub-interval: Cloudflare's weighted previous window; 4 and 10 sub-intervals) and the
@@ -263,6 +263,9 @@ fn micros(duration: Duration) -> u64 {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    if !testkit::run_by_cargo_bench("accuracy") {
+        return Ok(());
+    }
     let quota = Quota::new(LIMIT, PERIOD);
     let approximations = [
         (

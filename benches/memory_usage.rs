@@ -1,4 +1,4 @@
-//! Run with: cargo run --example memory_usage
+//! Run with: cargo bench --bench memory_usage
 //!
 //! Measures how many bytes of Redis memory one client key costs under each algorithm. Starts its
 //! own `redis-server` on a free port (it must be on PATH), fills one client's state per algorithm
@@ -77,6 +77,9 @@ fn cases() -> Vec<Case> {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), BoxError> {
+    if !testkit::run_by_cargo_bench("memory_usage") {
+        return Ok(());
+    }
     let server = RedisServer::try_start()?;
     let mut redis = connect(&server.url()).await?;
     let version: String = redis::cmd("INFO")

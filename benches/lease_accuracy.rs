@@ -1,4 +1,4 @@
-//! Run with: cargo run --release --example lease_accuracy
+//! Run with: cargo bench --bench lease_accuracy
 //!
 //! What quota leases cost in exactness, measured against the exact Redis store on the same
 //! traffic. One hot key is shared by 1 to 8 instances (each its own `RedisStore`, all on one
