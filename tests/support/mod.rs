@@ -7,6 +7,7 @@
 pub(crate) mod logs;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -19,6 +20,40 @@ pub(crate) use testkit::cluster;
 #[cfg(feature = "sentinel")]
 pub(crate) use testkit::sentinel;
 use tower::ServiceExt;
+
+/// The example binary `name`: `target/<profile>/examples/<name>`, next to the test binary
+/// `target/<profile>/deps/it-<hash>`. A plain `cargo test` builds the examples before it runs the
+/// tests; a filtered run (`cargo test --test it client`) needs `cargo build --examples` first.
+pub(crate) fn example_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("the test binary lives in target/<profile>/deps");
+    let binary = profile_dir
+        .join("examples")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        binary.is_file(),
+        "the {name} example is not built ({} is missing): run `cargo build --examples` \
+         (a plain `cargo test` builds it too)",
+        binary.display()
+    );
+    binary
+}
+
+/// Runs an example to its end and returns what it printed, failing the test with all it printed
+/// if it failed.
+pub(crate) fn success_output(example: &mut std::process::Command) -> String {
+    let output = example.output().expect("the example runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
 
 /// Sends a GET through `app` as if from `peer`, with the given headers.
 pub(crate) async fn get<S>(
