@@ -13,15 +13,13 @@
 
 use std::convert::Infallible;
 use std::hint::black_box;
-use std::net::TcpListener;
 use std::num::NonZeroU32;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use futures_util::future::join_all;
 use governor::{Quota as GovernorQuota, RateLimiter};
 use http::{Request, Response};
+use testkit::RedisServer;
 use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
 use tower_redis_ratelimit::key::{GlobalKey, Key};
 use tower_redis_ratelimit::{MemoryStore, Policy, Quota, RateLimitLayer, RedisStore, Rule, Store};
@@ -128,8 +126,8 @@ fn layer(c: &mut Criterion) {
 }
 
 fn redis(c: &mut Criterion) {
-    let server = Server::start();
-    let url = format!("redis://127.0.0.1:{}", server.port);
+    let server = RedisServer::start();
+    let url = server.url();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -209,49 +207,6 @@ fn redis(c: &mut Criterion) {
     });
     group.finish();
     drop(server);
-}
-
-/// A private `redis-server` on a free port, killed when dropped.
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Server {
-    fn start() -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .expect("a free port")
-            .port();
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server on PATH (apt-get install redis-server)");
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "redis-server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Self { child, port }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 criterion_group!(benches, memory, layer, redis);

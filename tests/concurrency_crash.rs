@@ -6,15 +6,11 @@
 //! it never gets to release anything. Without a test harness, `main` runs the scenario and prints
 //! a closing line like cargo's.
 
-// The binary uses only the Redis server of the support shared with the `it` tests.
-#[allow(dead_code)]
-mod support;
-
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::RedisServer;
+use testkit::RedisServer;
 use tower_redis_ratelimit::RedisStore;
 use tower_redis_ratelimit::store::permits::{PermitId, PermitStore, PermitTtl, Slot};
 const CHILD_ENV: &str = "CRASH_CHILD_REDIS_URL";

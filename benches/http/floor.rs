@@ -14,7 +14,8 @@ use redis::Script;
 use redis::aio::MultiplexedConnection;
 
 use crate::modes::Scenario;
-use crate::redis_server::{self, BoxError};
+use testkit::BoxError;
+use testkit::commands;
 
 /// GCRA in its textbook form: the state is the theoretical arrival time (TAT) in µs, on the Redis
 /// server's clock. A request is admitted when the new TAT is at most the burst tolerance ahead of
@@ -46,7 +47,7 @@ struct Floor {
 
 /// The floor's app for `scenario`, on a connection of its own to `url`.
 pub(crate) async fn router(scenario: &Scenario, url: &str) -> Result<Router, BoxError> {
-    let mut connection = redis_server::connect(url).await?;
+    let mut connection = commands::connect(url).await?;
     let script = Script::new(GCRA);
     // Loaded once now, so every request is an EVALSHA that finds it.
     script.load_async(&mut connection).await?;

@@ -3,8 +3,8 @@
 //!
 //! Starts a private `redis-server` on a free port, then one axum app per scenario and mode (see
 //! [`modes`]), each on its own loopback port, all in this process on one multi-thread Tokio
-//! runtime. The load generator ([`load`]) runs on a runtime of its own on the main thread and
-//! keeps N keep-alive connections busy against one app at a time.
+//! runtime. The load generator ([`testkit::load`]) runs on a runtime of its own on the main thread
+//! and keeps N keep-alive connections busy against one app at a time.
 //!
 //! The modes are interleaved: each round gives every scenario and mode one slice of a few seconds,
 //! starting each round with a different mode, so that the machine's noise (other processes, CPU
@@ -23,9 +23,7 @@
 //! - `HTTP_BENCH_CONNECTIONS`: concurrent connections, so requests in flight (default 32).
 
 mod floor;
-mod load;
 mod modes;
-mod redis_server;
 mod report;
 
 use std::process::ExitCode;
@@ -36,10 +34,11 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::runtime::Runtime;
 
-use crate::load::{Load, drive};
 use crate::modes::{Mode, SCENARIOS};
-use crate::redis_server::{BoxError, Calls, RedisServer, command_calls};
 use crate::report::Measured;
+use testkit::commands::{self, Calls, command_calls};
+use testkit::load::{self, Load, drive};
+use testkit::{BoxError, RedisServer};
 
 /// Each app's unmeasured first slice.
 const WARM_UP: Duration = Duration::from_millis(500);
@@ -47,8 +46,7 @@ const WARM_UP: Duration = Duration::from_millis(500);
 fn main() -> ExitCode {
     // `cargo bench` passes `--bench`; `cargo test --benches` does not, and should not start a
     // two-minute run (nor need Redis).
-    if !std::env::args().any(|arg| arg == "--bench") {
-        println!("benches/http runs only under `cargo bench --bench http`");
+    if !testkit::run_by_cargo_bench("http") {
         return ExitCode::SUCCESS;
     }
     match run() {
@@ -108,7 +106,7 @@ struct App {
 fn run() -> Result<(), BoxError> {
     let settings = Settings::from_env()?;
     let load_before = load::load_average();
-    let redis = RedisServer::start()?;
+    let redis = RedisServer::try_start()?;
     let servers = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -120,7 +118,7 @@ fn run() -> Result<(), BoxError> {
     for (index, scenario) in SCENARIOS.iter().enumerate() {
         let keys: Arc<[_]> = scenario.keys()?.into();
         for mode in Mode::ALL {
-            let router = servers.block_on(mode.router(scenario, redis.url()))?;
+            let router = servers.block_on(mode.router(scenario, &redis.url()))?;
             let address = serve(&servers, router)?;
             apps.push(App {
                 scenario: index,
@@ -135,7 +133,7 @@ fn run() -> Result<(), BoxError> {
         }
     }
 
-    let mut counters = client.block_on(redis_server::connect(redis.url()))?;
+    let mut counters = client.block_on(commands::connect(&redis.url()))?;
     eprintln!(
         "benches/http: {} apps, {} rounds of {:?} slices, {} connections; warming up",
         apps.len(),
@@ -199,7 +197,7 @@ fn print_report(
     load: [Option<f64>; 2],
 ) -> Result<(), BoxError> {
     let version: String = client.block_on(async {
-        let mut connection = redis_server::connect(redis.url()).await?;
+        let mut connection = commands::connect(&redis.url()).await?;
         let info: String = redis::cmd("INFO")
             .arg("server")
             .query_async(&mut connection)

@@ -9,18 +9,17 @@
 use std::time::Duration;
 
 use axum::Router;
-use axum::http::{HeaderValue, Request};
+use axum::http::HeaderValue;
 use axum::routing::get;
-use tower_governor::GovernorError;
+use testkit::governor::XKey;
 use tower_governor::governor::GovernorConfigBuilder;
-use tower_governor::key_extractor::KeyExtractor;
 use tower_redis_ratelimit::admission::FailureMode;
 use tower_redis_ratelimit::key::{HeaderKey, Key};
 use tower_redis_ratelimit::store::{QuotaLeases, RedisStoreBuilder};
 use tower_redis_ratelimit::{MemoryStore, Policy, Quota, RateLimitLayer, RedisStore, Rule, Store};
 
 use crate::floor;
-use crate::redis_server::BoxError;
+use testkit::BoxError;
 
 /// A traffic pattern and the quota it meets.
 pub(crate) struct Scenario {
@@ -194,22 +193,4 @@ fn governor(scenario: &Scenario) -> Result<Router, BoxError> {
         .finish()
         .ok_or("tower_governor refused the quota (a zero period or burst)")?;
     Ok(none().layer(tower_governor::GovernorLayer::new(config)))
-}
-
-/// tower_governor's key: the `x-key` header, as `HeaderKey::new("x-key")` reads it for ours
-/// (both refuse a request without it; ours also trims whitespace, which the benchmark never
-/// sends).
-#[derive(Clone)]
-struct XKey;
-
-impl KeyExtractor for XKey {
-    type Key = HeaderValue;
-
-    fn extract<T>(&self, request: &Request<T>) -> Result<HeaderValue, GovernorError> {
-        request
-            .headers()
-            .get("x-key")
-            .cloned()
-            .ok_or(GovernorError::UnableToExtractKey)
-    }
 }

@@ -1,9 +1,10 @@
 //! The results of a run, accumulated per scenario and mode over the rounds, and the table printed
 //! from them.
 
-use crate::load::Outcome;
 use crate::modes::{Mode, Scenario};
-use crate::redis_server::{BoxError, Calls};
+use testkit::BoxError;
+use testkit::commands::Calls;
+use testkit::load::Outcome;
 
 /// Everything measured for one mode in one scenario, over every round.
 pub(crate) struct Measured {

@@ -1,6 +1,6 @@
 //! A one-method gRPC service, `demo.Greeter/Hello` (a UTF-8 name in, a greeting out), written
 //! without generated code: a codec of UTF-8 strings and a tower service that routes the method,
-//! as `tonic-build` would generate them. Shared by `examples/grpc` and its test.
+//! as `tonic-build` would generate them.
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -103,7 +103,7 @@ thread_local! {
     /// The last 429 body this thread wrote, and the policy and inputs it was written from. A
     /// client refused again and again is told the same until its wait changes by a second: the
     /// body is written once a second per thread instead of once per refusal (about half of a
-    /// refusal's instructions, `examples/cost.rs layer-denied`). The policy is held, not just its
+    /// refusal's instructions, `benches/cost.rs layer-denied`). The policy is held, not just its
     /// address, so a policy dropped and another allocated in its place cannot be mistaken for it.
     static LAST_429: std::cell::RefCell<Option<(Policy, BodyInputs, Bytes)>> =
         const { std::cell::RefCell::new(None) };

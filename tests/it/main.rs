@@ -5,13 +5,7 @@
 //! Two tests keep binaries of their own: `memory_bound` installs a counting global allocator, and
 //! `concurrency_crash` re-executes itself as a child process that is killed.
 
-#[path = "../support/mod.rs"]
-mod support;
-
-/// The client example's header reading: its unit tests run here, as the example is a plain
-/// binary that the quickstart tests start.
-#[path = "../../examples/client/told.rs"]
-mod client_told;
+mod client;
 mod concurrency;
 mod config;
 mod conformance;
@@ -32,4 +26,6 @@ mod redis;
 mod routes;
 mod shadow;
 mod shed;
+#[path = "../support/mod.rs"]
+mod support;
 mod timing;

@@ -20,21 +20,7 @@ use axum::routing::{get, post};
 use futures_util::{SinkExt, StreamExt};
 use tokio_tungstenite::tungstenite;
 
-/// The proxy example's binary, next to the test binary's directory.
-fn binary() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let binary = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .unwrap()
-        .join("examples")
-        .join(format!("proxy{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        binary.is_file(),
-        "the proxy example is not built: run `cargo build --examples`"
-    );
-    binary
-}
+use crate::support::example_binary;
 
 /// The upstream: echoes forwarding headers, streams, counts uploads, fails, echoes WebSockets.
 async fn upstream() -> SocketAddr {
@@ -148,7 +134,7 @@ impl Proxy {
     fn start(config: &str) -> Self {
         let path = std::env::temp_dir().join(format!("proxy-{}.toml", fastrand::u64(..)));
         std::fs::write(&path, config).unwrap();
-        let mut child = Command::new(binary())
+        let mut child = Command::new(example_binary("proxy"))
             .arg(&path)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

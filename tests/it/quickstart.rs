@@ -9,13 +9,12 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::support::RedisServer;
+use crate::support::{RedisServer, example_binary, success_output};
 
 /// How long the example may take to print its first line, and to exit after SIGTERM.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -23,26 +22,6 @@ const PATIENCE: Duration = Duration::from_secs(60);
 /// The headers the rate limiter writes; `GET /` must carry none of them.
 const RATE_LIMIT_HEADERS: [&str; 4] =
     ["rate-limiting-", "ratelimit", "x-ratelimit-", "retry-after"];
-
-/// The example binary `name`: `target/<profile>/examples/<name>`, next to the test binary
-/// `target/<profile>/deps/it-<hash>`.
-fn example_binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("the test binary lives in target/<profile>/deps");
-    let binary = profile_dir
-        .join("examples")
-        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        binary.is_file(),
-        "the {name} example is not built ({} is missing): run `cargo build --examples` \
-         (a plain `cargo test` builds it too)",
-        binary.display()
-    );
-    binary
-}
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -522,17 +501,11 @@ fn on_redis_sentinel() {
 #[test]
 fn a_client_doing_what_the_headers_say_is_never_refused_twice_in_a_row() {
     let quickstart = Quickstart::start(&[]);
-    let output = Command::new(example_binary("client"))
-        .arg(format!("http://{}/api/hello", quickstart.addr))
-        .arg("7")
-        .env("CLIENT_MAX_WAIT_SECS", "15")
-        .output()
-        .expect("the client example runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
+    let stdout = success_output(
+        Command::new(example_binary("client"))
+            .arg(format!("http://{}/api/hello", quickstart.addr))
+            .arg("7")
+            .env("CLIENT_MAX_WAIT_SECS", "15"),
     );
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 8, "{stdout}");

@@ -11,6 +11,7 @@ mod fallback;
 mod freeze;
 mod key_format;
 mod leases;
+mod persistence;
 mod runtime;
 mod scripts;
 #[cfg(feature = "sentinel")]

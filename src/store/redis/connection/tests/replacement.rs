@@ -135,7 +135,7 @@ fn breaks_connection_means_io_errors_and_replicas() {
 async fn a_real_replica_answers_readonly_and_the_connection_is_replaced() {
     let (_refusing, primary) = refusing_port();
     let primary_port = primary.port().to_string();
-    let replica = RedisServer::start(&["--replicaof", "127.0.0.1", &primary_port]);
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary_port]);
     let connection = supervisor_of(replica.addr(), LONG, LONG);
     assert_eq!(ping(&connection).await.unwrap(), "PONG");
 

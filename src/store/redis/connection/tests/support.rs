@@ -1,13 +1,11 @@
 //! Servers for the supervisor's tests: a scripted fake Redis that needs nothing installed, ports
 //! that refuse or never answer, and a real `redis-server` for the one test that wants real replies.
 
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
 
 /// What the fake server does with a PING (every other command, e.g. the connection's set-up,
 /// gets `+OK`).
@@ -156,77 +154,6 @@ pub(super) fn unanswering_port() -> TcpListener {
     TcpListener::bind("127.0.0.1:0").expect("bind a loopback port")
 }
 
-/// A real `redis-server` child process on a free loopback port, killed by its PID when dropped.
-pub(super) struct RedisServer {
-    child: Child,
-    port: u16,
-}
-
-impl RedisServer {
-    /// Starts `redis-server` with `arguments` besides its port (no persistence). A missing binary
-    /// fails the test with how to install it.
-    pub(super) fn start(arguments: &[&str]) -> Self {
-        for _ in 0..20 {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .and_then(|listener| listener.local_addr())
-                .expect("find a free loopback port")
-                .port();
-            let child = Command::new("redis-server")
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"])
-                .args(arguments)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn();
-            let child = match child {
-                Ok(child) => child,
-                Err(err) if err.kind() == ErrorKind::NotFound => panic!(
-                    "`redis-server` was not found on PATH. This test runs against a real Redis \
-                     7: install it (Debian/Ubuntu: `sudo apt-get install redis-server`; macOS: \
-                     `brew install redis`) and run again."
-                ),
-                Err(err) => panic!("cannot run redis-server: {err}"),
-            };
-            let mut server = Self { child, port };
-            if server.wait_until_ready() {
-                return server;
-            }
-        }
-        panic!("could not start redis-server on a free port after 20 attempts");
-    }
-
-    pub(super) fn addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.port))
-    }
-
-    /// Whether the server answers PING within 10 s; false if it exited (its port was taken).
-    fn wait_until_ready(&mut self) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return false;
-            }
-            if let Ok(mut stream) = TcpStream::connect(self.addr()) {
-                let mut reply = [0; 7];
-                if stream.write_all(b"PING\r\n").is_ok()
-                    && stream.read_exact(&mut reply).is_ok()
-                    && &reply == b"+PONG\r\n"
-                {
-                    return true;
-                }
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
-        panic!(
-            "redis-server on port {} did not answer PING within 10 s",
-            self.port
-        );
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+/// A real `redis-server` on a free loopback port (the integration tests' own: saving off, in a
+/// directory of its own), killed when dropped.
+pub(super) use testkit::RedisServer;

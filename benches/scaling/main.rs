@@ -1,4 +1,4 @@
-//! Run with: cargo run --release --example scaling [-- --quick] [-- path.svg]
+//! Run with: cargo bench --bench scaling [-- --quick] [-- path.svg]
 //!
 //! How the cost of rate limiting grows with the work, measured on this machine and drawn into
 //! `docs/scaling.svg`:
@@ -6,7 +6,7 @@
 //! 1. the cost of one decision against the number of live keys (1 to 10^6; 10^5 with `--quick`),
 //!    for the memory store and the Redis store ([`keys`]);
 //! 2. the Redis memory one client key costs under each algorithm: the numbers
-//!    `cargo run --example memory_usage` printed into `docs/algorithms.md`, read from there, next
+//!    `cargo bench --bench memory_usage` printed into `docs/algorithms.md`, read from there, next
 //!    to the whole server's memory growth per live GCRA key measured in step 1 ([`memory`]);
 //! 3. requests per second against the number of app processes sharing one Redis (1, 2 and 4
 //!    axum apps with `RateLimitLayer` on a `RedisStore`), driven by the load generator of
@@ -17,11 +17,6 @@
 //! SVG is written by hand, as the other charts' (no plotting or font dependency). About two
 //! minutes; `--quick` takes about half a minute.
 
-#[path = "../../benches/http/load.rs"]
-mod load;
-#[path = "../../benches/http/redis_server.rs"]
-mod redis_server;
-
 mod chart;
 mod instances;
 mod keys;
@@ -29,10 +24,11 @@ mod memory;
 
 use std::process::ExitCode;
 
-use redis_server::{BoxError, RedisServer};
+use testkit::load;
+use testkit::{BoxError, RedisServer};
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args = testkit::args();
     let result = match args.as_slice() {
         [serve, url] if serve == "--serve" => instances::serve(url),
         _ => run(&args),
@@ -61,13 +57,13 @@ fn run(args: &[String]) -> Result<(), BoxError> {
     }
 
     let load_before = load::load_average();
-    let redis = RedisServer::start()?;
+    let redis = RedisServer::try_start()?;
     // The app processes first, on an empty Redis: the key sweep leaves up to 10^6 keys behind.
     eprintln!("scaling: requests/s against app instances");
-    let instances = instances::measure(redis.url(), quick)
+    let instances = instances::measure(&redis.url(), quick)
         .map_err(|err| format!("measuring app instances: {err}"))?;
     eprintln!("scaling: decision cost against live keys");
-    let keys = keys::measure(redis.url(), quick)
+    let keys = keys::measure(&redis.url(), quick)
         .map_err(|err| format!("measuring decisions against live keys: {err}"))?;
     drop(redis);
     let memory = memory::per_key()?;

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use crate::instances::{self, Point as InstancePoint};
 use crate::keys::{IN_FLIGHT, Point as KeyPoint};
 use crate::memory::PerKey;
-use crate::redis_server::BoxError;
+use testkit::BoxError;
 
 const WIDTH: f64 = 960.0;
 /// Where every panel's plot area starts and ends across.
@@ -126,7 +126,7 @@ pub(crate) fn draw(
         (WIDTH / 2.0, 50.0),
         "middle",
         &format!(r#"fill="{GREY}""#),
-        &format!("cargo run --release --example scaling: {machine}"),
+        &format!("cargo bench --bench scaling: {machine}"),
     );
     keys_panel(&mut svg, a_top, keys);
     memory_panel(&mut svg, b_top, memory, largest);
@@ -264,8 +264,8 @@ fn memory_panel(svg: &mut Svg, top: f64, rows: &[PerKey], largest: &KeyPoint) {
         top,
         "Redis memory per client key",
         &[
-            "MEMORY USAGE of one client's state keys, quota 100/min: the table of cargo run \
-             --example memory_usage in docs/algorithms.md.",
+            "MEMORY USAGE of one client's state keys, quota 100/min: the table of cargo bench \
+             --bench memory_usage in docs/algorithms.md.",
             &format!(
                 "Last bar: Redis's used_memory growth over {} live GCRA keys of the run above, \
                  divided by the keys (keyspace and expiry entries included).",

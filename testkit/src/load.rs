@@ -6,8 +6,6 @@
 //! server (and everything it shares the machine with) can answer, not a rate chosen in advance.
 //! Latency is measured per request, from just before it is sent to the end of its body, into an
 //! HDR histogram (microseconds, 3 significant digits).
-//!
-//! Shared by `benches/http` and `examples/scaling.rs` (which includes this file with `#[path]`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -23,39 +21,42 @@ use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use crate::redis_server::BoxError;
+use crate::BoxError;
 
 /// A request that takes longer than this fails the run instead of hanging it.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One slice of load.
-pub(crate) struct Load {
+pub struct Load {
     /// The servers to spread the connections over, in turn (connection `i` goes to target
     /// `i % targets.len()`).
-    pub(crate) targets: Vec<SocketAddr>,
-    pub(crate) connections: usize,
-    pub(crate) duration: Duration,
+    pub targets: Vec<SocketAddr>,
+    /// Keep-alive connections, so requests in flight at any time.
+    pub connections: usize,
+    /// How long the slice lasts.
+    pub duration: Duration,
     /// The `x-key` values, cycled through by all connections together: consecutive requests of
     /// the whole generator carry consecutive keys.
-    pub(crate) keys: Arc<[HeaderValue]>,
+    pub keys: Arc<[HeaderValue]>,
 }
 
 /// What a slice of load measured.
-pub(crate) struct Outcome {
+pub struct Outcome {
     /// 2xx answers.
-    pub(crate) ok: u64,
+    pub ok: u64,
     /// 429 answers.
-    pub(crate) denied: u64,
+    pub denied: u64,
     /// Any other status: none is expected, so a benchmark reports them.
-    pub(crate) other: u64,
+    pub other: u64,
     /// From the first connection attempt to the end of the last response.
-    pub(crate) elapsed: Duration,
+    pub elapsed: Duration,
     /// Per-request latency in microseconds.
-    pub(crate) latency: Histogram<u64>,
+    pub latency: Histogram<u64>,
 }
 
 impl Outcome {
-    pub(crate) fn empty() -> Result<Self, BoxError> {
+    /// Nothing measured yet.
+    pub fn empty() -> Result<Self, BoxError> {
         Ok(Self {
             ok: 0,
             denied: 0,
@@ -66,17 +67,19 @@ impl Outcome {
         })
     }
 
-    pub(crate) fn requests(&self) -> u64 {
+    /// Every answer, whatever its status.
+    pub fn requests(&self) -> u64 {
         self.ok + self.denied + self.other
     }
 
-    pub(crate) fn per_second(&self) -> f64 {
+    /// Answers per second of the slice.
+    pub fn per_second(&self) -> f64 {
         self.requests() as f64 / self.elapsed.as_secs_f64().max(f64::MIN_POSITIVE)
     }
 
     /// Adds another slice's counts, time and latencies (slices run one after another, so their
     /// times add up).
-    pub(crate) fn merge(&mut self, other: &Self) -> Result<(), BoxError> {
+    pub fn merge(&mut self, other: &Self) -> Result<(), BoxError> {
         self.ok += other.ok;
         self.denied += other.denied;
         self.other += other.other;
@@ -86,7 +89,7 @@ impl Outcome {
     }
 
     /// A latency quantile (0.5, 0.99) in microseconds.
-    pub(crate) fn micros_at(&self, quantile: f64) -> u64 {
+    pub fn micros_at(&self, quantile: f64) -> u64 {
         self.latency.value_at_quantile(quantile)
     }
 
@@ -103,7 +106,7 @@ impl Outcome {
 
 /// Runs one slice: opens the connections, keeps each busy until `load.duration` has passed, and
 /// returns what they measured together. Must run inside a Tokio runtime with time enabled.
-pub(crate) async fn drive(load: &Load) -> Result<Outcome, BoxError> {
+pub async fn drive(load: &Load) -> Result<Outcome, BoxError> {
     if load.targets.is_empty() || load.keys.is_empty() || load.connections == 0 {
         return Err("a load needs at least one target, one key and one connection".into());
     }
@@ -169,7 +172,7 @@ async fn connection(
 
 /// The machine's 1-minute load average (Linux's `/proc/loadavg`), printed next to the results:
 /// on a machine shared with other work, the results are only as quiet as this was.
-pub(crate) fn load_average() -> Option<f64> {
+pub fn load_average() -> Option<f64> {
     let line = std::fs::read_to_string("/proc/loadavg").ok()?;
     line.split_whitespace().next()?.parse().ok()
 }

@@ -1,4 +1,4 @@
-//! Run with: cargo run --example shed_chart
+//! Run with: cargo bench --bench shed_chart
 //!
 //! Drives the worker-utilisation shedder's real control law ([`ShedControl`] with Stripe's
 //! constants) through a step of overload and draws the drop probability of each priority over
@@ -9,7 +9,7 @@
 //! fall as requests are shed, which shows the law itself; in a real service shedding lowers the
 //! utilisation, and the amount settles where the utilisation sits in the dead zone.
 //!
-//! Pass a path to write the SVG elsewhere: `cargo run --example shed_chart -- /tmp/chart.svg`.
+//! Pass a path to write the SVG elsewhere: `cargo bench --bench shed_chart -- /tmp/chart.svg`.
 //! The SVG is written by hand (no plotting or font dependency).
 
 use std::fmt::Write as _;
@@ -291,7 +291,7 @@ fn chart(samples: &[Sample], law: &ControlLaw) -> String {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let law = ControlLaw::STRIPE;
     let samples = simulate(law)?;
-    let path = std::env::args().nth(1).unwrap_or_else(|| {
+    let path = testkit::args().into_iter().next().unwrap_or_else(|| {
         concat!(env!("CARGO_MANIFEST_DIR"), "/docs/load-shedding.svg").to_owned()
     });
     std::fs::write(&path, chart(&samples, &law))?;

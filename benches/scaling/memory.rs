@@ -1,8 +1,8 @@
-//! Redis memory per client key for each algorithm, as `cargo run --example memory_usage`
+//! Redis memory per client key for each algorithm, as `cargo bench --bench memory_usage`
 //! measured it: read from the table that program printed into `docs/algorithms.md`, so that the
 //! chart and that page show the same numbers (rerun it and update the page to refresh both).
 
-use crate::redis_server::BoxError;
+use testkit::BoxError;
 
 /// The page the table is read from, compiled in.
 const ALGORITHMS_PAGE: &str = include_str!("../../docs/algorithms.md");
@@ -17,7 +17,7 @@ pub(crate) struct PerKey {
 
 /// The rows of `memory_usage`'s table in `docs/algorithms.md`.
 pub(crate) fn per_key() -> Result<Vec<PerKey>, BoxError> {
-    let missing = "docs/algorithms.md has no table of `cargo run --example memory_usage` (its \
+    let missing = "docs/algorithms.md has no table of `cargo bench --bench memory_usage` (its \
                    header line changed?)";
     let table = ALGORITHMS_PAGE
         .split_once(TABLE_HEADER)
@@ -46,9 +46,7 @@ pub(crate) fn per_key() -> Result<Vec<PerKey>, BoxError> {
 }
 
 pub(crate) fn print(rows: &[PerKey]) {
-    println!(
-        "\nRedis memory per client key (docs/algorithms.md, from `--example memory_usage`):\n"
-    );
+    println!("\nRedis memory per client key (docs/algorithms.md, from `--bench memory_usage`):\n");
     println!("| state | bytes |");
     println!("|---|---:|");
     for row in rows {

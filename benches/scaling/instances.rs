@@ -9,9 +9,6 @@
 //! interleaves its modes. Every process shares the machine's cores with the others, the load
 //! generator and Redis.
 
-use std::io::{BufRead, BufReader, Read};
-use std::net::SocketAddr;
-use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,8 +19,10 @@ use tower_redis_ratelimit::admission::FailureMode;
 use tower_redis_ratelimit::key::{HeaderKey, Key};
 use tower_redis_ratelimit::{Policy, Quota, RateLimitLayer, RedisStore, Rule, Store};
 
-use crate::load::{Load, Outcome, drive};
-use crate::redis_server::{self, BoxError, Calls, command_calls};
+use testkit::BoxError;
+use testkit::app_process::{AppProcess, listen_for_parent};
+use testkit::commands::{self, Calls, command_calls};
+use testkit::load::{Load, Outcome, drive};
 
 /// The instance counts measured.
 pub(crate) const COUNTS: [usize; 3] = [1, 2, 4];
@@ -75,62 +74,10 @@ pub(crate) fn serve(redis_url: &str) -> Result<(), BoxError> {
         let app = Router::new()
             .route("/", get(|| async { "ok" }))
             .layer(limit);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        println!("{}", listener.local_addr()?);
-        std::thread::spawn(|| {
-            let _ = std::io::stdin().read_to_end(&mut Vec::new());
-            std::process::exit(0);
-        });
+        let listener = listen_for_parent().await?;
         axum::serve(listener, app).await?;
         Ok(())
     })
-}
-
-/// An app process, stopped when dropped.
-struct Instance {
-    child: Child,
-    address: SocketAddr,
-}
-
-impl Instance {
-    fn start(redis_url: &str) -> Result<Self, BoxError> {
-        let program = std::env::current_exe()?;
-        let mut child = Command::new(program)
-            .args(["--serve", redis_url])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()?;
-        let address = child
-            .stdout
-            .take()
-            .ok_or("no stdout")
-            .map_err(BoxError::from)
-            .and_then(read_address);
-        match address {
-            Ok(address) => Ok(Self { child, address }),
-            Err(err) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                Err(format!("an app process did not start: {err}").into())
-            }
-        }
-    }
-}
-
-fn read_address(stdout: ChildStdout) -> Result<SocketAddr, BoxError> {
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line)?;
-    Ok(line
-        .trim()
-        .parse()
-        .map_err(|_| format!("expected the app's address, read {line:?}"))?)
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 pub(crate) fn measure(redis_url: &str, quick: bool) -> Result<Vec<Point>, BoxError> {
@@ -142,16 +89,16 @@ pub(crate) fn measure(redis_url: &str, quick: bool) -> Result<Vec<Point>, BoxErr
     let client = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let mut counters = client.block_on(redis_server::connect(redis_url))?;
+    let mut counters = client.block_on(commands::connect(redis_url))?;
     let instances = (0..MOST)
-        .map(|_| Instance::start(redis_url))
+        .map(|_| AppProcess::start(redis_url))
         .collect::<Result<Vec<_>, _>>()?;
     let keys: Arc<[HeaderValue]> = (0..KEYS)
         .map(|i| HeaderValue::from_str(&format!("client-{i}")))
         .collect::<Result<Vec<_>, _>>()?
         .into();
     let load = |count: usize, duration| Load {
-        targets: instances[..count].iter().map(|i| i.address).collect(),
+        targets: instances[..count].iter().map(AppProcess::address).collect(),
         connections: CONNECTIONS,
         duration,
         keys: Arc::clone(&keys),

@@ -1,55 +1,46 @@
 //! A real Redis Cluster for one test: three primaries and a replica each, on free ports, started
 //! with `redis-server --cluster-enabled yes` and joined with `redis-cli --cluster create`, torn
-//! down with its processes (SIGKILL by PID) and its directory.
+//! down with its processes (SIGKILL by PID) and their directories.
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{RedisServer, find_binary};
+use crate::{RedisServer, TempDir, find_binary};
 
 /// How long a primary may be unreachable before its replica takes over: short, so failover tests
 /// take seconds.
 const NODE_TIMEOUT_MS: u64 = 1_000;
 
-pub(crate) struct RedisCluster {
+/// Six [`RedisServer`]s joined into a cluster, each in a directory of its own (where it keeps its
+/// `nodes.conf`, across a restart too).
+#[derive(Debug)]
+pub struct RedisCluster {
     nodes: Vec<RedisServer>,
-    dir: PathBuf,
 }
 
 impl RedisCluster {
     /// Three primaries with one replica each, every slot served, every replica in sync.
-    pub(crate) fn start() -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "trr-cluster-{}-{}",
-            std::process::id(),
-            fastrand::u64(..)
-        ));
-        std::fs::create_dir_all(&dir).expect("a directory for the cluster's nodes.conf files");
+    pub fn start() -> Self {
+        let node_timeout = NODE_TIMEOUT_MS.to_string();
+        let arguments = [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-node-timeout",
+            &node_timeout,
+        ];
         let nodes: Vec<RedisServer> = (0..6)
             .map(|_| {
-                RedisServer::start_with(
-                    vec![
-                        "--cluster-enabled".into(),
-                        "yes".into(),
-                        "--cluster-node-timeout".into(),
-                        NODE_TIMEOUT_MS.to_string(),
-                        // Unique within the directory, and kept across a restart of the node.
-                        "--cluster-config-file".into(),
-                        format!("nodes-{}.conf", fastrand::u64(..)),
-                    ],
-                    Some(dir.clone()),
-                    cluster_port,
-                )
+                RedisServer::try_start_on(&arguments, cluster_port)
+                    .unwrap_or_else(|err| panic!("{err}"))
             })
             .collect();
-        let cluster = RedisCluster { nodes, dir };
+        let cluster = RedisCluster { nodes };
         let addresses: Vec<String> = cluster
             .nodes
             .iter()
             .map(|node| format!("127.0.0.1:{}", node.port()))
             .collect();
-        let output = Command::new(find_binary("redis-cli"))
+        let output = Command::new(redis_cli())
             .arg("--cluster")
             .arg("create")
             .args(&addresses)
@@ -66,30 +57,30 @@ impl RedisCluster {
     }
 
     /// Every node's URL.
-    pub(crate) fn urls(&self) -> Vec<String> {
+    pub fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(RedisServer::url).collect()
     }
 
     /// The URLs as `REDIS_CLUSTER_URLS` takes them: comma-separated.
-    pub(crate) fn urls_joined(&self) -> String {
+    pub fn urls_joined(&self) -> String {
         self.urls().join(",")
     }
 
     /// The node at `index` (0 to 5).
-    pub(crate) fn node(&self, index: usize) -> &RedisServer {
+    pub fn node(&self, index: usize) -> &RedisServer {
         &self.nodes[index]
     }
 
     /// The indexes of the running primaries.
-    pub(crate) fn primaries(&self) -> Vec<usize> {
+    pub fn primaries(&self) -> Vec<usize> {
         (0..self.nodes.len())
-            .filter(|&index| self.nodes[index].child.is_some())
+            .filter(|&index| self.nodes[index].is_running())
             .filter(|&index| self.nodes[index].cli(&["ROLE"]).starts_with("master"))
             .collect()
     }
 
     /// `key`'s slot, as the cluster computes it.
-    pub(crate) fn keyslot(&self, key: &str) -> u16 {
+    pub fn keyslot(&self, key: &str) -> u16 {
         self.any_live()
             .cli(&["CLUSTER", "KEYSLOT", key])
             .parse()
@@ -97,7 +88,7 @@ impl RedisCluster {
     }
 
     /// The running primary serving `key`'s slot.
-    pub(crate) fn primary_for(&self, key: &str) -> usize {
+    pub fn primary_for(&self, key: &str) -> usize {
         let slot = self.keyslot(key);
         self.primaries()
             .into_iter()
@@ -106,19 +97,19 @@ impl RedisCluster {
     }
 
     /// Kills node `index` (SIGKILL): its replica takes over after the node timeout.
-    pub(crate) fn kill(&mut self, index: usize) {
+    pub fn kill(&mut self, index: usize) {
         self.nodes[index].kill();
     }
 
     /// Starts node `index` again with its nodes.conf: it rejoins the cluster (as a replica of
     /// whoever took its slots over).
-    pub(crate) fn restart(&mut self, index: usize) {
+    pub fn restart(&mut self, index: usize) {
         self.nodes[index].restart();
     }
 
     /// Waits until every running node sees the cluster as ok, every slot served, and every running
     /// replica in sync with its primary.
-    pub(crate) fn wait_until_ready(&self, within: Duration) {
+    pub fn wait_until_ready(&self, within: Duration) {
         let deadline = Instant::now() + within;
         loop {
             if self.is_ready() {
@@ -135,12 +126,13 @@ impl RedisCluster {
 
     /// Moves `slots` slots from the primary at `from` to the primary at `to`
     /// (`redis-cli --cluster reshard`), keys included, while clients keep running.
-    pub(crate) fn reshard(&self, from: usize, to: usize, slots: u32) {
+    pub fn reshard(&self, from: usize, to: usize, slots: u32) {
         // Its output (a line per slot moved) goes to a file: a pipe nobody reads while it runs
         // would fill and stall it.
-        let log = std::env::temp_dir().join(format!("reshard-{}.log", fastrand::u64(..)));
+        let dir = TempDir::new("reshard").expect("a directory for redis-cli's log");
+        let log = dir.path().join("reshard.log");
         let file = std::fs::File::create(&log).expect("a log file for redis-cli");
-        let mut child = Command::new(find_binary("redis-cli"))
+        let mut child = Command::new(redis_cli())
             .args(["--cluster", "reshard"])
             .arg(format!("127.0.0.1:{}", self.nodes[to].port()))
             .args(["--cluster-from", &self.node_id(from)])
@@ -166,7 +158,6 @@ impl RedisCluster {
             std::thread::sleep(Duration::from_millis(20));
         };
         let output = std::fs::read_to_string(&log).unwrap_or_default();
-        let _ = std::fs::remove_file(&log);
         match status {
             Some(status) => assert!(
                 status.success(),
@@ -177,7 +168,7 @@ impl RedisCluster {
     }
 
     /// How many slots the node at `index` serves.
-    pub(crate) fn slot_count(&self, index: usize) -> u32 {
+    pub fn slot_count(&self, index: usize) -> u32 {
         self.slot_ranges(index)
             .iter()
             .map(|(start, end)| u32::from(end - start) + 1)
@@ -185,7 +176,7 @@ impl RedisCluster {
     }
 
     fn is_ready(&self) -> bool {
-        let live: Vec<&RedisServer> = self.nodes.iter().filter(|n| n.child.is_some()).collect();
+        let live: Vec<&RedisServer> = self.nodes.iter().filter(|node| node.is_running()).collect();
         let ok = live.iter().all(|node| {
             let info = node.cli(&["CLUSTER", "INFO"]);
             info.contains("cluster_state:ok") && info.contains("cluster_slots_ok:16384")
@@ -199,7 +190,7 @@ impl RedisCluster {
     fn any_live(&self) -> &RedisServer {
         self.nodes
             .iter()
-            .find(|node| node.child.is_some())
+            .find(|node| node.is_running())
             .expect("a running node")
     }
 
@@ -230,15 +221,6 @@ impl RedisCluster {
     }
 }
 
-impl Drop for RedisCluster {
-    fn drop(&mut self) {
-        for node in &mut self.nodes {
-            node.kill();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 /// A free port whose cluster bus port (the port + 10000) is free too, both below Linux's
 /// ephemeral range (32768 and up by default): a node killed and restarted on its port must find
 /// it free, and an outgoing connection may take an ephemeral port while the node is down.
@@ -252,9 +234,13 @@ fn cluster_port() -> u16 {
     }
 }
 
+fn redis_cli() -> std::path::PathBuf {
+    find_binary("redis-cli").unwrap_or_else(|err| panic!("{err}"))
+}
+
 /// The cluster slot of a key whose hash tag is all of `tag` (CRC16/XMODEM modulo 16384, as Redis
 /// computes it).
-pub(crate) fn slot(tag: &str) -> u16 {
+pub fn slot(tag: &str) -> u16 {
     let mut crc: u16 = 0;
     for &byte in tag.as_bytes() {
         crc ^= u16::from(byte) << 8;

@@ -22,7 +22,8 @@ use futures_util::future::try_join_all;
 use tower_redis_ratelimit::key::Key;
 use tower_redis_ratelimit::{Decision, MemoryStore, Policy, Quota, RedisStore, Rule, Store};
 
-use crate::redis_server::{self, BoxError};
+use testkit::BoxError;
+use testkit::commands;
 
 /// Redis decisions in flight at once in the throughput measure.
 pub(crate) const IN_FLIGHT: usize = 64;
@@ -128,7 +129,7 @@ fn redis(
         .build()?;
     runtime.block_on(async {
         let store = RedisStore::open(url)?;
-        let mut admin = redis_server::connect(url).await?;
+        let mut admin = commands::connect(url).await?;
         // Whatever ran before (the app processes' keys) is gone before the memory baseline.
         let _: () = redis::cmd("FLUSHALL").query_async(&mut admin).await?;
         // Connects and loads the script; its key is deleted below, before the first step.

@@ -1,12 +1,9 @@
-//! Request traces shared by the accuracy study (`accuracy.rs`) and the chart (`chart.rs`), so both
-//! measure the algorithms on requests made the same way.
+//! Request traces shared by the accuracy study (`benches/accuracy.rs`) and the chart
+//! (`benches/chart.rs`), so both measure the algorithms on requests made the same way.
 //!
 //! A trace is a list of requests, each a time in microseconds since the Unix epoch and a client,
-//! sorted by time. The random parts take a seeded [`fastrand::Rng`], so every run of an example
+//! sorted by time. The random parts take a seeded [`fastrand::Rng`], so every run of a study
 //! sees the same requests and prints the same numbers.
-
-// Each example uses a part of this module; the rest is dead code in the other one.
-#![allow(dead_code)]
 
 use std::time::Duration;
 
@@ -14,37 +11,31 @@ use fastrand::Rng;
 
 /// The start of every trace: a whole minute (and so a whole second, ten seconds ...) since the
 /// epoch, so the sliding window's epoch-aligned sub-intervals start with the trace.
-pub(crate) const START_MICROS: u64 = 1_699_999_980_000_000;
+pub const START_MICROS: u64 = 1_699_999_980_000_000;
 
 /// One request of a trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Request {
+pub struct Request {
     /// When it arrives, in µs since the Unix epoch.
-    pub(crate) at: u64,
+    pub at: u64,
     /// Which client sends it (each client is its own rate-limit key).
-    pub(crate) client: u32,
+    pub client: u32,
 }
 
 /// A trace under construction: requests are added in any order and sorted by [`Trace::finish`].
 #[derive(Debug, Default)]
-pub(crate) struct Trace {
+pub struct Trace {
     requests: Vec<Request>,
 }
 
 impl Trace {
     /// An empty trace.
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         Self::default()
     }
 
     /// `count` requests of `client` starting `at` (µs from the trace start), `spacing` apart.
-    pub(crate) fn burst(
-        &mut self,
-        client: u32,
-        at: Duration,
-        count: u32,
-        spacing: Duration,
-    ) -> &mut Self {
+    pub fn burst(&mut self, client: u32, at: Duration, count: u32, spacing: Duration) -> &mut Self {
         for i in 0..count {
             self.push(client, at + spacing * i);
         }
@@ -52,7 +43,7 @@ impl Trace {
     }
 
     /// Evenly spaced requests of `client` at `per_second`, from `from` until before `to`.
-    pub(crate) fn steady(
+    pub fn steady(
         &mut self,
         client: u32,
         from: Duration,
@@ -70,7 +61,7 @@ impl Trace {
 
     /// A Poisson process of `client` at `per_second` on average, from `from` until before `to`:
     /// exponentially distributed gaps, as independent users produce.
-    pub(crate) fn poisson(
+    pub fn poisson(
         &mut self,
         rng: &mut Rng,
         client: u32,
@@ -92,7 +83,7 @@ impl Trace {
     /// silent for off-phases of `off` seconds on average (both exponentially distributed), from
     /// `from` until before `to`. Crawlers and batch jobs look like this.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn on_off(
+    pub fn on_off(
         &mut self,
         rng: &mut Rng,
         client: u32,
@@ -117,7 +108,7 @@ impl Trace {
     /// the next, each burst's requests at uniformly random times. This is the traffic that makes a
     /// fixed window admit twice its limit, and that puts a whole previous window's count at its
     /// very end, where the sliding window counter assumes it was spread evenly.
-    pub(crate) fn window_edges(
+    pub fn window_edges(
         &mut self,
         rng: &mut Rng,
         client: u32,
@@ -137,7 +128,7 @@ impl Trace {
     }
 
     /// The requests, sorted by time (stable: requests of one instant keep the order added).
-    pub(crate) fn finish(&mut self) -> Vec<Request> {
+    pub fn finish(&mut self) -> Vec<Request> {
         let mut requests = std::mem::take(&mut self.requests);
         requests.sort_by_key(|request| request.at);
         requests

@@ -1,4 +1,4 @@
-//! Run with: cargo run --release --example soak
+//! Run with: cargo bench --bench soak
 //!
 //! Soak and chaos: mixed traffic from several app processes on a Redis Cluster while primaries
 //! are killed and restarted, then a report (markdown, printed) of what clients saw.
@@ -23,25 +23,19 @@
 //! `/rate` requests replayed through an exact GCRA, the most burst any key needed beyond the
 //! configured 20, overall and around each failover.
 
-#[allow(dead_code)]
-#[path = "../../tests/support/mod.rs"]
-mod support;
-
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::routing::get;
-use support::cluster::RedisCluster;
+use testkit::BoxError;
+use testkit::app_process::{AppProcess, listen_for_parent};
+use testkit::cluster::RedisCluster;
 use tower_redis_ratelimit::admission::FailureMode;
 use tower_redis_ratelimit::key::HeaderKey;
 use tower_redis_ratelimit::{ConcurrencyLimitLayer, Quota, RateLimitLayer, RedisStore, Rule};
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const DEADLINE: Duration = Duration::from_millis(100);
 const SLACK: Duration = Duration::from_millis(50);
@@ -51,9 +45,9 @@ const CLIENTS: usize = 24;
 const LEASE: Duration = Duration::from_secs(5);
 
 fn main() -> Result<(), BoxError> {
-    let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("--serve") {
-        return serve(&args[2]);
+    let args = testkit::args();
+    if args.first().map(String::as_str) == Some("--serve") {
+        return serve(&args[1]);
     }
     let setting = |name: &str, default: u64| -> Result<u64, BoxError> {
         match std::env::var(name) {
@@ -108,12 +102,7 @@ fn serve(urls: &str) -> Result<(), BoxError> {
                 })
                 .layer(slow),
             );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        println!("{}", listener.local_addr()?);
-        std::thread::spawn(|| {
-            let _ = std::io::stdin().read_to_end(&mut Vec::new());
-            std::process::exit(0);
-        });
+        let listener = listen_for_parent().await?;
         axum::serve(listener, app).await?;
         Ok(())
     })
@@ -133,10 +122,13 @@ struct Seen {
 async fn run(length: Duration, apps: usize, kill_every: Duration) -> Result<(), BoxError> {
     let cluster = Arc::new(Mutex::new(RedisCluster::start()));
     let urls = cluster.lock().unwrap().urls_joined();
-    let mut children: Vec<(Child, String)> = (0..apps)
-        .map(|_| start_app(&urls))
+    let children: Vec<AppProcess> = (0..apps)
+        .map(|_| AppProcess::start(&urls))
         .collect::<Result<_, _>>()?;
-    let addresses: Vec<String> = children.iter().map(|(_, addr)| addr.clone()).collect();
+    let addresses: Vec<String> = children
+        .iter()
+        .map(|app| format!("http://{}", app.address()))
+        .collect();
     let seen = Arc::new(Seen {
         admitted: Mutex::new(vec![Vec::new(); KEYS]),
         ..Seen::default()
@@ -159,10 +151,7 @@ async fn run(length: Duration, apps: usize, kill_every: Duration) -> Result<(), 
         .collect();
 
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let rss_start: Vec<u64> = children
-        .iter()
-        .map(|(child, _)| rss_kib(child.id()))
-        .collect();
+    let rss_start: Vec<u64> = children.iter().map(|app| rss_kib(app.id())).collect();
     let mut failovers = Vec::new();
     let mut next_kill = started + kill_every;
     while started.elapsed() < length {
@@ -199,17 +188,13 @@ async fn run(length: Duration, apps: usize, kill_every: Duration) -> Result<(), 
     for task in tasks {
         task.await?;
     }
-    let rss_end: Vec<u64> = children
-        .iter()
-        .map(|(child, _)| rss_kib(child.id()))
-        .collect();
+    let rss_end: Vec<u64> = children.iter().map(|app| rss_kib(app.id())).collect();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let held_at_once = live_permits(&cluster.lock().unwrap());
     tokio::time::sleep(LEASE + Duration::from_secs(1)).await;
     let held_after_lease = live_permits(&cluster.lock().unwrap());
-    for (child, _) in &mut children {
-        drop(child.stdin.take());
-        let _ = child.wait();
+    for app in children {
+        app.stop();
     }
     report(
         &seen,
@@ -221,17 +206,6 @@ async fn run(length: Duration, apps: usize, kill_every: Duration) -> Result<(), 
         &rss_end,
     );
     Ok(())
-}
-
-fn start_app(urls: &str) -> Result<(Child, String), BoxError> {
-    let mut child = Command::new(std::env::current_exe()?)
-        .args(["--serve", urls])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()?;
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().ok_or("no stdout")?).read_line(&mut line)?;
-    Ok((child, format!("http://{}", line.trim())))
 }
 
 async fn drive(

@@ -1,22 +1,27 @@
 //! Redis Sentinel for one test: a primary, its replica and three sentinels watching them, on free
-//! ports, torn down with their processes and directory.
+//! ports, torn down with their processes and directories.
 
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{RedisServer, find_binary, free_port};
+use crate::server::cli;
+use crate::{RedisServer, TempDir, find_binary, free_port};
 
 /// The name the sentinels know the primary by.
-pub(crate) const MASTER: &str = "limits";
+pub const MASTER: &str = "limits";
 
-pub(crate) struct RedisSentinels {
+/// Two [`RedisServer`]s, a primary and its replica, and three sentinels watching them.
+#[derive(Debug)]
+pub struct RedisSentinels {
     /// The first primary and its replica; after a failover, the other is the primary.
     servers: [RedisServer; 2],
     sentinels: Vec<SentinelProcess>,
-    dir: PathBuf,
+    /// The sentinels' config files, which they rewrite, and their working directory: held for
+    /// its removal on drop.
+    _dir: TempDir,
 }
 
+#[derive(Debug)]
 struct SentinelProcess {
     child: Child,
     port: u16,
@@ -25,37 +30,25 @@ struct SentinelProcess {
 impl RedisSentinels {
     /// A primary, a replica in sync with it, and three sentinels that all know both and each
     /// other.
-    pub(crate) fn start() -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "trr-sentinel-{}-{}",
-            std::process::id(),
-            fastrand::u64(..)
-        ));
-        std::fs::create_dir_all(&dir).expect("a directory for the sentinels' config files");
+    pub fn start() -> Self {
+        let dir = TempDir::new("sentinel").expect("a directory for the sentinels' config files");
         let primary = RedisServer::start();
-        let replica = RedisServer::start_with(
-            vec![
-                "--replicaof".into(),
-                "127.0.0.1".into(),
-                primary.port().to_string(),
-            ],
-            None,
-            free_port,
-        );
+        let replica =
+            RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
         let sentinels = (0..3)
-            .map(|index| start_sentinel(&dir, index, primary.port()))
+            .map(|index| start_sentinel(dir.path(), index, primary.port()))
             .collect();
         let set = RedisSentinels {
             servers: [primary, replica],
             sentinels,
-            dir,
+            _dir: dir,
         };
         set.wait(
             Duration::from_secs(30),
             "the sentinels to know the replica and each other",
             |set| {
                 set.sentinels.iter().all(|sentinel| {
-                    let master = sentinel_cli(sentinel.port, &["SENTINEL", "MASTER", MASTER]);
+                    let master = cli(sentinel.port, &["SENTINEL", "MASTER", MASTER]);
                     master.contains("num-slaves\n1") && master.contains("num-other-sentinels\n2")
                 }) && set.servers[1]
                     .cli(&["INFO", "replication"])
@@ -66,7 +59,7 @@ impl RedisSentinels {
     }
 
     /// The sentinels' URLs, as `REDIS_SENTINEL_URLS` takes them: comma-separated.
-    pub(crate) fn sentinel_urls(&self) -> String {
+    pub fn sentinel_urls(&self) -> String {
         self.sentinels
             .iter()
             .map(|sentinel| format!("redis://127.0.0.1:{}", sentinel.port))
@@ -75,8 +68,8 @@ impl RedisSentinels {
     }
 
     /// The port of the server the sentinels name as primary.
-    pub(crate) fn primary_port(&self) -> u16 {
-        let address = sentinel_cli(
+    pub fn primary_port(&self) -> u16 {
+        let address = cli(
             self.sentinels[0].port,
             &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER],
         );
@@ -88,7 +81,7 @@ impl RedisSentinels {
     }
 
     /// The server that is primary now.
-    pub(crate) fn primary(&mut self) -> &mut RedisServer {
+    pub fn primary(&mut self) -> &mut RedisServer {
         let port = self.primary_port();
         self.servers
             .iter_mut()
@@ -96,12 +89,17 @@ impl RedisSentinels {
             .expect("the primary is one of the two servers")
     }
 
+    /// The two servers: the first primary, then its replica.
+    pub fn servers(&self) -> &[RedisServer] {
+        &self.servers
+    }
+
     /// Asks the sentinels for a failover (`SENTINEL FAILOVER`) and waits until the replica is the
     /// primary and the old primary its replica (until then, the old one still takes writes,
     /// which its demotion discards: Sentinel's own window of lost writes).
-    pub(crate) fn failover(&self) {
+    pub fn failover(&self) {
         let before = self.primary_port();
-        let answer = sentinel_cli(self.sentinels[0].port, &["SENTINEL", "FAILOVER", MASTER]);
+        let answer = cli(self.sentinels[0].port, &["SENTINEL", "FAILOVER", MASTER]);
         assert_eq!(answer, "OK", "SENTINEL FAILOVER refused");
         self.wait(Duration::from_secs(30), "the failover", |set| {
             let now = set.primary_port();
@@ -117,7 +115,7 @@ impl RedisSentinels {
     }
 
     /// Kills the primary (SIGKILL) and waits until the sentinels promoted the replica.
-    pub(crate) fn kill_primary(&mut self) {
+    pub fn kill_primary(&mut self) {
         let before = self.primary_port();
         self.primary().kill();
         self.wait(
@@ -138,11 +136,11 @@ impl RedisSentinels {
 
 impl Drop for RedisSentinels {
     fn drop(&mut self) {
+        // The servers and the directory go after the sentinels, as fields drop.
         for sentinel in &mut self.sentinels {
             let _ = sentinel.child.kill();
             let _ = sentinel.child.wait();
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -163,7 +161,8 @@ fn start_sentinel(dir: &std::path::Path, index: usize, primary_port: u16) -> Sen
             ),
         )
         .expect("a sentinel config file");
-        let mut child = Command::new(find_binary("redis-server"))
+        let binary = find_binary("redis-server").unwrap_or_else(|err| panic!("{err}"));
+        let mut child = Command::new(binary)
             .arg(&config)
             .arg("--sentinel")
             .stdout(Stdio::null())
@@ -175,7 +174,7 @@ fn start_sentinel(dir: &std::path::Path, index: usize, primary_port: u16) -> Sen
             if let Ok(Some(_)) = child.try_wait() {
                 break;
             }
-            if sentinel_cli(port, &["PING"]) == "PONG" {
+            if crate::server::answers_ping(port) {
                 return SentinelProcess { child, port };
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -184,13 +183,4 @@ fn start_sentinel(dir: &std::path::Path, index: usize, primary_port: u16) -> Sen
         let _ = child.wait();
     }
     panic!("could not start a sentinel on a free port after 20 attempts");
-}
-
-fn sentinel_cli(port: u16, args: &[&str]) -> String {
-    let output = Command::new(find_binary("redis-cli"))
-        .args(["-p", &port.to_string()])
-        .args(args)
-        .output()
-        .expect("redis-cli runs");
-    String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }

@@ -1,4 +1,4 @@
-//! Run with: cargo build --release --example cost && valgrind --tool=callgrind target/release/examples/cost <what> <n>
+//! Run with: cargo bench --bench cost --config "target.'cfg(unix)'.runner = 'valgrind --tool=callgrind'" -- <what> <n>
 //!
 //! A tight loop of `n` decisions, for counting instructions: callgrind counts the same number
 //! whatever else the machine does, so two builds compare exactly where wall-clock benchmarks on a
@@ -23,16 +23,15 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use http::{HeaderValue, Request, Response};
+use testkit::governor::XKey;
 use tower::{Layer, Service, ServiceExt};
-use tower_governor::GovernorError;
 use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
-use tower_governor::key_extractor::KeyExtractor;
 use tower_redis_ratelimit::key::{GlobalKey, HeaderKey, Key};
 use tower_redis_ratelimit::{MemoryStore, Policy, Quota, RateLimitLayer, Rule, Store};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut args = std::env::args().skip(1);
+    let mut args = testkit::args().into_iter();
     let what = args.next().unwrap_or_else(|| "layer".to_owned());
     let n: u64 = args.next().map_or(Ok(100_000), |n| n.parse())?;
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -139,22 +138,6 @@ where
         admitted += u64::from(response.status() == 200);
     }
     Ok(admitted)
-}
-
-/// tower_governor's key: the `x-key` header, as `HeaderKey::new("x-key")` reads it.
-#[derive(Clone)]
-struct XKey;
-
-impl KeyExtractor for XKey {
-    type Key = HeaderValue;
-
-    fn extract<T>(&self, request: &Request<T>) -> Result<HeaderValue, GovernorError> {
-        request
-            .headers()
-            .get("x-key")
-            .cloned()
-            .ok_or(GovernorError::UnableToExtractKey)
-    }
 }
 
 fn store(what: &str, n: u64) -> Result<u64, Box<dyn std::error::Error>> {

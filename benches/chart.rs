@@ -1,4 +1,4 @@
-//! Run with: cargo run --example chart
+//! Run with: cargo bench --bench chart
 //!
 //! Draws `docs/algorithms.svg`: which requests of one bursty client each algorithm allows and
 //! denies over time, under a quota of 10 requests per 10 s. Every algorithm sees the same trace
@@ -11,18 +11,16 @@
 //! - t = 37.5 s: 10 requests just before that window ends, and 10 just after (t = 38 s);
 //! - t = 40 to 56 s: two requests a second, twice the quota's rate.
 //!
-//! Pass a path to write the SVG elsewhere: `cargo run --example chart -- /tmp/chart.svg`.
+//! Pass a path to write the SVG elsewhere: `cargo bench --bench chart -- /tmp/chart.svg`.
 //! The SVG is written by hand (no plotting or font dependency).
-
-mod traces;
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use testkit::traces::{START_MICROS, Trace};
 use tower_redis_ratelimit::clock::ManualClock;
 use tower_redis_ratelimit::key::Key;
 use tower_redis_ratelimit::{MemoryStore, Policy, Quota, Rule, Store};
-use traces::{START_MICROS, Trace};
 
 /// The simulated time shown, in seconds, and the width of one column of stacked requests.
 const END: f64 = 56.0;
@@ -81,8 +79,9 @@ fn x(second: f64) -> f64 {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let path = std::env::args()
-        .nth(1)
+    let path = testkit::args()
+        .into_iter()
+        .next()
         .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/docs/algorithms.svg").to_owned());
     let quota = Quota::new(10, Duration::from_secs(10));
     let rows = [

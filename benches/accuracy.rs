@@ -1,4 +1,4 @@
-//! Run with: cargo run --release --example accuracy
+//! Run with: cargo bench --bench accuracy
 //!
 //! How far the approximate window algorithms stray from the exact sliding log. The sliding window
 //! counter (1 sub-interval: Cloudflare's weighted previous window; 4 and 10 sub-intervals) and the
@@ -15,15 +15,13 @@
 //!
 //! The markdown table it prints is the one in `docs/algorithms.md`.
 
-mod traces;
-
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use testkit::traces::{Request, START_MICROS, Trace};
 use tower_redis_ratelimit::clock::ManualClock;
 use tower_redis_ratelimit::key::Key;
 use tower_redis_ratelimit::{Decision, MemoryStore, Policy, Quota, Rule, Store};
-use traces::{Request, START_MICROS, Trace};
 
 /// The quota of every run: 100 requests per minute, a typical API limit.
 const LIMIT: u32 = 100;
@@ -265,6 +263,9 @@ fn micros(duration: Duration) -> u64 {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    if !testkit::run_by_cargo_bench("accuracy") {
+        return Ok(());
+    }
     let quota = Quota::new(LIMIT, PERIOD);
     let approximations = [
         (

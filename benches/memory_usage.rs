@@ -1,4 +1,4 @@
-//! Run with: cargo run --example memory_usage
+//! Run with: cargo bench --bench memory_usage
 //!
 //! Measures how many bytes of Redis memory one client key costs under each algorithm. Starts its
 //! own `redis-server` on a free port (it must be on PATH), fills one client's state per algorithm
@@ -10,72 +10,13 @@
 //! sub-interval without waiting a minute. Numbers are for the Redis version on PATH with its
 //! default encodings (listpack for small hashes and sorted sets); 64-bit Linux.
 
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use testkit::commands::connect;
+use testkit::{BoxError, RedisServer};
 use tower_redis_ratelimit::clock::ManualClock;
 use tower_redis_ratelimit::key::Key;
 use tower_redis_ratelimit::{Policy, Quota, RedisStore, Rule, Store};
-type BoxError = Box<dyn std::error::Error>;
-
-/// A `redis-server` child process, killed when dropped.
-struct RedisServer {
-    child: Child,
-    url: String,
-}
-
-impl RedisServer {
-    fn start() -> Result<Self, BoxError> {
-        let binary = find_on_path("redis-server").ok_or(
-            "`redis-server` was not found on PATH. Install Redis 7 (Debian/Ubuntu: \
-             `sudo apt-get install redis-server`; macOS: `brew install redis`) and run again.",
-        )?;
-        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let child = Command::new(binary)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            // No persistence: the server lives as long as this program.
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?;
-        Ok(Self {
-            child,
-            url: format!("redis://127.0.0.1:{port}"),
-        })
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        // Already gone is fine: there is nothing left to stop.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn find_on_path(name: &str) -> Option<PathBuf> {
-    let paths = std::env::var_os("PATH")?;
-    std::env::split_paths(&paths)
-        .map(|dir| dir.join(name))
-        .find(|candidate| candidate.is_file())
-}
-
-/// Connects, retrying while the fresh server is still starting.
-async fn connect(url: &str) -> Result<redis::aio::MultiplexedConnection, BoxError> {
-    let client = redis::Client::open(url)?;
-    let started = Instant::now();
-    loop {
-        match client.get_multiplexed_async_connection().await {
-            Ok(connection) => return Ok(connection),
-            Err(err) if started.elapsed() > Duration::from_secs(5) => {
-                return Err(format!("redis-server did not start at {url}: {err}").into());
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
-}
 
 /// One measured state: a rule and the requests that bring it to a typical level.
 struct Case {
@@ -136,8 +77,11 @@ fn cases() -> Vec<Case> {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), BoxError> {
-    let server = RedisServer::start()?;
-    let mut redis = connect(&server.url).await?;
+    if !testkit::run_by_cargo_bench("memory_usage") {
+        return Ok(());
+    }
+    let server = RedisServer::try_start()?;
+    let mut redis = connect(&server.url()).await?;
     let version: String = redis::cmd("INFO")
         .arg("server")
         .query_async(&mut redis)
@@ -149,7 +93,7 @@ async fn main() -> Result<(), BoxError> {
         .to_owned();
 
     let clock = ManualClock::starting_now();
-    let store = RedisStore::builder(&server.url)
+    let store = RedisStore::builder(&server.url())
         .clock(clock.clone())
         .build()?;
     let client = Key::from("203.0.113.5");

@@ -1,4 +1,4 @@
-//! Run with: cargo run --release --example lease_accuracy
+//! Run with: cargo bench --bench lease_accuracy
 //!
 //! What quota leases cost in exactness, measured against the exact Redis store on the same
 //! traffic. One hot key is shared by 1 to 8 instances (each its own `RedisStore`, all on one
@@ -20,14 +20,10 @@
 //!
 //! The markdown table it prints is the one in `docs/performance.md`.
 
-// Shared with the HTTP benchmark, which uses more of it.
-#[allow(dead_code)]
-#[path = "../benches/http/redis_server.rs"]
-mod redis_server;
-
 use std::time::Duration;
 
-use redis_server::{BoxError, RedisServer};
+use testkit::commands;
+use testkit::{BoxError, RedisServer};
 use tower_redis_ratelimit::clock::ManualClock;
 use tower_redis_ratelimit::key::Key;
 use tower_redis_ratelimit::store::QuotaLeases;
@@ -42,7 +38,7 @@ const RUN: Duration = Duration::from_secs(30);
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), BoxError> {
-    let redis = RedisServer::start()?;
+    let redis = RedisServer::try_start()?;
     println!(
         "| algorithm | instances | offered | admitted, leases | admitted, exact | under | excess | calls/req |"
     );
@@ -116,7 +112,7 @@ async fn replay(
     let clock = ManualClock::new(T0);
     let stores = (0..instances)
         .map(|_| {
-            let builder = RedisStore::builder(redis.url()).clock(clock.clone());
+            let builder = RedisStore::builder(&redis.url()).clock(clock.clone());
             let builder = if leases {
                 builder.quota_leases(QuotaLeases::default())
             } else {
@@ -127,8 +123,8 @@ async fn replay(
         .collect::<Result<Vec<_>, _>>()?;
     let policy = Policy::try_from(rule.clone())?;
     let key = Key::from(format!("run-{run}-{leases}"));
-    let mut counters = redis_server::connect(redis.url()).await?;
-    let before = redis_server::command_calls(&mut counters).await?;
+    let mut counters = commands::connect(&redis.url()).await?;
+    let before = commands::command_calls(&mut counters).await?;
     let mut admitted = Vec::new();
     for &(at, instance) in trace {
         clock.set(T0 + at);
@@ -141,8 +137,8 @@ async fn replay(
     for store in &stores {
         store.return_leases().await?;
     }
-    let after = redis_server::command_calls(&mut counters).await?;
-    let calls = redis_server::Calls::between(&before, &after).evalsha;
+    let after = commands::command_calls(&mut counters).await?;
+    let calls = commands::Calls::between(&before, &after).evalsha;
     Ok(Replayed { admitted, calls })
 }
 

@@ -1,0 +1,50 @@
+//! What the tests and the benchmarks of `tower-redis-ratelimit` share, so that each is written
+//! once:
+//!
+//! - private Redis servers: a standalone [`RedisServer`], a [`cluster::RedisCluster`] and a
+//!   [`sentinel::RedisSentinels`] set, each on free loopback ports, with saving off and in a
+//!   temporary directory of its own, stopped and removed when dropped;
+//! - [`commands`]: how many commands a server ran, read on a connection of the caller's own;
+//! - [`load`]: a closed-loop HTTP/1.1 load generator, and [`app_process`]: apps in processes of
+//!   their own for it to drive;
+//! - [`governor`]: tower_governor keyed as the benchmarks key ours, their in-process baseline;
+//! - [`traces`]: seeded request traces for the algorithm studies.
+//!
+//! It does not depend on the crate under test, so the crate's own unit tests may use it too.
+
+pub mod app_process;
+pub mod cluster;
+pub mod commands;
+pub mod governor;
+pub mod load;
+pub mod sentinel;
+mod server;
+mod temp_dir;
+pub mod traces;
+
+pub use server::{RedisServer, find_binary, free_port};
+pub use temp_dir::TempDir;
+
+/// The program's arguments after its name, without the `--bench` that `cargo bench` appends to
+/// those of a benchmark without a harness: a tool run as `cargo bench --bench NAME -- ARGS` sees
+/// `ARGS`.
+pub fn args() -> Vec<String> {
+    std::env::args()
+        .skip(1)
+        .filter(|arg| arg != "--bench")
+        .collect()
+}
+
+/// Whether the benchmark `name` should measure: `cargo bench` passes `--bench`, which
+/// `cargo test --benches` (checking that the benchmarks build and start) does not. In that case
+/// it prints how to run the measurement, which may take minutes or need Redis, and says no.
+pub fn run_by_cargo_bench(name: &str) -> bool {
+    let run = std::env::args().any(|arg| arg == "--bench");
+    if !run {
+        println!("benches/{name} runs only under `cargo bench --bench {name}`");
+    }
+    run
+}
+
+/// Errors of a benchmark run: each says what failed in words a user can act on.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
