@@ -7,7 +7,7 @@
 //! | `ratelimit_decisions_total` | counter | `rule`, `outcome` (`allowed`, `denied`, `never`, `shadow_denied`) | rate-limit decisions, by the rule they report |
 //! | `ratelimit_near_limit_total` | counter | `rule` | admitted requests that left a fifth of the rule's capacity or less (80% used) |
 //! | `ratelimit_store_seconds` | histogram | `limiting` (`rate limiting`, `concurrency limiting`, ...) | how long store calls that needed I/O took |
-//! | `ratelimit_store_errors_total` | counter | `limiting` | store calls that failed or missed their deadline |
+//! | `ratelimit_store_errors_total` | counter | `limiting`, `kind` ([`StoreErrorKind`](crate::store::StoreErrorKind)) | store calls that failed or missed their deadline |
 //! | `ratelimit_fallback_decisions_total` | counter | | decisions by a Redis store's fallback |
 //! | `ratelimit_denial_cache_hits_total` | counter | | denials answered by the denial cache, without Redis |
 //! | `ratelimit_shed_total` | counter | `shedder` (`utilization`, `fleet`), `priority` | requests shed |
@@ -52,8 +52,13 @@ mod enabled {
 
     /// A store call that failed or missed its deadline.
     #[inline]
-    pub(crate) fn store_error(limiting: &'static str) {
-        metrics::counter!("ratelimit_store_errors_total", "limiting" => limiting).increment(1);
+    pub(crate) fn store_error(limiting: &'static str, kind: crate::store::StoreErrorKind) {
+        metrics::counter!(
+            "ratelimit_store_errors_total",
+            "limiting" => limiting,
+            "kind" => kind.as_str()
+        )
+        .increment(1);
     }
 
     /// A decision by a Redis store's fallback.
@@ -101,7 +106,7 @@ mod enabled {
     #[inline(always)]
     pub(crate) fn store_call(_: &'static str, _: Duration) {}
     #[inline(always)]
-    pub(crate) fn store_error(_: &'static str) {}
+    pub(crate) fn store_error(_: &'static str, _: crate::store::StoreErrorKind) {}
     #[inline(always)]
     #[cfg(feature = "redis")]
     pub(crate) fn fallback() {}

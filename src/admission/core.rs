@@ -116,7 +116,7 @@ impl<A: Admit> Core<A> {
                 self.follow(verdict, request)
             }
             Err(err) => {
-                crate::telemetry::store_error(A::LIMITING);
+                crate::telemetry::store_error(A::LIMITING, err.kind());
                 if tracing::level_enabled!(tracing::Level::DEBUG) {
                     tracing::debug!(error = %err, "the store failed");
                 }

@@ -11,7 +11,7 @@ use tokio::time::{Instant, Sleep, sleep_until};
 use crate::store::StoreError;
 
 pin_project! {
-    /// Resolves to the store's answer, or to [`StoreError::Timeout`] once `limit` has passed since
+    /// Resolves to the store's answer, or to a [`StoreError::timeout`] once `limit` has passed since
     /// the first poll. The timer is created only when the store is pending, so an in-memory
     /// decision costs no timer registration.
     pub(crate) struct Deadline<F> {
@@ -59,7 +59,7 @@ where
         if let Some(timer) = this.timer.as_pin_mut() {
             ready!(timer.poll(cx));
         }
-        Poll::Ready(Err(StoreError::Timeout(*this.limit)))
+        Poll::Ready(Err(StoreError::timeout(*this.limit)))
     }
 }
 
@@ -72,7 +72,10 @@ mod tests {
         let started = Instant::now();
         let never = std::future::pending::<Result<(), StoreError>>();
         let result = Deadline::new(never, Duration::from_millis(100), "test").await;
-        assert!(matches!(result, Err(StoreError::Timeout(d)) if d == Duration::from_millis(100)));
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            StoreError::timeout(Duration::from_millis(100)).to_string()
+        );
         assert_eq!(started.elapsed(), Duration::from_millis(100));
     }
 

@@ -22,7 +22,7 @@ mod rate;
 #[cfg(feature = "redis")]
 mod redis;
 
-pub use self::error::{SharedError, StoreError};
+pub use self::error::{StoreError, StoreErrorKind};
 pub use self::future::StoreFuture;
 pub use self::memory::{MemoryStore, MemoryStoreBuilder};
 pub use self::rate::Store;

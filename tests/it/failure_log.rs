@@ -26,7 +26,7 @@ const FAILED_CLOSED: &str = "request refused: the store failed and the layer fai
 struct DownStore;
 
 fn down<T>() -> StoreFuture<T> {
-    StoreFuture::ready(Err(StoreError::Protocol("the test store is down".into())))
+    StoreFuture::ready(Err(StoreError::bad_reply("the test store is down")))
 }
 
 impl Store for DownStore {

@@ -38,7 +38,7 @@ async fn slot(permit: Option<ConcurrencyPermit>) -> String {
 struct Down;
 
 fn down<T>() -> StoreFuture<T> {
-    StoreFuture::ready(Err(StoreError::Protocol("down".into())))
+    StoreFuture::ready(Err(StoreError::bad_reply("down")))
 }
 
 impl Store for Down {

@@ -163,7 +163,7 @@ fn redis_calls_are_timed_and_cache_hits_errors_and_fallbacks_counted() {
     assert_eq!(
         value(
             &metrics,
-            "ratelimit_store_errors_total{limiting=rate limiting}"
+            "ratelimit_store_errors_total{kind=never_sent,limiting=rate limiting}"
         ),
         1
     );

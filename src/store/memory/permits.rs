@@ -18,7 +18,7 @@ use crate::store::permits::heartbeat::{Heartbeat, Renews};
 use crate::store::permits::{
     Acquired, PermitId, PermitStore, PermitTtl, Renewal, Slot, ttl_micros,
 };
-use crate::store::{StoreError, StoreFuture};
+use crate::store::{StoreError, StoreErrorKind, StoreFuture};
 use crate::sync::lock;
 
 /// The permits of a store: its tables, sharded like its keys, and their heartbeat.
@@ -94,9 +94,12 @@ impl Table {
             self.evict_expired(now);
             if self.slots.len() >= self.capacity {
                 // Forgetting a slot with live permits would admit more than its limit.
-                return Err(StoreError::backend(std::io::Error::other(
-                    "the memory store holds as many concurrency slots as `max_keys` allows, all in use",
-                )));
+                return Err(StoreError::new(
+                    StoreErrorKind::Refused,
+                    std::io::Error::other(
+                        "the memory store holds as many concurrency slots as `max_keys` allows, all in use",
+                    ),
+                ));
             }
         }
         let mut permits = SmallVec::new();

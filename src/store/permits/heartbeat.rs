@@ -263,7 +263,7 @@ async fn round<R: Renews>(owner: &Arc<R>) {
     if answered.is_err() {
         // A batch still on its way is as good as failed: the next round sends it again.
         failed += pending.len();
-        error.get_or_insert(StoreError::Timeout(deadline));
+        error.get_or_insert(StoreError::timeout(deadline));
     }
     if let Some(error) = error {
         heartbeat.failures.warn(|suppressed| {
@@ -343,7 +343,7 @@ mod tests {
                 tokio::time::sleep(this.latency).await;
                 this.answered.fetch_add(1, Ordering::Relaxed);
                 if fails {
-                    return Err(StoreError::Protocol("a clobbered slot".into()));
+                    return Err(StoreError::bad_reply("a clobbered slot"));
                 }
                 // As a store's `release` does: forgotten first, then removed from the store.
                 for permit in &this.released {

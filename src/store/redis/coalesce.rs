@@ -227,7 +227,7 @@ pub(super) fn wait(
 ) -> StoreFuture<Decision> {
     StoreFuture::new(async move {
         receiver.await.unwrap_or_else(|_| {
-            Err(StoreError::Protocol(
+            Err(StoreError::bad_reply(
                 "a coalesced decision was dropped before Redis answered".to_owned(),
             ))
         })

@@ -55,7 +55,7 @@ use futures_util::future::{BoxFuture, Shared};
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 use tokio::task::JoinError;
 
-use crate::store::StoreError;
+use crate::store::{StoreError, StoreErrorKind};
 use crate::sync::lock;
 
 mod link;
@@ -66,8 +66,8 @@ pub(super) use self::link::Link;
 
 /// Makes one new connection. The supervisor runs at most one at a time, on its own task.
 ///
-/// Its errors are pool errors: `StoreError::never_sent` tells a failed connection (no command
-/// sent) by that type.
+/// Its errors are pool errors; the supervisor reports them as `StoreErrorKind::NeverSent`, since
+/// no command was sent.
 pub(super) type Connect =
     Box<dyn Fn() -> BoxFuture<'static, Result<Link, PoolError>> + Send + Sync>;
 
@@ -247,14 +247,14 @@ impl SharedConnection {
     fn failed(&self, checkout: &Checkout, err: RedisError) -> StoreError {
         checkout.health.answered();
         if !breaks_connection(&err) {
-            return StoreError::backend(err);
+            return StoreError::new(StoreErrorKind::Refused, err);
         }
         // A cluster link is many connections, one per node, and redis-rs reconnects each node
         // and refreshes its slot map by itself: one node's failure (a primary killed before its
         // replica takes over) must not cut the calls to every other node. Only a link that has
         // stopped answering altogether (`stale_after`) is replaced.
         if checkout.connection.is_cluster() {
-            return StoreError::unavailable(err);
+            return StoreError::new(StoreErrorKind::ConnectionLost, err);
         }
         let mut state = self.lock();
         if matches!(&*state, State::Connected { generation, .. } if *generation == checkout.generation)
@@ -262,7 +262,7 @@ impl SharedConnection {
             tracing::warn!(error = %err, "lost the Redis connection; reconnecting on the next call");
             *state = State::Idle;
         }
-        StoreError::unavailable(err)
+        StoreError::new(StoreErrorKind::ConnectionLost, err)
     }
 
     /// Starts one connection attempt on its own task and returns its shared outcome.
@@ -302,7 +302,8 @@ impl SharedConnection {
                 Ok(())
             }
             Err(err) => {
-                let error = StoreError::unavailable(err);
+                // A failed connection attempt: no command was sent.
+                let error = StoreError::new(StoreErrorKind::NeverSent, err);
                 self.back_off(&mut state, error.clone());
                 Err(error)
             }
@@ -346,11 +347,14 @@ fn backoff_delay(failures: u64, (first, max): (Duration, Duration)) -> Duration 
 /// would stay `Connecting` on this finished attempt and every later call would get its error at
 /// once without ever connecting again. A pool error, as every failed attempt's: nothing was sent.
 fn abandon_connect(this: &Weak<SharedConnection>, attempt: u64, join: &JoinError) -> StoreError {
-    let error = StoreError::unavailable(PoolError::Backend(RedisError::from((
-        ErrorKind::Client,
-        "the Redis connect task ended without an outcome",
-        join.to_string(),
-    ))));
+    let error = StoreError::new(
+        StoreErrorKind::NeverSent,
+        RedisError::from((
+            ErrorKind::Client,
+            "the Redis connect task ended without an outcome",
+            join.to_string(),
+        )),
+    );
     if let Some(this) = this.upgrade() {
         let mut state = this.lock();
         if matches!(&*state, State::Connecting { attempt: current, .. } if *current == attempt) {

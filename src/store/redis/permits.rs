@@ -134,7 +134,7 @@ impl Renews for Inner {
                 async move {
                     let reply: Vec<i64> = connection.invoke(&call).await?;
                     if reply.len() != permits.len() {
-                        return Err(StoreError::Protocol(format!(
+                        return Err(StoreError::bad_reply(format!(
                             "renewing {} permits answered {} values",
                             permits.len(),
                             reply.len()
@@ -177,7 +177,7 @@ impl Renews for Inner {
 fn pair(reply: &[i64]) -> Result<(bool, u64), StoreError> {
     match *reply {
         [flag @ (0 | 1), count] if count >= 0 => Ok((flag == 1, count as u64)),
-        _ => Err(StoreError::Protocol(format!(
+        _ => Err(StoreError::bad_reply(format!(
             "expected {{0 or 1, count}} from the concurrency script, got {reply:?}"
         ))),
     }

@@ -143,7 +143,7 @@ pub(super) fn decisions(
 ) -> Result<Vec<Decision>, StoreError> {
     let width = policy.rules().len() * REPLY_WIDTH;
     if reply.len() != width * requests {
-        return Err(StoreError::Protocol(format!(
+        return Err(StoreError::bad_reply(format!(
             "expected {} integers for {requests} decisions, got {}",
             width * requests,
             reply.len()
@@ -171,7 +171,7 @@ pub(super) fn state_key(prefix: &str, rule: &Rule, client: &str) -> String {
 pub(super) fn decision(reply: &[i64], policy: &Policy) -> Result<Decision, StoreError> {
     let rules = policy.rules().len();
     if reply.len() != rules * REPLY_WIDTH {
-        return Err(StoreError::Protocol(format!(
+        return Err(StoreError::bad_reply(format!(
             "expected {} integers for {rules} rules, got {}",
             rules * REPLY_WIDTH,
             reply.len()
@@ -197,11 +197,11 @@ pub(super) fn verdict(values: &[i64]) -> Result<RuleVerdict, StoreError> {
         1 => Outcome::Allowed,
         0 => Outcome::Denied,
         -1 => Outcome::Never,
-        other => return Err(StoreError::Protocol(format!("unknown verdict {other}"))),
+        other => return Err(StoreError::bad_reply(format!("unknown verdict {other}"))),
     };
     let unsigned = |value: i64| {
         u64::try_from(value)
-            .map_err(|_| StoreError::Protocol(format!("negative value {value} in a verdict")))
+            .map_err(|_| StoreError::bad_reply(format!("negative value {value} in a verdict")))
     };
     Ok(RuleVerdict {
         outcome,
@@ -216,6 +216,7 @@ pub(super) fn verdict(values: &[i64]) -> Result<RuleVerdict, StoreError> {
 mod tests {
     use super::*;
     use crate::quota::Quota;
+    use crate::store::StoreErrorKind;
 
     #[test]
     fn every_rule_key_shares_the_client_hash_tag() {
@@ -251,15 +252,15 @@ mod tests {
         let policy = Policy::try_from(Rule::gcra("a", Quota::per_second(1))).unwrap();
         assert!(matches!(
             decision(&[1, 0, 1], &policy),
-            Err(StoreError::Protocol(_))
+            Err(e) if e.kind() == StoreErrorKind::BadReply
         ));
         assert!(matches!(
             decision(&[7, 0, 1, 0, 0], &policy),
-            Err(StoreError::Protocol(_))
+            Err(e) if e.kind() == StoreErrorKind::BadReply
         ));
         assert!(matches!(
             decision(&[1, -1, 1, 0, 0], &policy),
-            Err(StoreError::Protocol(_))
+            Err(e) if e.kind() == StoreErrorKind::BadReply
         ));
         assert!(decision(&[1, 0, 1, 5, 0], &policy).unwrap().is_allowed());
     }

@@ -103,7 +103,7 @@ pub(super) fn decide(
             };
             Some(StoreFuture::new(async move {
                 handle.await.map_err(|err| {
-                    StoreError::Protocol(format!("a quota lease's grant did not finish: {err}"))
+                    StoreError::bad_reply(format!("a quota lease's grant did not finish: {err}"))
                 })?
             }))
         }

@@ -114,17 +114,19 @@ fn time(invocation: &mut ScriptInvocation<'static>, now_micros: Option<u64>) {
 pub(super) fn granted(reply: &[i64], policy: &Policy) -> Result<Granted, StoreError> {
     let rules = policy.rules().len();
     let Some((&units, per_rule)) = reply.split_first() else {
-        return Err(StoreError::Protocol("an empty reply to a grant".to_owned()));
+        return Err(StoreError::bad_reply(
+            "an empty reply to a grant".to_owned(),
+        ));
     };
     if per_rule.len() != rules * GRANT_WIDTH {
-        return Err(StoreError::Protocol(format!(
+        return Err(StoreError::bad_reply(format!(
             "expected {} integers for a grant over {rules} rules, got {}",
             1 + rules * GRANT_WIDTH,
             reply.len()
         )));
     }
     let units = u64::try_from(units)
-        .map_err(|_| StoreError::Protocol(format!("a grant of {units} units")))?;
+        .map_err(|_| StoreError::bad_reply(format!("a grant of {units} units")))?;
     let mut granted = Granted {
         units,
         verdicts: SmallVec::new(),
