@@ -44,3 +44,8 @@ pub mod keys {}
 /// partition key.
 #[doc = include_str!("../docs/headers.md")]
 pub mod headers {}
+
+/// The glossary: the one meaning of each word the code, the guides, the metrics and the
+/// configuration file use.
+#[doc = include_str!("../docs/glossary.md")]
+pub mod glossary {}

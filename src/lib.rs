@@ -34,6 +34,7 @@ pub mod store;
 mod sync;
 mod telemetry;
 
+pub use admission::{FailureMode, MissingKey};
 #[cfg(feature = "concurrency")]
 #[cfg_attr(docsrs, doc(cfg(feature = "concurrency")))]
 pub use concurrency::ConcurrencyLimitLayer;
@@ -44,6 +45,7 @@ pub use concurrency::ConcurrencyLimitLayer;
 pub use deadpool_redis;
 pub use decision::Decision;
 pub use error::ConfigError;
+pub use headers::HeaderFamilies;
 pub use policy::{Policy, Rule};
 pub use quota::Quota;
 pub use rate::RateLimitLayer;

@@ -12,12 +12,8 @@ use crate::store::StoreError;
 /// Why a [`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer) answered a request itself: what
 /// its `on_rejection` hook receives.
 ///
-/// | rejection | status | body `detail` |
-/// |---|---|---|
-/// | no free slot | 429 | which limit, how many in flight, when to retry |
-/// | no key in the request | 400 | what was missing |
-/// | a key on the deny list | 403 | that requests like it are refused |
-/// | store unavailable, [fail closed](crate::admission::FailureMode::Closed) | 503 | that limiting is unavailable |
+/// By default each is answered with its [`status`](Self::status) and a problem+json body, which
+/// the [headers reference](crate::guide::headers#refusal-bodies) describes.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum ConcurrencyLimitRejection {

@@ -1,13 +1,7 @@
-//! The headers of a concurrency decision.
-//!
-//! | family | admitted | refused |
-//! |---|---|---|
-//! | `Rate-Limiting-*` | `Total-Requests` (in flight, this one included), `State: Allow` | `Total-Requests`, `State: Deny`, `Expires-At` (when to retry) |
-//! | IETF | `RateLimit-Policy: "name";q=N;qu="concurrent-requests"`, `RateLimit: "name";r=<free>` | the same |
-//! | `X-RateLimit-*` | `Limit`, `Remaining`, `Used` | the same |
-//!
-//! There is no window, so no reset time: a slot frees when a request ends. `Retry-After` on a
-//! refusal is the layer's hint.
+//! The headers of a concurrency decision, as the [headers reference](crate::guide::headers)
+//! says: the policy is `"name";q=N;qu="concurrent-requests"` and `r` the free slots. There is no
+//! window, so no reset time: a slot frees when a request ends. `Retry-After` on a refusal is the
+//! layer's hint.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

@@ -1,13 +1,6 @@
-//! The headers of a rate-limit decision.
-//!
-//! | family | headers |
-//! |---|---|
-//! | [`HeaderFamilies::RATE_LIMITING`] | `Rate-Limiting-Total-Requests`, `Rate-Limiting-State` (`Allow`, `Deny`, `Degraded` from a fallback), `Rate-Limiting-Expires-At` (RFC 3339, UTC, rounded up to the second) |
-//! | [`HeaderFamilies::IETF`] | `RateLimit-Policy: "name";q=5;w=10`, `RateLimit: "name";r=2;t=7` |
-//! | [`HeaderFamilies::X_RATELIMIT`] | `X-RateLimit-Limit`, `-Remaining`, `-Used`, `-Reset` (Unix epoch seconds, rounded up) |
-//!
-//! And `Retry-After` on a denial, except for a request that can never pass ([`Outcome::Never`]):
-//! no wait would let it in, so no wait is named.
+//! The headers of a rate-limit decision, in each family, as the
+//! [headers reference](crate::guide::headers) says; `Retry-After` on a denial, except for a
+//! request that can never pass ([`Outcome::Never`]): no wait would let it in, so no wait is named.
 
 use std::sync::Arc;
 use std::time::SystemTime;

@@ -15,19 +15,33 @@ use crate::store::StoreError;
 /// Why a [`RateLimitLayer`](crate::RateLimitLayer) answered a request itself: what its
 /// `on_rejection` hook receives.
 ///
-/// The default responses are problem+json:
+/// By default each is answered with its [`status`](Self::status) and a problem+json body, which
+/// the [headers reference](crate::guide::headers#refusal-bodies) describes. Your own answer:
 ///
-/// | rejection | status | body `detail` |
-/// |---|---|---|
-/// | over the quota | 429 | which rule, its quota, and when to retry |
-/// | cost larger than the quota can ever hold | 429, no `Retry-After` | that retrying will never help |
-/// | no key in the request | 400 | what was missing |
-/// | a key on the deny list | 403 | that requests like it are refused |
-/// | store unavailable, [fail closed](crate::admission::FailureMode::Closed) | 503 | that limiting is unavailable |
+/// ```
+/// use http::Response;
+/// use tower_redis_ratelimit::key::GlobalKey;
+/// use tower_redis_ratelimit::rate::RateLimitRejection;
+/// use tower_redis_ratelimit::{Quota, RateLimitLayer, Rule};
+///
+/// let layer = RateLimitLayer::builder()
+///     .rule(Rule::gcra("api", Quota::per_second(10)))
+///     .key(GlobalKey::new("api"))
+///     .on_rejection(|rejection: &RateLimitRejection| {
+///         let body = match rejection {
+///             RateLimitRejection::Limited { .. } => "slow down",
+///             _ => "try again later",
+///         };
+///         Response::builder().status(rejection.status()).body(body).unwrap()
+///     })
+///     .build()?;
+/// # Ok::<(), tower_redis_ratelimit::ConfigError>(())
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum RateLimitRejection {
-    /// Over the quota ([`Outcome::Denied`]) or never admissible ([`Outcome::Never`]).
+    /// Over the quota ([`Outcome::Denied`]), 429 with `Retry-After`, or never admissible
+    /// ([`Outcome::Never`]), 429 without.
     Limited {
         /// The decision.
         decision: Decision,
@@ -36,11 +50,11 @@ pub enum RateLimitRejection {
         /// The request's cost.
         cost: u32,
     },
-    /// No key could be extracted and the layer rejects such requests.
+    /// No key could be extracted and the layer rejects such requests: 400.
     MissingKey(KeyError),
-    /// The key is on the layer's deny list ([`Exemptions`](crate::key::Exemptions)).
+    /// The key is on the layer's deny list ([`Exemptions`](crate::key::Exemptions)): 403.
     Denied(Key),
-    /// The store failed and the layer fails closed.
+    /// The store failed and the layer fails closed: 503.
     Unavailable(StoreError),
 }
 
