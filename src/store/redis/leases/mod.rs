@@ -43,7 +43,7 @@ use std::time::Duration;
 
 pub use self::config::QuotaLeases;
 pub(in crate::store::redis) use self::table::Leases;
-use self::table::{Plan, Refund};
+use self::table::{LeaseStep, Refund};
 use super::{Inner, RedisStore};
 use crate::decision::Decision;
 use crate::key::Key;
@@ -65,8 +65,8 @@ pub(super) fn decide(
     let plan = leases.plan(key, policy, cost, asked, &mut refunds);
     give_back(inner, refunds);
     match plan {
-        Plan::Exact => None,
-        Plan::Wait(mut landed) => {
+        LeaseStep::Exact => None,
+        LeaseStep::Wait(mut landed) => {
             let store = RedisStore {
                 inner: inner.clone(),
             };
@@ -77,7 +77,7 @@ pub(super) fn decide(
                 store.check(&key, &policy, cost).await
             }))
         }
-        Plan::Local { decision, prefetch } => {
+        LeaseStep::Local { decision, prefetch } => {
             if let Some(want) = prefetch {
                 let task = grant(inner.clone(), key.clone(), policy.clone(), 0, want, asked);
                 if spawn(task).is_none() {
@@ -86,7 +86,7 @@ pub(super) fn decide(
             }
             Some(StoreFuture::ready(Ok(decision)))
         }
-        Plan::Grant { want } => {
+        LeaseStep::Grant { want } => {
             let task = grant(
                 inner.clone(),
                 key.clone(),

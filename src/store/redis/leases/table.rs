@@ -72,7 +72,7 @@ struct Grant {
 }
 
 /// What to do with a request.
-pub(super) enum Plan {
+pub(super) enum LeaseStep {
     /// Answered from a lease. When it ran low, `prefetch` asks for the next one (of that many
     /// units) in the background.
     Local {
@@ -142,9 +142,9 @@ impl Leases {
         cost: u32,
         now: u64,
         refunds: &mut Vec<Refund>,
-    ) -> Plan {
+    ) -> LeaseStep {
         if cost == 0 || !Self::leasable(policy) {
-            return Plan::Exact;
+            return LeaseStep::Exact;
         }
         let cost = u64::from(cost);
         let hash = self.hash(key, policy);
@@ -158,7 +158,7 @@ impl Leases {
                     table.insert_unique(hash, Entry::new(hash, key, policy, cost, now), |e| e.hash);
                 }
                 // A key seen for the first time is not known to be hot.
-                return Plan::Exact;
+                return LeaseStep::Exact;
             }
         };
         entry.observe(cost, now, self.lifetime_us);
@@ -170,17 +170,17 @@ impl Leases {
                 entry.granting = true;
                 want
             });
-            return Plan::Local { decision, prefetch };
+            return LeaseStep::Local { decision, prefetch };
         }
         if entry.granting {
             let landed = entry.landed.get_or_insert_with(|| watch::channel(()).0);
-            return Plan::Wait(landed.subscribe());
+            return LeaseStep::Wait(landed.subscribe());
         }
         if want <= cost {
-            return Plan::Exact;
+            return LeaseStep::Exact;
         }
         entry.granting = true;
-        Plan::Grant { want }
+        LeaseStep::Grant { want }
     }
 
     /// Takes in Redis's answer to a grant asked at `asked` on behalf of a request of `cost` (0
@@ -413,7 +413,7 @@ mod tests {
         }
     }
 
-    fn plan(leases: &Leases, key: &str, now: u64, refunds: &mut Vec<Refund>) -> Plan {
+    fn plan(leases: &Leases, key: &str, now: u64, refunds: &mut Vec<Refund>) -> LeaseStep {
         leases.plan(&Key::from(key), &policy(), 1, now, refunds)
     }
 
@@ -421,20 +421,20 @@ mod tests {
     fn a_key_is_leased_once_it_proves_hot_and_its_lease_follows_its_demand() {
         let leases = Leases::new(&QuotaLeases::default());
         let mut refunds = Vec::new();
-        assert!(matches!(plan(&leases, "k", 0, &mut refunds), Plan::Exact));
-        let Plan::Grant { want } = plan(&leases, "k", MS, &mut refunds) else {
+        assert!(matches!(plan(&leases, "k", 0, &mut refunds), LeaseStep::Exact));
+        let LeaseStep::Grant { want } = plan(&leases, "k", MS, &mut refunds) else {
             panic!("a second request in a lifetime asks for a lease");
         };
         assert_eq!(want, 2);
         // A grant in flight: the next request waits for it rather than asking Redis.
         assert!(matches!(
             plan(&leases, "k", MS, &mut refunds),
-            Plan::Wait(_)
+            LeaseStep::Wait(_)
         ));
         let (decision, refund) = leases.install(&Key::from("k"), &policy(), 1, MS, granted(2, 1));
         assert!(refund.is_none());
         assert_eq!((decision.used(), decision.remaining()), (2, 998));
-        let Plan::Local { decision, .. } = plan(&leases, "k", 2 * MS, &mut refunds) else {
+        let LeaseStep::Local { decision, .. } = plan(&leases, "k", 2 * MS, &mut refunds) else {
             panic!("answered from the lease");
         };
         assert_eq!((decision.used(), decision.remaining()), (3, 997));
@@ -444,7 +444,7 @@ mod tests {
             let _ = plan(&leases, "k", 101 * MS + i, &mut refunds);
             leases.abandon(&Key::from("k"), &policy());
         }
-        let Plan::Grant { want } = plan(&leases, "k", 202 * MS, &mut refunds) else {
+        let LeaseStep::Grant { want } = plan(&leases, "k", 202 * MS, &mut refunds) else {
             panic!("a new lease");
         };
         assert_eq!(want, 100);
@@ -497,7 +497,7 @@ mod tests {
         for _ in 0..10 {
             assert!(matches!(
                 leases.plan(&Key::from("k"), &policy, 1, 0, &mut refunds),
-                Plan::Exact
+                LeaseStep::Exact
             ));
         }
     }
