@@ -52,11 +52,11 @@ mod enabled {
 
     /// A store call that failed or missed its deadline.
     #[inline]
-    pub(crate) fn store_error(limiting: &'static str, kind: crate::store::StoreErrorKind) {
+    pub(crate) fn store_error(limiting: &'static str, kind: &'static str) {
         metrics::counter!(
             "ratelimit_store_errors_total",
             "limiting" => limiting,
-            "kind" => kind.as_str()
+            "kind" => kind
         )
         .increment(1);
     }
@@ -106,7 +106,7 @@ mod enabled {
     #[inline(always)]
     pub(crate) fn store_call(_: &'static str, _: Duration) {}
     #[inline(always)]
-    pub(crate) fn store_error(_: &'static str, _: crate::store::StoreErrorKind) {}
+    pub(crate) fn store_error(_: &'static str, _: &'static str) {}
     #[inline(always)]
     #[cfg(feature = "redis")]
     pub(crate) fn fallback() {}

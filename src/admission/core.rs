@@ -116,7 +116,7 @@ impl<A: Admit> Core<A> {
                 self.follow(verdict, request)
             }
             Err(err) => {
-                crate::telemetry::store_error(A::LIMITING, err.kind());
+                crate::telemetry::store_error(A::LIMITING, err.kind().as_str());
                 if tracing::level_enabled!(tracing::Level::DEBUG) {
                     tracing::debug!(error = %err, "the store failed");
                 }

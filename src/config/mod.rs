@@ -57,7 +57,6 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 pub use self::concurrency::ConcurrencyConfig;
-pub use self::error::SettingError;
 pub use self::key::{ClientIpConfig, KeyConfig};
 pub use self::load::{Format, LoadError};
 use self::paths::Paths;
@@ -68,6 +67,7 @@ pub use self::store::{FallbackConfig, LeasesConfig, StoreConfig, StoreKind};
 #[cfg(feature = "concurrency")]
 use crate::concurrency::ConcurrencyLimitLayer;
 use crate::error::ConfigError;
+pub use crate::error::SettingError;
 use crate::key::Exemptions;
 use crate::policy::Policy;
 use crate::rate::{RateLimitLayer, ShadowSwitch};

@@ -82,7 +82,10 @@ impl RuleConfig {
         let not_a_setting = |setting: &'static str| {
             invalid(
                 format!("{field}.{setting}"),
-                SettingError::NotARuleSetting { setting, algorithm },
+                SettingError::NotARuleSetting {
+                    setting,
+                    algorithm: algorithm.name(),
+                },
             )
         };
         if self.sub_intervals.is_some() && !matches!(algorithm, Algorithm::SlidingWindow { .. }) {

@@ -116,14 +116,21 @@ pub struct FallbackConfig {
     pub cool_down: Option<Duration>,
 }
 
-impl std::fmt::Display for StoreKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
+impl StoreKind {
+    /// The kind as the file names it (`type = "redis"`).
+    pub const fn name(self) -> &'static str {
+        match self {
             StoreKind::Memory => "memory",
             StoreKind::Redis => "redis",
             StoreKind::Cluster => "cluster",
             StoreKind::Sentinel => "sentinel",
-        })
+        }
+    }
+}
+
+impl std::fmt::Display for StoreKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -208,13 +215,17 @@ impl StoreConfig {
             if set && !applies {
                 return Err(invalid(
                     format!("{field}.{name}"),
-                    SettingError::NotAStoreSetting { store },
+                    SettingError::NotAStoreSetting {
+                        store: store.name(),
+                    },
                 ));
             }
             if !set && applies && required.contains(&name) {
                 return Err(invalid(
                     format!("{field}.{name}"),
-                    SettingError::Required { store },
+                    SettingError::Required {
+                        store: store.name(),
+                    },
                 ));
             }
         }

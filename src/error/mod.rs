@@ -8,6 +8,8 @@
 
 mod concurrency;
 mod key;
+#[cfg(feature = "config")]
+mod setting;
 mod shed;
 mod store;
 
@@ -15,6 +17,8 @@ use std::time::Duration;
 
 pub use self::concurrency::ConcurrencyConfigError;
 pub use self::key::KeyConfigError;
+#[cfg(feature = "config")]
+pub use self::setting::SettingError;
 pub use self::shed::ShedConfigError;
 pub use self::store::StoreConfigError;
 
@@ -144,7 +148,7 @@ pub enum ConfigError {
     #[cfg(feature = "config")]
     #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
     #[error("{0}")]
-    Setting(crate::config::SettingError),
+    Setting(SettingError),
     /// A field of a configuration file ([`LimitsConfig`](crate::config::LimitsConfig)) is
     /// invalid: `field` is its path (`routes.api.policy`), `error` what is wrong with it.
     /// Displayed as `` `routes.api.policy`: no policy named "ap1" (there are "api") ``.

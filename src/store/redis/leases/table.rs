@@ -421,7 +421,10 @@ mod tests {
     fn a_key_is_leased_once_it_proves_hot_and_its_lease_follows_its_demand() {
         let leases = Leases::new(&QuotaLeases::default());
         let mut refunds = Vec::new();
-        assert!(matches!(plan(&leases, "k", 0, &mut refunds), LeaseStep::Exact));
+        assert!(matches!(
+            plan(&leases, "k", 0, &mut refunds),
+            LeaseStep::Exact
+        ));
         let LeaseStep::Grant { want } = plan(&leases, "k", MS, &mut refunds) else {
             panic!("a second request in a lifetime asks for a lease");
         };
