@@ -11,7 +11,7 @@
 //! | [`store_settings!`] | `failure_mode`, `deadline`, `headers` | every middleware that asks a store |
 //! | [`rejection_setting!`] | `on_rejection` | all |
 //!
-//! The concurrency limits' own groups (`name`, `store`, `lease`, `retry_after`, ...) are in
+//! The concurrency limits' own groups (`name`, `store`, `permit_ttl`, `retry_after`, ...) are in
 //! `concurrency::settings`.
 
 use std::sync::Arc;

@@ -137,7 +137,7 @@ pub enum ConfigError {
     /// A load shedder setting is invalid (no capacity, a dead zone out of order, …).
     #[error("invalid load shedder configuration: {0}")]
     Shed(ShedConfigError),
-    /// A concurrency limit or fleet shedder setting is invalid (no limit, a lease out of range, …).
+    /// A concurrency limit or fleet shedder setting is invalid (no limit, a permit TTL out of range, …).
     #[error("invalid concurrency configuration: {0}")]
     Concurrency(ConcurrencyConfigError),
     /// Two plans of one rate limit have the same name.

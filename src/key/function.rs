@@ -20,6 +20,48 @@ use super::{Key, KeyError, KeyExtractor};
 /// let request = http::Request::get("/acme/orders").body(()).unwrap();
 /// assert_eq!(tenant.extract(&request.into_parts().0).unwrap(), Key::from("acme"));
 /// ```
+///
+/// # Inside `Router::nest`
+///
+/// A layer inside a router nested with axum's `Router::nest("/api", ...)` sees the request as
+/// the nested router does: without the prefix (`/users`, not `/api/users`). The closure reads
+/// the whole path from axum's `OriginalUri` in the extensions (axum's `original-uri` feature, on
+/// by default). The same holds for a rate limit's
+/// [`cost`](crate::rate::RateLimitLayerBuilder::cost) closure.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+///
+/// use axum::{Router, extract::OriginalUri, routing::get};
+/// use tower::ServiceExt;
+/// use tower_redis_ratelimit::key::{self, Key};
+/// use tower_redis_ratelimit::{Quota, RateLimitLayer, Rule};
+///
+/// let seen = Arc::new(Mutex::new(Vec::new()));
+/// let record = seen.clone();
+/// let limit = RateLimitLayer::builder()
+///     .rule(Rule::fixed_window("api", Quota::per_minute(10)))
+///     .key(key::from_fn(move |parts| {
+///         let original = parts.extensions.get::<OriginalUri>().map(|uri| uri.path().to_owned());
+///         record.lock().unwrap().push((parts.uri.path().to_owned(), original));
+///         Some(Key::from("tenant"))
+///     }))
+///     .build()?;
+/// let api = Router::new().route("/users", get(|| async { "users" })).layer(limit);
+/// let app: Router = Router::new().nest("/api", api);
+///
+/// # tokio::runtime::Runtime::new()?.block_on(async {
+/// let request = http::Request::get("/api/users").body(axum::body::Body::empty())?;
+/// assert_eq!(app.oneshot(request).await?.status(), 200);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # })?;
+/// // The closure saw the path without the prefix; `OriginalUri` holds the whole one.
+/// assert_eq!(
+///     seen.lock().unwrap()[0],
+///     ("/users".to_owned(), Some("/api/users".to_owned()))
+/// );
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn from_fn<F, R>(key: F) -> FromFn<F>
 where
     F: Fn(&Parts) -> R + Send + Sync + 'static,

@@ -78,6 +78,10 @@ impl RateLimitLayerBuilder {
     }
 
     /// The cost of each request (default 1): e.g. by route, by size, or 0 to only report.
+    ///
+    /// Inside axum's `Router::nest`, the closure sees the path without the nested router's
+    /// prefix, as the nested router does; axum's `OriginalUri` in the extensions holds the whole
+    /// one (see [`key::from_fn`](crate::key::from_fn#inside-routernest)).
     pub fn cost(mut self, cost: impl Fn(&Parts) -> u32 + Send + Sync + 'static) -> Self {
         self.cost = Some(Arc::new(cost));
         self

@@ -59,7 +59,7 @@ struct Inner {
     janitor_wait: AtomicU32,
     /// Concurrency permits, sharded like `shards`, and their renewal (see permits.rs).
     #[cfg(feature = "concurrency")]
-    permits: permits::Leases,
+    permits: permits::Permits,
 }
 
 /// Keeps each shard's lock on its own cache line, so cores working on different shards do not
@@ -307,7 +307,7 @@ impl MemoryStoreBuilder {
                 janitor_running: AtomicBool::new(false),
                 janitor_wait: AtomicU32::new(0),
                 #[cfg(feature = "concurrency")]
-                permits: permits::Leases::new(shards, cap),
+                permits: permits::Permits::new(shards, cap),
             }),
         }
     }

@@ -22,12 +22,12 @@ use crate::store::{StoreError, StoreErrorKind, StoreFuture};
 use crate::sync::lock;
 
 /// The permits of a store: its tables, sharded like its keys, and their heartbeat.
-pub(super) struct Leases {
+pub(super) struct Permits {
     tables: Box<[Padded<Mutex<Table>>]>,
     heartbeat: Heartbeat,
 }
 
-impl Leases {
+impl Permits {
     /// `shards` tables, the table at `index` holding at most `cap(index)` slots.
     pub(super) fn new(shards: usize, cap: impl Fn(usize) -> usize) -> Self {
         Self {
@@ -41,18 +41,18 @@ impl Leases {
 
 /// The slots of one shard.
 pub(super) struct Table {
-    slots: HashTable<SlotLeases>,
+    slots: HashTable<SlotPermits>,
     capacity: usize,
 }
 
-struct SlotLeases {
+struct SlotPermits {
     hash: u64,
     key: Box<[u8]>,
     /// Permit ids and the moment (µs) they expire.
     permits: SmallVec<[(PermitId, u64); 4]>,
 }
 
-impl SlotLeases {
+impl SlotPermits {
     fn drop_expired(&mut self, now: u64) {
         self.permits.retain(|(_, expires_at)| *expires_at > now);
     }
@@ -66,7 +66,7 @@ impl Table {
         }
     }
 
-    fn find(&mut self, hash: u64, key: &[u8]) -> Option<&mut SlotLeases> {
+    fn find(&mut self, hash: u64, key: &[u8]) -> Option<&mut SlotPermits> {
         self.slots.find_mut(hash, |slot| *slot.key == *key)
     }
 
@@ -106,7 +106,7 @@ impl Table {
         permits.push((permit, expires_at));
         self.slots.insert_unique(
             hash,
-            SlotLeases {
+            SlotPermits {
                 hash,
                 key: key.into(),
                 permits,
@@ -293,7 +293,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_slot_admits_up_to_its_limit_and_expired_leases_make_room() {
+    fn a_slot_admits_up_to_its_limit_and_expired_permits_make_room() {
         let mut table = Table::new(10);
         let (a, b, c) = (PermitId::next(), PermitId::next(), PermitId::next());
         // Slot `k` with a limit of 2: `permit` asks at `now` for a TTL ending at `expires_at`.
@@ -311,7 +311,7 @@ mod tests {
     }
 
     #[test]
-    fn renewals_extend_live_leases_and_never_revive_ended_ones() {
+    fn renewals_extend_live_permits_and_never_revive_ended_ones() {
         let mut table = Table::new(10);
         let (a, b) = (PermitId::next(), PermitId::next());
         table.acquire(1, b"k", a, 2, 100, 0).unwrap();

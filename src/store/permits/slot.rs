@@ -174,7 +174,7 @@ mod tests {
     }
 
     #[test]
-    fn leases_must_be_renewed_before_they_end() {
+    fn permits_must_be_renewed_before_their_ttl_ends() {
         assert!(PermitTtl::new(Duration::from_secs(30)).validate().is_ok());
         assert!(
             PermitTtl::new(Duration::from_millis(10))

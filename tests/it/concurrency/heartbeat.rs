@@ -44,23 +44,23 @@ fn memory_store() -> MemoryStore {
         .build()
 }
 
-const LEASE: PermitTtl = PermitTtl::new(Duration::from_secs(3));
+const TTL: PermitTtl = PermitTtl::new(Duration::from_secs(3));
 
 #[tokio::test(start_paused = true)]
-async fn memory_a_held_permit_outlives_many_leases_and_a_released_one_is_not_renewed() {
+async fn memory_a_held_permit_outlives_many_ttls_and_a_released_one_is_not_renewed() {
     let store = memory_store();
     let slot = Slot::new("ws", "user").unwrap();
     let (held, released) = (PermitId::next(), PermitId::next());
     assert!(
         store
-            .acquire(&slot, held, 2, LEASE)
+            .acquire(&slot, held, 2, TTL)
             .await
             .unwrap()
             .is_admitted()
     );
     assert!(
         store
-            .acquire(&slot, released, 2, LEASE)
+            .acquire(&slot, released, 2, TTL)
             .await
             .unwrap()
             .is_admitted()
@@ -70,7 +70,7 @@ async fn memory_a_held_permit_outlives_many_leases_and_a_released_one_is_not_ren
     assert_eq!(store.renewing(), 1);
 
     for _ in 0..10 {
-        tokio::time::sleep(LEASE.duration()).await;
+        tokio::time::sleep(TTL.duration()).await;
         assert_eq!(store.in_flight(&slot), 1, "renewed every third of a ttl");
     }
     assert!(store.release(&slot, held).await.unwrap());
@@ -81,7 +81,7 @@ async fn memory_a_held_permit_outlives_many_leases_and_a_released_one_is_not_ren
 /// whose 3 s TTL is taken a second later: the heartbeat, asleep until its 10 s round, wakes up
 /// for the shorter period, so the short TTL never ends while its permit is held.
 #[tokio::test(start_paused = true)]
-async fn memory_a_shorter_lease_taken_later_is_renewed_in_time() {
+async fn memory_a_permit_with_a_shorter_ttl_taken_later_is_renewed_in_time() {
     let store = memory_store();
     let fleet = Slot::new("fleet", "fleet").unwrap();
     let user = Slot::new("ws", "user").unwrap();
@@ -96,13 +96,13 @@ async fn memory_a_shorter_lease_taken_later_is_renewed_in_time() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(
         store
-            .acquire(&user, PermitId::next(), 1, LEASE)
+            .acquire(&user, PermitId::next(), 1, TTL)
             .await
             .unwrap()
             .is_admitted()
     );
     for _ in 0..5 {
-        tokio::time::sleep(LEASE.duration()).await;
+        tokio::time::sleep(TTL.duration()).await;
         assert_eq!(
             store.in_flight(&user),
             1,
@@ -121,13 +121,13 @@ async fn memory_permits_beyond_one_batch_are_all_renewed() {
         .collect();
     for slot in &slots {
         for _ in 0..10 {
-            let acquired = store.acquire(slot, PermitId::next(), 10, LEASE).await;
+            let acquired = store.acquire(slot, PermitId::next(), 10, TTL).await;
             assert!(acquired.unwrap().is_admitted());
         }
     }
     assert_eq!(store.renewing(), 1_100);
     for _ in 0..4 {
-        tokio::time::sleep(LEASE.duration()).await;
+        tokio::time::sleep(TTL.duration()).await;
         let live: u64 = slots.iter().map(|slot| store.in_flight(slot)).sum();
         assert_eq!(live, 1_100);
     }
@@ -137,7 +137,7 @@ async fn memory_permits_beyond_one_batch_are_all_renewed() {
 /// heartbeat had been cut off that long) finds the permit gone: it is not revived, the heartbeat
 /// stops renewing it, and its slot is free for others.
 #[tokio::test(start_paused = true)]
-async fn memory_a_lease_that_ended_is_lost_not_revived() {
+async fn memory_a_permit_whose_ttl_ended_is_lost_not_revived() {
     let skew = Arc::new(AtomicU64::new(0));
     let store = MemoryStore::builder()
         .clock(TokioClock {
@@ -148,19 +148,19 @@ async fn memory_a_lease_that_ended_is_lost_not_revived() {
     let slot = Slot::new("ws", "user").unwrap();
     assert!(
         store
-            .acquire(&slot, PermitId::next(), 1, LEASE)
+            .acquire(&slot, PermitId::next(), 1, TTL)
             .await
             .unwrap()
             .is_admitted()
     );
-    skew.store(2 * LEASE.duration().as_micros() as u64, Ordering::SeqCst);
+    skew.store(2 * TTL.duration().as_micros() as u64, Ordering::SeqCst);
     assert_eq!(store.in_flight(&slot), 0);
     // Its next tick (a renewal period after the task started, which it did on the first yield).
-    tokio::time::sleep(LEASE.renew_every() * 2).await;
+    tokio::time::sleep(TTL.renew_every() * 2).await;
     assert_eq!(store.renewing(), 0, "the heartbeat found it gone");
     assert!(
         store
-            .acquire(&slot, PermitId::next(), 1, LEASE)
+            .acquire(&slot, PermitId::next(), 1, TTL)
             .await
             .unwrap()
             .is_admitted()
@@ -175,16 +175,16 @@ async fn memory_the_heartbeat_task_ends_with_its_store() {
     let permit = PermitId::next();
     assert!(
         store
-            .acquire(&slot, permit, 1, LEASE)
+            .acquire(&slot, permit, 1, TTL)
             .await
             .unwrap()
             .is_admitted()
     );
     // The janitor and the heartbeat.
     assert_eq!(metrics.num_alive_tasks(), 2);
-    tokio::time::sleep(LEASE.duration()).await;
+    tokio::time::sleep(TTL.duration()).await;
     drop(store);
-    tokio::time::sleep(LEASE.duration()).await;
+    tokio::time::sleep(TTL.duration()).await;
     assert_eq!(
         metrics.num_alive_tasks(),
         0,
@@ -196,7 +196,7 @@ async fn memory_the_heartbeat_task_ends_with_its_store() {
 /// time: another request is refused throughout, and the slot frees when it ends. Renewals come
 /// every 100 ms of a 3 s TTL, so only a stall of almost 3 s could fail this on a loaded machine.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_a_long_request_keeps_its_slot_across_several_leases() {
+async fn redis_a_long_request_keeps_its_slot_across_several_ttls() {
     let redis = RedisServer::start();
     let key = "ratelimit:ws:cc:{user}";
     let ttl = Duration::from_secs(3);
@@ -365,13 +365,13 @@ fn memory_the_heartbeat_restarts_on_a_new_runtime() {
             let permit = PermitId::next();
             assert!(
                 store
-                    .acquire(&slot, permit, 1, LEASE)
+                    .acquire(&slot, permit, 1, TTL)
                     .await
                     .unwrap()
                     .is_admitted()
             );
             for _ in 0..5 {
-                tokio::time::sleep(LEASE.duration()).await;
+                tokio::time::sleep(TTL.duration()).await;
                 assert_eq!(store.in_flight(&slot), 1, "renewed on this runtime");
             }
             assert!(store.release(&slot, permit).await.unwrap());

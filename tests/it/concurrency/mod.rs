@@ -1,5 +1,5 @@
 //! Concurrency limiting: `ConcurrencyLimitLayer`, the stores' slot operations, the heartbeat that
-//! renews leases, and what happens to slots when requests, connections or Redis fail.
+//! renews permits, and what happens to slots when requests, connections or Redis fail.
 
 mod heartbeat;
 mod layer;

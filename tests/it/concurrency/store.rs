@@ -12,13 +12,13 @@ use tower_redis_ratelimit::store::permits::{
 };
 use tower_redis_ratelimit::{MemoryStore, RedisStore};
 
-const LEASE: PermitTtl = PermitTtl::new(Duration::from_secs(10));
+const TTL: PermitTtl = PermitTtl::new(Duration::from_secs(10));
 
 fn renewal(slot: &Slot, permit: PermitId) -> Renewal {
     Renewal {
         slot: slot.clone(),
         permit,
-        ttl: LEASE.duration(),
+        ttl: TTL.duration(),
     }
 }
 
@@ -30,19 +30,19 @@ async fn ttl_semantics(store: &impl PermitStore, clock: &ManualClock) {
 
     // t=0: two of two slots, the third refused; another client is not affected.
     assert_eq!(
-        store.acquire(&slot, a, 2, LEASE).await.unwrap(),
+        store.acquire(&slot, a, 2, TTL).await.unwrap(),
         Acquired::new(true, 1)
     );
     assert_eq!(
-        store.acquire(&slot, b, 2, LEASE).await.unwrap(),
+        store.acquire(&slot, b, 2, TTL).await.unwrap(),
         Acquired::new(true, 2)
     );
     assert_eq!(
-        store.acquire(&slot, c, 2, LEASE).await.unwrap(),
+        store.acquire(&slot, c, 2, TTL).await.unwrap(),
         Acquired::new(false, 2)
     );
     assert_eq!(
-        store.acquire(&other, c, 2, LEASE).await.unwrap(),
+        store.acquire(&other, c, 2, TTL).await.unwrap(),
         Acquired::new(true, 1)
     );
     assert!(store.release(&other, c).await.unwrap());
@@ -51,7 +51,7 @@ async fn ttl_semantics(store: &impl PermitStore, clock: &ManualClock) {
     assert!(store.release(&slot, a).await.unwrap());
     assert!(!store.release(&slot, a).await.unwrap(), "released twice");
     assert_eq!(
-        store.acquire(&slot, c, 2, LEASE).await.unwrap(),
+        store.acquire(&slot, c, 2, TTL).await.unwrap(),
         Acquired::new(true, 2)
     );
 
@@ -59,7 +59,7 @@ async fn ttl_semantics(store: &impl PermitStore, clock: &ManualClock) {
     clock.advance(Duration::from_secs(5));
     assert!(store.renew(&[renewal(&slot, b)]).await.unwrap().is_empty());
     assert_eq!(
-        store.acquire(&slot, d, 2, LEASE).await.unwrap(),
+        store.acquire(&slot, d, 2, TTL).await.unwrap(),
         Acquired::new(false, 2)
     );
 
@@ -76,7 +76,7 @@ async fn ttl_semantics(store: &impl PermitStore, clock: &ManualClock) {
     assert_eq!(gone, expected, "c expired, e was never held");
     assert!(!store.release(&slot, c).await.unwrap(), "c had expired");
     assert_eq!(
-        store.acquire(&slot, d, 2, LEASE).await.unwrap(),
+        store.acquire(&slot, d, 2, TTL).await.unwrap(),
         Acquired::new(true, 2)
     );
 
@@ -84,7 +84,7 @@ async fn ttl_semantics(store: &impl PermitStore, clock: &ManualClock) {
     clock.advance(Duration::from_secs(30));
     assert_eq!(store.renew(&[renewal(&slot, b)]).await.unwrap(), vec![b]);
     assert_eq!(
-        store.acquire(&slot, e, 1, LEASE).await.unwrap(),
+        store.acquire(&slot, e, 1, TTL).await.unwrap(),
         Acquired::new(true, 1)
     );
     assert!(store.release(&slot, e).await.unwrap());
@@ -92,7 +92,7 @@ async fn ttl_semantics(store: &impl PermitStore, clock: &ManualClock) {
 }
 
 #[tokio::test]
-async fn memory_store_leases() {
+async fn memory_store_permits() {
     let clock = ManualClock::new(1_700_000_000_000_000);
     let store = MemoryStore::builder().clock(clock.clone()).build();
     ttl_semantics(&store, &clock).await;
@@ -106,7 +106,7 @@ async fn memory_store_leases() {
 }
 
 #[tokio::test]
-async fn redis_store_leases_answer_as_the_memory_store() {
+async fn redis_store_permits_answer_as_the_memory_store() {
     let redis = RedisServer::start();
     let clock = ManualClock::new(1_700_000_000_000_000);
     let store = RedisStore::builder(&redis.url())
@@ -129,13 +129,7 @@ async fn redis_keys_are_hash_tagged_expiring_and_untouched_by_refusals() {
     let slot = Slot::new("ws", "user-9").unwrap();
     let key = "app:ws:cc:{user-9}";
     let (a, b) = (PermitId::next(), PermitId::next());
-    assert!(
-        store
-            .acquire(&slot, a, 1, LEASE)
-            .await
-            .unwrap()
-            .is_admitted()
-    );
+    assert!(store.acquire(&slot, a, 1, TTL).await.unwrap().is_admitted());
     let ttl = redis.pttl(key);
     assert!(ttl > 0 && ttl <= 10_000, "PTTL {ttl}");
     assert_eq!(
@@ -148,7 +142,7 @@ async fn redis_keys_are_hash_tagged_expiring_and_untouched_by_refusals() {
     let before = changes();
     for _ in 0..5 {
         assert_eq!(
-            store.acquire(&slot, b, 1, LEASE).await.unwrap(),
+            store.acquire(&slot, b, 1, TTL).await.unwrap(),
             Acquired::new(false, 1)
         );
     }
@@ -159,13 +153,7 @@ async fn redis_keys_are_hash_tagged_expiring_and_untouched_by_refusals() {
 
     // A long or binary client key is stored as a digest, still hash-tagged.
     let long = Slot::new("ws", "k".repeat(500)).unwrap();
-    assert!(
-        store
-            .acquire(&long, a, 1, LEASE)
-            .await
-            .unwrap()
-            .is_admitted()
-    );
+    assert!(store.acquire(&long, a, 1, TTL).await.unwrap().is_admitted());
     let keys = redis.keys();
     assert_eq!(keys.len(), 1);
     assert!(
@@ -187,7 +175,7 @@ async fn redis_renews_many_permits_at_once() {
             let permit = PermitId::next();
             assert!(
                 store
-                    .acquire(&slot, permit, 5, LEASE)
+                    .acquire(&slot, permit, 5, TTL)
                     .await
                     .unwrap()
                     .is_admitted()
@@ -222,7 +210,7 @@ async fn redis_errors_are_errors() {
     let slot = Slot::new("ws", "user-1").unwrap();
     let permit = PermitId::next();
     let bounded = Duration::from_secs(5);
-    let acquire = tokio::time::timeout(bounded, store.acquire(&slot, permit, 1, LEASE));
+    let acquire = tokio::time::timeout(bounded, store.acquire(&slot, permit, 1, TTL));
     assert!(acquire.await.unwrap().is_err());
     let release = tokio::time::timeout(bounded, store.release(&slot, permit));
     assert!(release.await.unwrap().is_err());

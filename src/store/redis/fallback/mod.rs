@@ -180,7 +180,7 @@ pub(in crate::store::redis) fn guard(
     if inner.fallback.is_none() {
         return decided;
     }
-    // Answered in process (a lease): Redis was not asked, so there is nothing to learn.
+    // Answered in process (a quota lease): Redis was not asked, so there is nothing to learn.
     if let Some(result) = decided.take_ready() {
         return StoreFuture::ready(result);
     }
