@@ -5,7 +5,6 @@
 use axum::Router;
 use axum::routing::get;
 use tower_redis_ratelimit::key::GlobalKey;
-use tower_redis_ratelimit::rate::Plan;
 use tower_redis_ratelimit::{Policy, Quota, RateLimitLayer, RedisStore, Rule, Store};
 
 use crate::support::logs::Logs;
@@ -93,10 +92,7 @@ async fn a_plans_decision_names_its_plan() {
     let layer = RateLimitLayer::builder()
         .rule(Rule::fixed_window("spans-plans", Quota::per_minute(2)))
         .plan("pro", &pro)
-        .choose_plan(|parts| {
-            let plan = parts.headers.get("x-plan")?.to_str().ok()?;
-            Some(Plan::new(plan))
-        })
+        .choose_plan(crate::support::plan)
         .key(GlobalKey::new("everyone"))
         .build()
         .unwrap();

@@ -9,7 +9,6 @@ use axum::routing::get;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use tower_redis_ratelimit::admission::FailureMode;
 use tower_redis_ratelimit::key::HeaderKey;
-use tower_redis_ratelimit::rate::Plan;
 use tower_redis_ratelimit::store::Fallback;
 use tower_redis_ratelimit::{
     ConcurrencyLimitLayer, Policy, Quota, RateLimitLayer, RedisStore, Rule,
@@ -135,10 +134,7 @@ fn two_plans_rules_of_one_name_are_separate_series_and_unknown_plans_are_counted
         let app = app(RateLimitLayer::builder()
             .rule(Rule::fixed_window("api", Quota::per_minute(2)))
             .plan("pro", &pro)
-            .choose_plan(|parts| {
-                let plan = parts.headers.get("x-plan")?.to_str().ok()?;
-                Some(Plan::new(plan))
-            })
+            .choose_plan(crate::support::plan)
             .key(HeaderKey::new("x-client"))
             .build()
             .unwrap());
