@@ -35,6 +35,12 @@ pub mod observability {}
 #[doc = include_str!("../docs/routes.md")]
 pub mod routes {}
 
+/// Rolling out and tailoring limits: shadow mode (deciding and counting without refusing, its
+/// switch at run time and in a file), and plans (a policy per customer tier, chosen by your
+/// authentication).
+#[doc = include_str!("../docs/rollout.md")]
+pub mod rollout {}
+
 /// Keys and proxies: who a limit counts against, client addresses behind trusted proxies,
 /// allow and deny lists.
 #[doc = include_str!("../docs/keys.md")]

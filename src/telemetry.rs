@@ -4,8 +4,9 @@
 //!
 //! | metric | kind | labels | counts |
 //! |---|---|---|---|
-//! | `ratelimit_decisions_total` | counter | `rule`, `outcome` (`allowed`, `denied`, `never`, `shadow_denied`) | rate-limit decisions, by the rule they report |
-//! | `ratelimit_near_limit_total` | counter | `rule` | admitted requests that left a fifth of the rule's capacity or less (80% used) |
+//! | `ratelimit_decisions_total` | counter | `plan`, `rule`, `outcome` (`allowed`, `denied`, `never`; in shadow mode `shadow_allowed`, `shadow_denied`, `shadow_never`) | rate-limit decisions, by the plan whose policy decided (empty: the default) and the rule they report |
+//! | `ratelimit_near_limit_total` | counter | `plan`, `rule` | admitted requests of an enforced limit that left a fifth of the rule's capacity or less (80% used) |
+//! | `ratelimit_unknown_plan_total` | counter | | requests whose plan none of their layer's plans is: limited by the default policy |
 //! | `ratelimit_store_seconds` | histogram | `limiting` (`rate limiting`, `concurrency limiting`, ...) | how long store calls that needed I/O took |
 //! | `ratelimit_store_errors_total` | counter | `limiting`, `kind` ([`StoreErrorKind`](crate::store::StoreErrorKind)) | store calls that failed or missed their deadline |
 //! | `ratelimit_fallback_decisions_total` | counter | | decisions by a Redis store's fallback |
@@ -15,32 +16,56 @@
 
 #[cfg(feature = "metrics")]
 mod enabled {
+    use std::sync::Arc;
     use std::time::Duration;
 
     use metrics::SharedString;
 
     use crate::policy::Rule;
 
+    /// The `plan` label: the plan's shared name, or empty for a layer's default policy.
+    fn plan_label(plan: Option<&Arc<str>>) -> SharedString {
+        plan.map_or(SharedString::const_str(""), |plan| {
+            SharedString::from(Arc::clone(plan))
+        })
+    }
+
     /// The `rule` label: the rule's shared name (a reference count, not an allocation per
     /// request, which the metrics facade would pay even with no recorder installed), or empty
     /// when a custom store reports a rule the policy lacks.
     fn rule_label(rule: Option<&Rule>) -> SharedString {
         rule.map_or(SharedString::const_str(""), |rule| {
-            SharedString::from(std::sync::Arc::clone(rule.shared_name()))
+            SharedString::from(Arc::clone(rule.shared_name()))
         })
     }
 
-    /// A rate-limit decision on `rule`.
+    /// A rate-limit decision on `rule` of `plan`'s policy.
     #[inline]
-    pub(crate) fn decision(rule: Option<&Rule>, outcome: &'static str) {
-        metrics::counter!("ratelimit_decisions_total", "rule" => rule_label(rule), "outcome" => outcome)
-            .increment(1);
+    pub(crate) fn decision(plan: Option<&Arc<str>>, rule: Option<&Rule>, outcome: &'static str) {
+        metrics::counter!(
+            "ratelimit_decisions_total",
+            "plan" => plan_label(plan),
+            "rule" => rule_label(rule),
+            "outcome" => outcome
+        )
+        .increment(1);
     }
 
-    /// An admitted request that left at most a fifth of `rule`'s capacity.
+    /// An admitted request that left at most a fifth of the capacity of `rule` of `plan`'s policy.
     #[inline]
-    pub(crate) fn near_limit(rule: Option<&Rule>) {
-        metrics::counter!("ratelimit_near_limit_total", "rule" => rule_label(rule)).increment(1);
+    pub(crate) fn near_limit(plan: Option<&Arc<str>>, rule: Option<&Rule>) {
+        metrics::counter!(
+            "ratelimit_near_limit_total",
+            "plan" => plan_label(plan),
+            "rule" => rule_label(rule)
+        )
+        .increment(1);
+    }
+
+    /// A request whose plan is none of its layer's.
+    #[inline]
+    pub(crate) fn unknown_plan() {
+        metrics::counter!("ratelimit_unknown_plan_total").increment(1);
     }
 
     /// A store call that needed I/O, and how long it took.
@@ -95,14 +120,17 @@ mod enabled {
 #[cfg(not(feature = "metrics"))]
 #[allow(clippy::missing_const_for_fn)]
 mod enabled {
+    use std::sync::Arc;
     use std::time::Duration;
 
     use crate::policy::Rule;
 
     #[inline(always)]
-    pub(crate) fn decision(_: Option<&Rule>, _: &'static str) {}
+    pub(crate) fn decision(_: Option<&Arc<str>>, _: Option<&Rule>, _: &'static str) {}
     #[inline(always)]
-    pub(crate) fn near_limit(_: Option<&Rule>) {}
+    pub(crate) fn near_limit(_: Option<&Arc<str>>, _: Option<&Rule>) {}
+    #[inline(always)]
+    pub(crate) fn unknown_plan() {}
     #[inline(always)]
     pub(crate) fn store_call(_: &'static str, _: Duration) {}
     #[inline(always)]

@@ -34,49 +34,13 @@ fn main() {
         child(&url);
         return;
     }
-    let name = "a_killed_servers_slots_come_back_within_the_ttl";
-    // What a harness must honour so that `cargo test <filter>` and `--list` treat this binary like
-    // the others: name filters (substrings, or whole names with `--exact`) and listing.
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|arg| arg == "--list") {
-        println!("{name}: test");
-        return;
-    }
-    let exact = args.iter().any(|arg| arg == "--exact");
-    let matches = |filter: &str| {
-        if exact {
-            filter == name
-        } else {
-            name.contains(filter)
-        }
-    };
-    let (mut filters, mut skipped) = (Vec::new(), false);
-    let mut args = args.iter();
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--skip" => skipped |= args.next().is_some_and(|skip| matches(skip)),
-            flag if flag.starts_with('-') => {}
-            filter => filters.push(filter),
-        }
-    }
-    let selected = !skipped && (filters.is_empty() || filters.iter().any(|filter| matches(filter)));
-    if !selected {
-        println!("\nconcurrency_crash: 0 passed, 0 failed");
-        return;
-    }
-    print!("test {name} ... ");
-    std::io::stdout().flush().unwrap();
-    match std::panic::catch_unwind(a_killed_servers_slots_come_back_within_the_ttl) {
-        Ok(()) => {
-            println!("ok");
-            println!("\nconcurrency_crash: 1 passed, 0 failed");
-        }
-        Err(_) => {
-            println!("FAILED");
-            println!("\nconcurrency_crash: 0 passed, 1 failed");
-            std::process::exit(101);
-        }
-    }
+    testkit::harness::run(
+        "concurrency_crash",
+        &[(
+            "a_killed_servers_slots_come_back_within_the_ttl",
+            a_killed_servers_slots_come_back_within_the_ttl,
+        )],
+    );
 }
 
 /// The child server: takes every slot, says so, and keeps them alive until it is killed.

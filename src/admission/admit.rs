@@ -61,6 +61,14 @@ pub trait Admit: Sealed + Send + Sync + 'static {
 
     /// The names of the limits, for logs.
     fn names(&self) -> Vec<&str>;
+
+    /// Whether the middleware is in shadow mode now: it refuses nothing, and tells nothing of a
+    /// request it would have refused before its check (no key, a denied key) or after a failed
+    /// store call. Only a rate limit has a shadow mode.
+    #[inline]
+    fn shadowed(&self) -> bool {
+        false
+    }
 }
 
 /// What an [`Admit`] decided about one request: whether it passes, and what to tell the client.

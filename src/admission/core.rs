@@ -78,7 +78,9 @@ impl<A: Admit> Core<A> {
             tracing::debug_span!(
                 "admission",
                 limiting = A::LIMITING,
-                policy = ?self.admit.names()
+                policy = ?self.admit.names(),
+                // A rate limit records the plan whose policy decides, when it is not the default.
+                plan = tracing::field::Empty
             )
         } else {
             tracing::Span::none()
@@ -94,6 +96,14 @@ impl<A: Admit> Core<A> {
         match keys.key(parts) {
             Ok(key) => Keyed::Check(key),
             Err(NoKey::Skip) => Keyed::Unlimited,
+            Err(NoKey::Refuse(_)) if self.admit.shadowed() => {
+                tracing::debug!(
+                    policy = ?self.admit.names(),
+                    "shadow mode: a request this limit refuses before its check (no usable key, \
+                     or a denied one) passes"
+                );
+                Keyed::Unlimited
+            }
             Err(NoKey::Refuse(rejection)) => {
                 let report = Report::undecided(Undecided::MissingKey, self.admit.announced());
                 let grpc = crate::grpc::is_grpc(&parts.headers);
@@ -121,6 +131,12 @@ impl<A: Admit> Core<A> {
                     tracing::debug!(error = %err, "the store failed");
                 }
                 let policy = self.admit.failed(pending, &err);
+                if self.admit.shadowed() {
+                    // Whatever the failure mode: a limit in shadow mode refuses nothing, and a
+                    // `Skipped` would tell of a limit the client is not under.
+                    self.warn(&err, false);
+                    return Next::Pass(request, None, None);
+                }
                 match &self.on_failure {
                     OnFailure::Open => {
                         self.warn(&err, false);

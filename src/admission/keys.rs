@@ -39,7 +39,11 @@ impl<R> Keys<R> {
                 NoKey::Refuse((self.refuse)(err))
             }
         })?;
-        match self.exemptions.as_deref().map(|lists| lists.listed(&key)) {
+        match self
+            .exemptions
+            .as_deref()
+            .map(|lists| lists.listed(&key, parts))
+        {
             Some(Listed::Allowed) => Err(NoKey::Skip),
             Some(Listed::Denied) => Err(NoKey::Refuse((self.deny)(key))),
             Some(Listed::Neither) | None => Ok(key),

@@ -69,8 +69,9 @@ impl<R> LayerSettings<R> {
     ) -> Result<Keys<R>, ConfigError> {
         let extractor = self.key.take().ok_or(ConfigError::MissingKeyExtractor)?;
         let exemptions = match self.exemptions.take() {
-            Some(exemptions) => {
+            Some(mut exemptions) => {
                 exemptions.validate()?;
+                exemptions.find_clients_with(&*extractor)?;
                 (!exemptions.is_empty()).then(|| Arc::new(exemptions))
             }
             None => None,
@@ -136,8 +137,9 @@ macro_rules! keyed_settings {
                 self
             }
 
-            /// Allow and deny lists of keys and networks: a listed key passes unchecked, or is
-            /// refused with 403 (see [`Exemptions`](crate::key::Exemptions)). Validated by
+            /// Allow and deny lists of keys and of networks of client addresses: a request on the
+            /// allow list passes unchecked, one on the deny list is refused with 403, the others
+            /// are limited as usual (see [`Exemptions`](crate::key::Exemptions)). Validated by
             /// `build()`.
             pub fn exemptions(mut self, exemptions: $crate::key::Exemptions) -> Self {
                 self.common.exemptions = Some(exemptions);

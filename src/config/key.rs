@@ -138,7 +138,7 @@ impl KeyConfig {
 }
 
 impl ClientIpConfig {
-    fn build(&self, field: &str) -> Result<ClientIp, ConfigError> {
+    pub(super) fn build(&self, field: &str) -> Result<ClientIp, ConfigError> {
         let header = match self.forwarded_header.as_deref() {
             None | Some("x-forwarded-for") => ForwardedHeader::XForwardedFor,
             Some("forwarded") => ForwardedHeader::Forwarded,

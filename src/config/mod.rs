@@ -50,6 +50,7 @@ mod load;
 mod paths;
 mod policy;
 mod route;
+mod shadow;
 mod store;
 
 use std::collections::BTreeMap;
@@ -62,13 +63,13 @@ pub use self::load::{Format, LoadError};
 use self::paths::Paths;
 pub use self::policy::{PolicyConfig, RuleConfig};
 pub use self::route::{ListConfig, RouteConfig};
+use self::shadow::Shadows;
 use self::store::BuiltStore;
 pub use self::store::{FallbackConfig, LeasesConfig, StoreConfig, StoreKind};
 #[cfg(feature = "concurrency")]
 use crate::concurrency::ConcurrencyLimitLayer;
 use crate::error::ConfigError;
 pub use crate::error::SettingError;
-use crate::key::Exemptions;
 use crate::policy::Policy;
 use crate::rate::{RateLimitLayer, ShadowSwitch};
 use crate::store::MemoryStore;
@@ -89,8 +90,9 @@ pub struct LimitsConfig {
     /// Concurrency limits by name (the crate's `concurrency` feature).
     #[serde(default)]
     pub concurrency: BTreeMap<String, ConcurrencyConfig>,
-    /// Every route in shadow mode at first (default `false`); [`Limits::shadow_switch`] turns
-    /// them all on or off at run time.
+    /// Every route that does not set its own [`shadow`](RouteConfig::shadow) starts in shadow
+    /// mode (default `false`); [`Limits::shadow_switch`] turns them on or off at run time. A
+    /// route's own `shadow`, `true` or `false`, wins over it.
     #[serde(default)]
     pub shadow: bool,
 }
@@ -104,7 +106,7 @@ pub struct Limits {
     /// The in-process store of a file that names no store.
     in_process: Option<BuiltStore>,
     layers: BTreeMap<String, RateLimitLayer>,
-    shadow: ShadowSwitch,
+    shadows: Shadows,
     paths: Paths,
     #[cfg(feature = "concurrency")]
     concurrency: BTreeMap<String, ConcurrencyLimitLayer>,
@@ -124,6 +126,12 @@ impl LimitsConfig {
     /// are unchanged (same name, same settings, or no store named in either): its counts, its
     /// connections, its denial cache and its leases go on, so reloading a file neither hands
     /// every client a fresh quota nor reconnects to Redis.
+    ///
+    /// It keeps the shadow switches whose setting in the file is unchanged too (the top-level
+    /// `shadow`, a route's own `shadow`), in the position they were turned to at run time: a
+    /// route an operator moved from shadow to enforcement stays enforced through a reload, until
+    /// the file changes that route's `shadow` (or, for a route without its own, the top-level
+    /// one). A changed setting starts as the file says.
     pub fn rebuild(&self, previous: &Limits) -> Result<Limits, ConfigError> {
         self.build_keeping(Some(previous))
     }
@@ -159,18 +167,17 @@ impl LimitsConfig {
             1 => stores.values().next().map(|(_, built)| built.clone()),
             _ => None,
         };
-        let shadow = ShadowSwitch::new(self.shadow);
+        let shadows = Shadows::new(self, previous.map(|previous| &previous.shadows));
         let built = Built {
             stores: &stores,
             policies: &policies,
             default_store: default_store.as_ref(),
-            shadow: &shadow,
         };
         let mut layers = BTreeMap::new();
         let mut paths = Paths::new("route");
         for (name, route) in &self.routes {
             let field = format!("routes.{name}");
-            let layer = build_route(route, &field, &built)?;
+            let layer = build_route(route, &field, &built, shadows.route(name))?;
             paths.add(&format!("{field}.paths"), name, &route.paths)?;
             layers.insert(name.clone(), layer);
         }
@@ -189,7 +196,7 @@ impl LimitsConfig {
             stores,
             in_process,
             layers,
-            shadow,
+            shadows,
             paths: paths.sorted(),
             #[cfg(feature = "concurrency")]
             concurrency,
@@ -223,7 +230,6 @@ struct Built<'a> {
     stores: &'a BTreeMap<String, (StoreConfig, BuiltStore)>,
     policies: &'a BTreeMap<String, Policy>,
     default_store: Option<&'a BuiltStore>,
-    shadow: &'a ShadowSwitch,
 }
 
 impl Built<'_> {
@@ -260,6 +266,7 @@ fn build_route(
     route: &RouteConfig,
     field: &str,
     built: &Built<'_>,
+    shadow: &ShadowSwitch,
 ) -> Result<RateLimitLayer, ConfigError> {
     let policies = built.policies;
     let unknown = |field: String, name: &String| {
@@ -276,12 +283,15 @@ fn build_route(
         .get(&route.policy)
         .ok_or_else(|| unknown(format!("{field}.policy"), &route.policy))?;
     let store = built.store(field, route.store.as_ref())?;
+    let key = route.key.build(&format!("{field}.key"))?;
+    let exemptions = route::exemptions(route, field, &*key)?;
     let mut builder = RateLimitLayer::builder()
         .policy(policy)
         .store(store.rate.clone())
-        .key(route.key.build(&format!("{field}.key"))?)
-        .shadow(route.shadow)
-        .shadow_switch(built.shadow.clone());
+        .key(key)
+        .exemptions(exemptions)
+        .shadow_switch(shadow.clone())
+        .shadow_headers(route.shadow_headers);
     route::admission(
         builder.common_mut(),
         route.failure_mode,
@@ -298,26 +308,6 @@ fn build_route(
             .ok_or_else(|| unknown(format!("{field}.plans.{plan}"), name))?;
         builder = builder.plan(plan.as_str(), policy);
     }
-    let mut exemptions = Exemptions::new();
-    if let Some(allow) = &route.allow {
-        for key in &allow.keys {
-            exemptions = exemptions.allow_key(key.as_str());
-        }
-        exemptions = exemptions.allow_networks(allow.networks.iter().map(String::as_str));
-        exemptions.validate().map_err(|err| {
-            error::at_item(&format!("{field}.allow.networks"), &allow.networks, err)
-        })?;
-    }
-    if let Some(deny) = &route.deny {
-        for key in &deny.keys {
-            exemptions = exemptions.deny_key(key.as_str());
-        }
-        exemptions = exemptions.deny_networks(deny.networks.iter().map(String::as_str));
-        exemptions.validate().map_err(|err| {
-            error::at_item(&format!("{field}.deny.networks"), &deny.networks, err)
-        })?;
-    }
-    builder = builder.exemptions(exemptions);
     builder
         .build()
         .map_err(|err| error::at(field, err, error::layer_setting))
@@ -329,10 +319,12 @@ impl Limits {
         self.layers.get(name)
     }
 
-    /// The switch that puts every route in shadow mode while it is on (set by the file's
-    /// top-level `shadow`, changeable at run time).
+    /// The switch of every route that does not set its own `shadow`: on, they are in shadow
+    /// mode; off, they enforce. The file's top-level `shadow` sets it; turn it either way at run
+    /// time. A route that sets its own `shadow` has its own switch,
+    /// `limits.layer(name)?.shadow_switch()`.
     pub fn shadow_switch(&self) -> &ShadowSwitch {
-        &self.shadow
+        self.shadows.all()
     }
 
     /// Every route's name and layer.

@@ -6,10 +6,12 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::duration;
-use super::key::KeyConfig;
+use super::key::{ClientIpConfig, KeyConfig};
+use super::{duration, error, invalid};
 use crate::admission::{FailureMode, LayerSettings, MissingKey};
+use crate::error::{ConfigError, KeyConfigError};
 use crate::headers::HeaderFamilies;
+use crate::key::{Exemptions, KeyExtractor};
 
 /// One route, or a group of routes that share a limit. In TOML:
 ///
@@ -24,10 +26,13 @@ use crate::headers::HeaderFamilies;
 /// deadline = "50ms"              # default 100ms
 /// headers = ["rate_limiting", "ietf"]   # default; [] for none; "x_ratelimit" too
 /// cost = 1
-/// shadow = false                 # true: decide and tell, never refuse
+/// shadow = true                  # decide and count, never refuse (default: the top-level shadow)
+/// shadow_headers = false         # true: tell a shadow decision as Rate-Limiting-State: Shadow-...
 /// plans = { pro = "api-pro" }    # requests of plan "pro" limited by policy "api-pro"
 /// allow = { keys = ["internal"], networks = ["10.0.0.0/8"] }   # pass unchecked
 /// deny = { networks = ["203.0.113.0/24"] }                      # refused, 403
+/// client_ip = { trusted_proxies = ["10.0.0.0/8"] }  # how networks find the client address,
+///                                                   # when the key is not it
 /// ```
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -69,14 +74,25 @@ pub struct RouteConfig {
     /// Keys and networks refused with 403.
     #[serde(default)]
     pub deny: Option<ListConfig>,
-    /// Shadow mode: decide and tell, never refuse (default `false`; see
-    /// [`RateLimitLayerBuilder::shadow`](crate::rate::RateLimitLayerBuilder::shadow)).
+    /// How the networks of `allow` and `deny` find a request's client address when the route's
+    /// key is not one (see [`Exemptions::client_ip`]); a route keyed by client address uses its
+    /// key's. Only with networks.
     #[serde(default)]
-    pub shadow: bool,
+    pub client_ip: Option<ClientIpConfig>,
+    /// Shadow mode: decide and count, never refuse (see
+    /// [`RateLimitLayerBuilder::shadow`](crate::rate::RateLimitLayerBuilder::shadow)). `true` or
+    /// `false` gives the route a switch of its own, whatever the top-level `shadow` says; left
+    /// out, the route follows the top-level `shadow` and its switch.
+    #[serde(default)]
+    pub shadow: Option<bool>,
+    /// In shadow mode, tell the client what the route decided (default `false`; see
+    /// [`RateLimitLayerBuilder::shadow_headers`](crate::rate::RateLimitLayerBuilder::shadow_headers)).
+    #[serde(default)]
+    pub shadow_headers: bool,
 }
 
 /// An allow or deny list: keys as the route's key extractor makes them, and networks (CIDRs or
-/// addresses) matching client-address keys.
+/// addresses) matching the client's address.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ListConfig {
@@ -107,5 +123,50 @@ pub(super) fn admission<R>(
     }
     if let Some(families) = headers {
         settings.headers = families;
+    }
+}
+
+/// The allow and deny lists of `route` (at `field`), keyed by `key`; their mistakes named by
+/// field.
+pub(super) fn exemptions(
+    route: &RouteConfig,
+    field: &str,
+    key: &dyn KeyExtractor,
+) -> Result<Exemptions, ConfigError> {
+    let mut exemptions = Exemptions::new();
+    let mut networks = None;
+    for (name, list) in [("allow", &route.allow), ("deny", &route.deny)] {
+        let Some(list) = list else { continue };
+        let at = format!("{field}.{name}.networks");
+        for listed in &list.keys {
+            exemptions = match name {
+                "allow" => exemptions.allow_key(listed.as_str()),
+                _ => exemptions.deny_key(listed.as_str()),
+            };
+        }
+        let listed = list.networks.iter().map(String::as_str);
+        exemptions = match name {
+            "allow" => exemptions.allow_networks(listed),
+            _ => exemptions.deny_networks(listed),
+        };
+        exemptions
+            .validate()
+            .map_err(|err| error::at_item(&at, &list.networks, err))?;
+        if networks.is_none() && !list.networks.is_empty() {
+            networks = Some(at);
+        }
+    }
+    match (networks, &route.client_ip) {
+        (Some(_), Some(client)) => {
+            Ok(exemptions.client_ip(client.build(&format!("{field}.client_ip"))?))
+        }
+        (Some(at), None) if key.client_ip().is_none() => {
+            Err(invalid(at, KeyConfigError::NetworksWithoutClientIp))
+        }
+        (None, Some(_)) => Err(invalid(
+            format!("{field}.client_ip"),
+            KeyConfigError::ClientIpWithoutNetworks,
+        )),
+        _ => Ok(exemptions),
     }
 }

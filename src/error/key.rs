@@ -44,6 +44,18 @@ pub enum KeyConfigError {
         "is set without trusted_proxies: a forwarded header is only read from proxies you trust"
     )]
     ForwardedWithoutProxies,
+    /// Allow or deny networks on a layer whose key is no client address, with no
+    /// [`ClientIp`](crate::key::ClientIp) to find one
+    /// ([`Exemptions::client_ip`](crate::key::Exemptions::client_ip)).
+    #[error(
+        "allow and deny networks match the client's address, which this key does not read: say \
+         how to find it with `Exemptions::client_ip` (in a configuration file, the route's \
+         `client_ip`): the TCP peer, or the address your trusted proxies forward"
+    )]
+    NetworksWithoutClientIp,
+    /// A configuration file's `client_ip` on a route that lists no network.
+    #[error("is set, but the route lists no allow or deny network that would use it: remove it")]
+    ClientIpWithoutNetworks,
     /// A prefix length that does not fit the address family.
     #[error("is {len}: use 1 to {max}")]
     PrefixOutOfRange {

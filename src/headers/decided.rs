@@ -27,6 +27,8 @@ pub(crate) struct Decided {
     pub(crate) at: SystemTime,
     /// The client's partition key, for `RateLimit`'s `pk` (when the layer adds it).
     pub(crate) partition: Option<Partition>,
+    /// Made in shadow mode: told in the `Rate-Limiting-*` headers alone, as a `Shadow-` state.
+    pub(crate) shadow: bool,
 }
 
 impl Decided {
@@ -36,14 +38,22 @@ impl Decided {
             policy,
             at,
             partition,
+            shadow,
         } = self;
         // The first whole second at or after the exact instant: rounded up, never down, so a
         // client that waits until then finds the period over.
         let reset_at = epoch_seconds(at + decision.reset_after());
         if families.contains(HeaderFamilies::RATE_LIMITING) {
             // A fallback's decision, admitted or refused, says so: it counted one instance's
-            // share of the quota, not the fleet's (the status tells admitted from refused).
-            let state = if decision.is_degraded() {
+            // share of the quota, not the fleet's (the status tells admitted from refused). A
+            // shadow decision says so instead, whatever decided it: nothing was enforced.
+            let state = if shadow {
+                if decision.is_allowed() {
+                    "Shadow-Allow"
+                } else {
+                    "Shadow-Deny"
+                }
+            } else if decision.is_degraded() {
                 "Degraded"
             } else if decision.is_allowed() {
                 "Allow"
@@ -53,6 +63,11 @@ impl Decided {
             fill(headers, TOTAL_REQUESTS, integer(decision.used()));
             fill(headers, STATE, HeaderValue::from_static(state));
             fill(headers, EXPIRES_AT, rfc3339(reset_at));
+        }
+        // What clients back off by (a `RateLimit` with nothing remaining, `Retry-After`) is never
+        // told of a limit that is not enforced.
+        if shadow {
+            return;
         }
         if families.contains(HeaderFamilies::IETF) {
             headers.append(RATELIMIT_POLICY, policy.header.clone());
@@ -148,6 +163,7 @@ mod tests {
             policy: RatePolicy::new(policy()),
             at: SystemTime::now(),
             partition: None,
+            shadow: false,
         }
     }
 
@@ -236,6 +252,7 @@ mod tests {
                 policy: RatePolicy::new(policy()),
                 at,
                 partition: None,
+                shadow: false,
             };
             decided.apply(&mut headers, HeaderFamilies::ALL);
             assert_eq!(headers[&EXPIRES_AT], expires_at, "{at:?} + {reset_after:?}");
@@ -287,5 +304,40 @@ mod tests {
         decided(decision).apply(&mut headers, HeaderFamilies::IETF);
         assert_eq!(headers[RETRY_AFTER], "60");
         assert_eq!(headers.get_all(&RATELIMIT_POLICY).iter().count(), 2);
+    }
+
+    #[test]
+    fn a_shadow_decision_says_shadow_and_nothing_clients_back_off_by() {
+        let denied = RuleVerdict::new(
+            Outcome::Denied,
+            0,
+            5,
+            Duration::from_secs(8),
+            Duration::from_secs(2),
+        );
+        let allowed = RuleVerdict::new(
+            Outcome::Allowed,
+            3,
+            2,
+            Duration::from_secs(8),
+            Duration::ZERO,
+        );
+        for (verdict, state) in [(denied, "Shadow-Deny"), (allowed, "Shadow-Allow")] {
+            let mut shadowed = decided(Decision::from_verdicts(&policy(), &[verdict]));
+            shadowed.shadow = true;
+            let mut headers = HeaderMap::new();
+            shadowed.apply(&mut headers, HeaderFamilies::ALL);
+            assert_eq!(headers[&STATE], state);
+            assert_eq!(
+                headers[&TOTAL_REQUESTS],
+                if verdict.outcome == Outcome::Denied {
+                    "5"
+                } else {
+                    "2"
+                }
+            );
+            assert!(headers.contains_key(&EXPIRES_AT));
+            assert_eq!(headers.len(), 3, "{headers:?}");
+        }
     }
 }

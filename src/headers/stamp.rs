@@ -63,6 +63,19 @@ impl Report {
             policy: policy.clone(),
             at: SystemTime::now(),
             partition,
+            shadow: false,
+        })
+    }
+
+    /// A decision on `policy` made now in shadow mode, to be told as such (see
+    /// [`Decided::shadow`]).
+    pub(crate) fn shadowed(decision: Decision, policy: &Arc<RatePolicy>) -> Self {
+        Report::Decided(Decided {
+            decision,
+            policy: policy.clone(),
+            at: SystemTime::now(),
+            partition: None,
+            shadow: true,
         })
     }
 

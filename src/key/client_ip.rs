@@ -173,6 +173,10 @@ impl KeyExtractor for ClientIp {
     fn extract(&self, parts: &Parts) -> Result<Key, KeyError> {
         self.client_addr(parts).map(|address| self.group(address))
     }
+
+    fn client_ip(&self) -> Option<&ClientIp> {
+        Some(self)
+    }
 }
 
 /// The TCP peer: axum's connect info, or a `SocketAddr` any server put into the extensions.

@@ -158,6 +158,14 @@ impl KeyError {
 pub trait KeyExtractor: Send + Sync + 'static {
     /// The key, or why there is none.
     fn extract(&self, parts: &Parts) -> Result<Key, KeyError>;
+
+    /// How this extractor finds a request's client address, if it does: a layer's allow and deny
+    /// networks ([`Exemptions`]) match the client address it finds, whatever the key of the
+    /// request. [`ClientIp`] is such an extractor, and so is an [`or`](KeyExtractorExt::or) of
+    /// one (the first that is); the others, by default, are not.
+    fn client_ip(&self) -> Option<&ClientIp> {
+        None
+    }
 }
 
 impl<F> KeyExtractor for F
@@ -172,6 +180,10 @@ where
 impl<K: KeyExtractor + ?Sized> KeyExtractor for std::sync::Arc<K> {
     fn extract(&self, parts: &Parts) -> Result<Key, KeyError> {
         (**self).extract(parts)
+    }
+
+    fn client_ip(&self) -> Option<&ClientIp> {
+        (**self).client_ip()
     }
 }
 
@@ -202,6 +214,10 @@ impl<A: KeyExtractor, B: KeyExtractor> KeyExtractor for Or<A, B> {
             Err(err) if err.kind() == KeyErrorKind::Missing => self.second.extract(parts),
             result => result,
         }
+    }
+
+    fn client_ip(&self) -> Option<&ClientIp> {
+        self.first.client_ip().or_else(|| self.second.client_ip())
     }
 }
 

@@ -23,8 +23,9 @@ pub struct RateLimitLayerBuilder {
     rules: Vec<Rule>,
     store: Option<Arc<dyn Store>>,
     cost: Option<Arc<CostFn>>,
-    shadow: bool,
-    shadow_switch: Option<ShadowSwitch>,
+    /// The layer's shadow switch; a new one, off, unless given.
+    shadow: Option<ShadowSwitch>,
+    shadow_headers: bool,
     plans: Vec<(Plan, Policy)>,
     choose_plan: Option<Arc<ChooseFn>>,
     partition_secret: Option<Vec<u8>>,
@@ -42,8 +43,8 @@ impl RateLimitLayer {
             rules: Vec::new(),
             store: None,
             cost: None,
-            shadow: false,
-            shadow_switch: None,
+            shadow: None,
+            shadow_headers: false,
             plans: Vec::new(),
             choose_plan: None,
             partition_secret: None,
@@ -53,6 +54,13 @@ impl RateLimitLayer {
     /// The policy this layer enforces (its default one, when it has [plans](RateLimitLayerBuilder::plan)).
     pub fn policy(&self) -> &Policy {
         &self.core.admit.plans.default_policy().policy
+    }
+
+    /// This layer's shadow switch: on, the layer is in shadow mode; off, it enforces. Turn it
+    /// either way at run time (see [`ShadowSwitch`]); layers built with clones of one switch
+    /// (`RateLimitLayerBuilder::shadow_switch`) turn together.
+    pub fn shadow_switch(&self) -> &ShadowSwitch {
+        self.core.admit.shadow.switch()
     }
 }
 
@@ -87,21 +95,44 @@ impl RateLimitLayerBuilder {
         self
     }
 
-    /// Shadow mode (default off): the layer decides, counts, logs and writes every header it
-    /// would (`Rate-Limiting-State: Deny`, `RateLimit` with `r=0`, `Retry-After`), but lets
-    /// refused requests through to the handler, whose `Option<Decision>` then says it was
-    /// denied. For rolling out a new limit: watch what it would refuse before it does. Refusals
-    /// let through are logged (`info`, at most once a second, with a count; every one at
-    /// `debug`). A [`ShadowSwitch`] does the same for many layers at once, at run time.
-    pub fn shadow(mut self, shadow: bool) -> Self {
-        self.shadow = shadow;
+    /// Starts the layer in shadow mode (`true`) or enforcing (`false`, the default), with a
+    /// [`ShadowSwitch`] of its own that [`RateLimitLayer::shadow_switch`] returns, to turn it
+    /// either way at run time.
+    ///
+    /// In shadow mode the layer decides and counts every request as it would otherwise, but
+    /// refuses none (not for its quota, nor for a missing key, a key on its deny list or a failed
+    /// store) and writes none of its headers, so that no client changes what it does: no 429, no
+    /// `Retry-After`, no `RateLimit` saying nothing remains. What it would have done goes to the
+    /// metrics (`outcome` `shadow_allowed`, `shadow_denied`, `shadow_never` of
+    /// `ratelimit_decisions_total`) and the logs (each refusal let through at `debug`, at most one
+    /// line a second at `info` with a count of the others); a handler still gets the
+    /// [`Decision`](crate::Decision) (`Option<Decision>` in axum). For rolling out a new limit:
+    /// watch what it would refuse, then enforce it.
+    ///
+    /// The last of `shadow` and [`shadow_switch`](Self::shadow_switch) called is the layer's
+    /// switch.
+    pub fn shadow(mut self, on: bool) -> Self {
+        self.shadow = Some(ShadowSwitch::new(on));
         self
     }
 
-    /// Puts the layer in shadow mode whenever `switch` is on (see [`ShadowSwitch`]), in
-    /// addition to its own [`shadow`](Self::shadow) setting.
+    /// Makes `switch` this layer's shadow switch: the layer is in shadow mode (see
+    /// [`shadow`](Self::shadow)) while the switch is on and enforces while it is off, together
+    /// with every other layer given a clone of it. Replaces the switch of an earlier
+    /// [`shadow`](Self::shadow) call.
     pub fn shadow_switch(mut self, switch: ShadowSwitch) -> Self {
-        self.shadow_switch = Some(switch);
+        self.shadow = Some(switch);
+        self
+    }
+
+    /// In shadow mode, tells the client what the layer decided (default off: nothing): the
+    /// `Rate-Limiting-*` headers with `Rate-Limiting-State: Shadow-Allow` or `Shadow-Deny`, and
+    /// never `RateLimit`, `RateLimit-Policy`, `X-RateLimit-*` or `Retry-After`, which clients back
+    /// off by. For seeing a shadow limit at work from a client (a test, `curl`); see the
+    /// [headers reference](crate::guide::headers). Needs the `Rate-Limiting-*` family in
+    /// [`headers`](Self::headers) (there by default).
+    pub fn shadow_headers(mut self, tell: bool) -> Self {
+        self.shadow_headers = tell;
         self
     }
 
@@ -158,7 +189,7 @@ impl RateLimitLayerBuilder {
             store,
             cost,
             shadow,
-            shadow_switch,
+            shadow_headers,
             plans,
             choose_plan,
             partition_secret,
@@ -181,7 +212,7 @@ impl RateLimitLayerBuilder {
                 choose_plan,
             ),
             cost,
-            shadow: Shadow::new(shadow, shadow_switch),
+            shadow: Shadow::new(shadow.unwrap_or_default(), shadow_headers),
             partitioner: partition_secret.map(|secret| Partitioner::new(&secret)),
         };
         common.finish(

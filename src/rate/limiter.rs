@@ -7,10 +7,10 @@ use http::request::Parts;
 use http::{Extensions, HeaderValue};
 
 use super::RateLimitRejection;
-use super::plan::Plans;
+use super::plan::{Plan, Plans};
 use super::shadow::Shadow;
 use crate::admission::{Admit, Sealed, Verdict};
-use crate::decision::Decision;
+use crate::decision::{Decision, Outcome};
 use crate::headers::{Partition, Partitioner, RatePolicy, Report};
 use crate::key::Key;
 use crate::policy::Rule;
@@ -27,7 +27,7 @@ pub struct RateLimiter {
     pub(super) cost: Option<Arc<CostFn>>,
     /// Makes the `pk` of `RateLimit`, when the layer tells partition keys.
     pub(super) partitioner: Option<Partitioner>,
-    /// Decide and tell, but never refuse (see [`ShadowSwitch`](super::ShadowSwitch)).
+    /// Decide and count, but never refuse (see [`ShadowSwitch`](super::ShadowSwitch)).
     pub(super) shadow: Shadow,
 }
 
@@ -44,6 +44,12 @@ impl Admit for RateLimiter {
     fn check(&self, key: Key, parts: &mut Parts) -> (StoreFuture<Decision>, Self::Pending) {
         let cost = self.cost.as_ref().map_or(1, |cost| cost(parts));
         let plan = self.plans.choose(parts);
+        if let Some(name) = self.plans.plan(plan)
+            && tracing::level_enabled!(tracing::Level::DEBUG)
+        {
+            // The decision's span (`Core::span`) is entered around this call.
+            tracing::Span::current().record("plan", name.name());
+        }
         let policy = &self.plans.get(plan).policy;
         let partition = self.partitioner.as_ref().map(|p| p.partition(&key));
         (
@@ -60,29 +66,25 @@ impl Admit for RateLimiter {
         extensions: &mut Extensions,
     ) -> Verdict<Self> {
         let policy = self.plans.get(plan);
-        let report = Report::decided(decision.clone(), policy, partition);
         let rule = rule(policy, &decision);
+        let label = self.plans.plan(plan).map(Plan::shared_name);
+        if self.shadow.is_on() {
+            return self.shadowed(decision, policy, label, extensions);
+        }
+        let report = Report::decided(decision.clone(), policy, partition);
         if decision.is_allowed() {
-            crate::telemetry::decision(rule, "allowed");
+            crate::telemetry::decision(label, rule, "allowed");
             if decision.remaining().saturating_mul(5) <= decision.limit() {
-                crate::telemetry::near_limit(rule);
+                crate::telemetry::near_limit(label, rule);
             }
             extensions.insert(decision);
             return Verdict::pass(Some(report), None);
         }
-        if self
-            .shadow
-            .lets_through(&decision, rule.map_or("", Rule::name))
-        {
-            crate::telemetry::decision(rule, "shadow_denied");
-            extensions.insert(decision);
-            return Verdict::pass(Some(report), None);
-        }
         let outcome = match decision.outcome() {
-            crate::decision::Outcome::Never => "never",
+            Outcome::Never => "never",
             _ => "denied",
         };
-        crate::telemetry::decision(rule, outcome);
+        crate::telemetry::decision(label, rule, outcome);
         let rejection = RateLimitRejection::Limited {
             decision,
             policy: policy.policy.clone(),
@@ -107,6 +109,42 @@ impl Admit for RateLimiter {
             .iter()
             .map(Rule::name)
             .collect()
+    }
+
+    #[inline]
+    fn shadowed(&self) -> bool {
+        self.shadow.is_on()
+    }
+}
+
+impl RateLimiter {
+    /// The verdict on `decision` in shadow mode: pass, whatever it says, and tell the client
+    /// nothing unless the layer tells shadow decisions; what it would have done goes to the
+    /// metrics and the log.
+    fn shadowed(
+        &self,
+        decision: Decision,
+        policy: &Arc<RatePolicy>,
+        plan: Option<&Arc<str>>,
+        extensions: &mut Extensions,
+    ) -> Verdict<Self> {
+        let rule = rule(policy, &decision);
+        let outcome = match decision.outcome() {
+            Outcome::Allowed => "shadow_allowed",
+            Outcome::Denied => "shadow_denied",
+            Outcome::Never => "shadow_never",
+        };
+        crate::telemetry::decision(plan, rule, outcome);
+        if !decision.is_allowed() {
+            self.shadow
+                .let_through(&decision, rule.map_or("", Rule::name));
+        }
+        let report = self
+            .shadow
+            .tells()
+            .then(|| Report::shadowed(decision.clone(), policy));
+        extensions.insert(decision);
+        Verdict::pass(report, None)
     }
 }
 

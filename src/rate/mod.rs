@@ -48,11 +48,12 @@ use crate::admission::{Admission, AdmissionLayer};
 /// | [`key`](RateLimitLayerBuilder::key): who is limited | required |
 /// | [`store`](RateLimitLayerBuilder::store): where counts are kept | a new [`MemoryStore`](crate::MemoryStore) |
 /// | [`cost`](RateLimitLayerBuilder::cost): what a request costs | 1 |
-/// | [`plan`](RateLimitLayerBuilder::plan), [`choose_plan`](RateLimitLayerBuilder::choose_plan): other policies for some requests | none; the [`Plan`] in the extensions |
-/// | [`shadow`](RateLimitLayerBuilder::shadow), [`shadow_switch`](RateLimitLayerBuilder::shadow_switch): decide without refusing | off |
+/// | [`plan`](RateLimitLayerBuilder::plan), [`choose_plan`](RateLimitLayerBuilder::choose_plan): other policies for some requests ([rollout guide](crate::guide::rollout)) | none; the [`Plan`] in the extensions |
+/// | [`shadow`](RateLimitLayerBuilder::shadow), [`shadow_switch`](RateLimitLayerBuilder::shadow_switch): decide and count without refusing, turned at run time by the layer's [`ShadowSwitch`] | off: enforcing, on a switch of its own |
+/// | [`shadow_headers`](RateLimitLayerBuilder::shadow_headers): tell a shadow decision as a `Shadow-` state | off: nothing |
 /// | [`partition_key`](RateLimitLayerBuilder::partition_key): `pk` in `RateLimit` | off |
 /// | [`on_missing_key`](RateLimitLayerBuilder::on_missing_key) | 400 |
-/// | [`exemptions`](RateLimitLayerBuilder::exemptions): allow and deny lists | none |
+/// | [`exemptions`](RateLimitLayerBuilder::exemptions): allow and deny lists of keys and client networks | none |
 /// | [`failure_mode`](RateLimitLayerBuilder::failure_mode): when the store fails | fail open |
 /// | [`deadline`](RateLimitLayerBuilder::deadline): how long to wait for the store | 100 ms |
 /// | [`headers`](RateLimitLayerBuilder::headers): which header families | [`HeaderFamilies::DEFAULT`](crate::headers::HeaderFamilies::DEFAULT) |

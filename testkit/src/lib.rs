@@ -8,7 +8,8 @@
 //! - [`load`]: a closed-loop HTTP/1.1 load generator, and [`app_process`]: apps in processes of
 //!   their own for it to drive;
 //! - [`governor`]: tower_governor keyed as the benchmarks key ours, their in-process baseline;
-//! - [`traces`]: seeded request traces for the algorithm studies.
+//! - [`traces`]: seeded request traces for the algorithm studies;
+//! - [`harness`]: tests in a binary without libtest's harness, answering `cargo test` alike.
 //!
 //! It does not depend on the crate under test, so the crate's own unit tests may use it too.
 
@@ -16,6 +17,7 @@ pub mod app_process;
 pub mod cluster;
 pub mod commands;
 pub mod governor;
+pub mod harness;
 pub mod load;
 pub mod sentinel;
 mod server;

@@ -5,7 +5,7 @@
 use axum::Router;
 use axum::routing::get;
 use tower_redis_ratelimit::key::GlobalKey;
-use tower_redis_ratelimit::{Quota, RateLimitLayer, RedisStore, Rule, Store};
+use tower_redis_ratelimit::{Policy, Quota, RateLimitLayer, RedisStore, Rule, Store};
 
 use crate::support::logs::Logs;
 use crate::support::{RedisServer, get as send};
@@ -82,4 +82,36 @@ async fn nothing_is_logged_below_debug() {
         send(&app, "/", PEER, &[]).await;
     }
     assert_eq!(logs.text(), "");
+}
+
+/// A decision by a plan's policy names the plan in its span; one by the default policy does not.
+#[tokio::test]
+async fn a_plans_decision_names_its_plan() {
+    let (log, _guard) = Logs::capture();
+    let pro = Policy::try_from(Rule::fixed_window("spans-plans", Quota::per_minute(5))).unwrap();
+    let layer = RateLimitLayer::builder()
+        .rule(Rule::fixed_window("spans-plans", Quota::per_minute(2)))
+        .plan("pro", &pro)
+        .choose_plan(crate::support::plan)
+        .key(GlobalKey::new("everyone"))
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer);
+    send(&app, "/", PEER, &[("x-plan", "pro")]).await;
+    send(&app, "/", PEER, &[]).await;
+    let lines = log.lines_with(": decided ");
+    assert_eq!(lines.len(), 2, "{}", log.text());
+    assert!(
+        lines[0]
+            .contains(r#"admission{limiting="rate limiting" policy=["spans-plans"] plan="pro"}"#),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].contains(r#"admission{limiting="rate limiting" policy=["spans-plans"]}"#),
+        "{}",
+        lines[1]
+    );
 }

@@ -104,3 +104,39 @@ fn every_layer_page_lists_every_setting_of_its_builder() {
         );
     }
 }
+
+/// `docs/performance.md` opens with the table that says which options to turn on for which
+/// traffic, before its measurements, and names every option of the Redis store that trades
+/// exactness or memory for fewer calls.
+#[test]
+fn performance_opens_with_which_options_for_which_traffic() {
+    let page = source("docs/performance.md");
+    let (top, _) = page
+        .split_once("\n## How these were measured\n")
+        .expect("the measurements under their own heading");
+    let mut sections = top.split("\n## ").skip(1);
+    let first = sections.next().expect("a first section");
+    assert!(
+        first.starts_with("Which options for which traffic\n"),
+        "{first}"
+    );
+    assert!(first.contains("| your traffic | turn on |"), "{first}");
+    for option in [
+        "MemoryStore",
+        ".denial_cache(",
+        ".coalesce(",
+        ".quota_leases(",
+        ".fallback(",
+        "Costs above 1 always ask Redis",
+        "Key-rotating abusers bypass any per-key cache",
+    ] {
+        assert!(
+            first.contains(option),
+            "{option} is not in the table: {first}"
+        );
+    }
+    let builder = source("src/store/redis/builder.rs");
+    for option in ["denial_cache", "coalesce", "quota_leases", "fallback"] {
+        assert!(builder.contains(&format!("pub fn {option}(")), "{option}");
+    }
+}

@@ -12,6 +12,7 @@ mod conformance;
 mod decision_log;
 mod docs_settings;
 mod failure_log;
+mod getting_started;
 mod grpc;
 mod handlers;
 mod headers;

@@ -10,7 +10,9 @@ use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use tower_redis_ratelimit::admission::FailureMode;
 use tower_redis_ratelimit::key::HeaderKey;
 use tower_redis_ratelimit::store::Fallback;
-use tower_redis_ratelimit::{ConcurrencyLimitLayer, Quota, RateLimitLayer, RedisStore, Rule};
+use tower_redis_ratelimit::{
+    ConcurrencyLimitLayer, Policy, Quota, RateLimitLayer, RedisStore, Rule,
+};
 
 use crate::support::{RedisServer, timed_get};
 
@@ -88,33 +90,87 @@ fn decisions_are_counted_by_rule_and_outcome_with_the_near_limit_ones() {
     assert_eq!(
         value(
             &metrics,
-            "ratelimit_decisions_total{outcome=allowed,rule=api}"
+            "ratelimit_decisions_total{outcome=allowed,plan=,rule=api}"
         ),
         5
     );
     assert_eq!(
         value(
             &metrics,
-            "ratelimit_decisions_total{outcome=denied,rule=api}"
+            "ratelimit_decisions_total{outcome=denied,plan=,rule=api}"
         ),
         2
     );
     // Remaining 1 and 0 of 5: a fifth or less left.
-    assert_eq!(value(&metrics, "ratelimit_near_limit_total{rule=api}"), 2);
+    assert_eq!(
+        value(&metrics, "ratelimit_near_limit_total{plan=,rule=api}"),
+        2
+    );
     assert_eq!(
         value(
             &metrics,
-            "ratelimit_decisions_total{outcome=allowed,rule=trial}"
+            "ratelimit_decisions_total{outcome=shadow_allowed,plan=,rule=trial}"
         ),
         1
     );
     assert_eq!(
         value(
             &metrics,
-            "ratelimit_decisions_total{outcome=shadow_denied,rule=trial}"
+            "ratelimit_decisions_total{outcome=shadow_denied,plan=,rule=trial}"
         ),
         2
     );
+    // Near the limit counts what an enforced limit admitted only.
+    assert_eq!(
+        value(&metrics, "ratelimit_near_limit_total{plan=,rule=trial}"),
+        0
+    );
+}
+
+#[test]
+fn two_plans_rules_of_one_name_are_separate_series_and_unknown_plans_are_counted() {
+    let metrics = recorded(async {
+        let pro = Policy::try_from(Rule::fixed_window("api", Quota::per_minute(5))).unwrap();
+        let app = app(RateLimitLayer::builder()
+            .rule(Rule::fixed_window("api", Quota::per_minute(2)))
+            .plan("pro", &pro)
+            .choose_plan(crate::support::plan)
+            .key(HeaderKey::new("x-client"))
+            .build()
+            .unwrap());
+        for (client, plan, requests) in [
+            ("a", None, 3),
+            ("b", Some("pro"), 3),
+            ("c", Some("gold"), 2),
+        ] {
+            let mut headers = vec![("x-client", client)];
+            headers.extend(plan.map(|plan| ("x-plan", plan)));
+            for _ in 0..requests {
+                timed_get(&app, "/", PEER, &headers).await;
+            }
+        }
+    });
+    let decisions = |outcome: &str, plan: &str| {
+        value(
+            &metrics,
+            &format!("ratelimit_decisions_total{{outcome={outcome},plan={plan},rule=api}}"),
+        )
+    };
+    // The default policy: client a (2 of 3) and client c, whose plan "gold" the layer lacks.
+    assert_eq!(decisions("allowed", ""), 2 + 2);
+    assert_eq!(decisions("denied", ""), 1);
+    assert_eq!(decisions("allowed", "pro"), 3);
+    assert_eq!(decisions("denied", "pro"), 0);
+    // 2 of 5 left is not near; of 2, the second request of a and of c leaves none.
+    assert_eq!(
+        value(&metrics, "ratelimit_near_limit_total{plan=pro,rule=api}"),
+        0
+    );
+    assert_eq!(
+        value(&metrics, "ratelimit_near_limit_total{plan=,rule=api}"),
+        2
+    );
+    assert_eq!(value(&metrics, "ratelimit_unknown_plan_total{}"), 2);
 }
 
 #[test]
@@ -171,7 +227,7 @@ fn redis_calls_are_timed_and_cache_hits_errors_and_fallbacks_counted() {
     assert_eq!(
         value(
             &metrics,
-            "ratelimit_decisions_total{outcome=allowed,rule=degraded}"
+            "ratelimit_decisions_total{outcome=allowed,plan=,rule=degraded}"
         ),
         1
     );

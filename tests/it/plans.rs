@@ -5,10 +5,11 @@ use axum::Router;
 use axum::routing::get;
 use http::{HeaderMap, StatusCode};
 use tower_redis_ratelimit::config::LimitsConfig;
-use tower_redis_ratelimit::key::{ClientIp, Exemptions, HeaderKey};
+use tower_redis_ratelimit::key::{ClientIp, Exemptions, ForwardedHeader, HeaderKey};
 use tower_redis_ratelimit::rate::Plan;
 use tower_redis_ratelimit::{Policy, Quota, RateLimitLayer, Rule};
 
+use crate::support::logs::Logs;
 use crate::support::{header, timed_get};
 
 /// An axum middleware standing in for authentication: the `x-plan` header becomes the
@@ -75,8 +76,17 @@ async fn each_plan_gets_its_own_quota_and_no_plan_gets_the_default() {
     let (pro, headers) = passed(&app, peer, "b", Some("pro"), 8).await;
     assert_eq!(pro, 5);
     assert_eq!(headers["ratelimit-policy"], r#""api";q=5;w=60"#);
-    // An unknown plan is the default.
+    // A plan the layer lacks is the default, and not silently: it is logged (and counted, see
+    // `metrics`).
+    let (log, _guard) = Logs::capture();
     assert_eq!(passed(&app, peer, "c", Some("gold"), 8).await.0, 2);
+    let warned = log.lines_with("a request's plan is none of this limit's plans");
+    assert_eq!(warned.len(), 1, "at most one line a second: {}", log.text());
+    assert!(
+        warned[0].contains(r#"plan="gold" plans=["pro"]"#),
+        "{}",
+        warned[0]
+    );
 }
 
 #[tokio::test]
@@ -108,6 +118,66 @@ async fn allowed_keys_and_networks_pass_unchecked_and_denied_ones_are_refused() 
             "application/problem+json"
         );
     }
+}
+
+/// Networks match the client's address on a layer keyed by API key: the peer, or behind trusted
+/// proxies the address they forwarded, never an address the client wrote itself.
+#[tokio::test]
+async fn networks_match_the_client_address_whatever_the_key() {
+    let behind = ClientIp::behind_proxies(ForwardedHeader::XForwardedFor, ["10.0.0.0/8"]).unwrap();
+    let layer = RateLimitLayer::builder()
+        .rule(Rule::fixed_window("api", Quota::per_minute(1)))
+        .key(HeaderKey::new("x-client"))
+        .exemptions(
+            Exemptions::new()
+                .allow_networks(["192.168.0.0/16"])
+                .deny_networks(["198.51.100.0/24"])
+                .client_ip(behind),
+        )
+        .build()
+        .unwrap();
+    let app = app(layer);
+    let status = |forwarded: &'static str, peer: &'static str| {
+        let app = app.clone();
+        async move {
+            let headers = [("x-client", "k1"), ("x-forwarded-for", forwarded)];
+            timed_get(&app, "/", peer, &headers)
+                .await
+                .0
+                .status()
+                .as_u16()
+        }
+    };
+    // Through the load balancer at 10.0.0.5: an internal client passes unchecked, every time.
+    for _ in 0..3 {
+        assert_eq!(status("192.168.4.4", "10.0.0.5:443").await, 200);
+    }
+    // A denied network is refused whatever its key.
+    assert_eq!(status("198.51.100.7", "10.0.0.5:443").await, 403);
+    // Anyone else is limited by the key (1 a minute for k1): the forwarded address a client
+    // wrote itself, left of what the balancer added, is never read.
+    assert_eq!(
+        status("192.168.4.4, 203.0.113.9", "10.0.0.5:443").await,
+        200
+    );
+    assert_eq!(
+        status("192.168.4.4, 203.0.113.9", "10.0.0.5:443").await,
+        429
+    );
+    // Without a trusted proxy in between, the peer is the client.
+    assert_eq!(status("192.168.4.4", "203.0.113.9:443").await, 429);
+
+    // A layer keyed by API key cannot guess where client addresses come from.
+    let error = RateLimitLayer::builder()
+        .rule(Rule::fixed_window("api", Quota::per_minute(1)))
+        .key(HeaderKey::new("x-client"))
+        .exemptions(Exemptions::new().allow_networks(["10.0.0.0/8"]))
+        .build()
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("Exemptions::client_ip"),
+        "{error}"
+    );
 }
 
 fn header_of(headers: &HeaderMap, name: &str) -> String {
@@ -157,5 +227,68 @@ async fn plans_and_lists_come_from_a_configuration_file() {
     assert_eq!(
         unknown.build().unwrap_err().to_string(),
         r#"`routes.api.plans.pro`: no policy named "nope" (there are "free")"#
+    );
+}
+
+/// From a file: networks on a route keyed by API key match the client's address as the route's
+/// `client_ip` finds it; without `client_ip`, the file is refused with the field named.
+#[tokio::test]
+async fn a_files_networks_match_the_client_address_or_the_file_is_refused() {
+    let file = |key: &str, client_ip: &str| {
+        toml::from_str::<LimitsConfig>(&format!(
+            r#"
+            [policies.free]
+            rules = [{{ name = "api", algorithm = "fixed_window", limit = 1, period = "1min" }}]
+            [routes.api]
+            policy = "free"
+            key = {key}
+            allow = {{ keys = ["internal"] }}
+            deny = {{ networks = ["198.51.100.0/24"] }}
+            {client_ip}
+            "#
+        ))
+        .unwrap()
+    };
+    let by_api_key = r#"{ header = "x-client" }"#;
+    let limits = file(by_api_key, "client_ip = {}").build().unwrap();
+    let keyed = app(limits.layer("api").unwrap().clone());
+    assert_eq!(passed(&keyed, "198.51.100.7:1", "a", None, 2).await.0, 0);
+    assert_eq!(passed(&keyed, "203.0.113.7:1", "a", None, 2).await.0, 1);
+
+    assert_eq!(
+        file(by_api_key, "").build().unwrap_err().to_string(),
+        "`routes.api.deny.networks`: allow and deny networks match the client's address, which \
+         this key does not read: say how to find it with `Exemptions::client_ip` (in a \
+         configuration file, the route's `client_ip`): the TCP peer, or the address your trusted \
+         proxies forward"
+    );
+    // A key that falls back to the client address finds it with that fallback.
+    let limits = file(r#"{ header = "x-client", or = { client_ip = {} } }"#, "")
+        .build()
+        .unwrap();
+    let falling_back = app(limits.layer("api").unwrap().clone());
+    assert_eq!(
+        passed(&falling_back, "198.51.100.7:1", "a", None, 2)
+            .await
+            .0,
+        0
+    );
+
+    // `client_ip` with no network to use it is a mistake too.
+    let unused: LimitsConfig = toml::from_str(
+        r#"
+        [policies.free]
+        rules = [{ name = "api", algorithm = "fixed_window", limit = 1, period = "1min" }]
+        [routes.api]
+        policy = "free"
+        key = { header = "x-client" }
+        client_ip = {}
+        "#,
+    )
+    .unwrap();
+    assert_eq!(
+        unused.build().unwrap_err().to_string(),
+        "`routes.api.client_ip`: is set, but the route lists no allow or deny network that would \
+         use it: remove it"
     );
 }

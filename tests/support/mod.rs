@@ -137,3 +137,9 @@ pub(crate) fn cost(parts: &http::request::Parts) -> u32 {
         .and_then(|value| value.to_str().ok()?.parse().ok())
         .unwrap_or(1)
 }
+
+/// The plan a test sends in an `x-plan` header, for a layer's `choose_plan`.
+pub(crate) fn plan(parts: &http::request::Parts) -> Option<tower_redis_ratelimit::rate::Plan> {
+    let plan = parts.headers.get("x-plan")?.to_str().ok()?;
+    Some(tower_redis_ratelimit::rate::Plan::new(plan))
+}
