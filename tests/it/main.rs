@@ -10,6 +10,7 @@ mod concurrency;
 mod config;
 mod conformance;
 mod decision_log;
+mod docs_names;
 mod docs_settings;
 mod failure_log;
 mod getting_started;
