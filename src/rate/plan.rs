@@ -77,6 +77,11 @@ impl Plans {
             .map_or(0, |index| index + 1)
     }
 
+    /// Every policy: the default, then each plan's.
+    pub(crate) fn policies(&self) -> impl Iterator<Item = &Arc<RatePolicy>> {
+        self.policies.iter()
+    }
+
     /// The policy at `index`, as [`choose`](Self::choose) gave it.
     #[inline]
     pub(crate) fn get(&self, index: usize) -> &Arc<RatePolicy> {
