@@ -8,11 +8,16 @@
 //! | `ratelimit_near_limit_total` | counter | `plan`, `rule` | admitted requests of an enforced limit that left a fifth of the rule's capacity or less (80% used) |
 //! | `ratelimit_unknown_plan_total` | counter | | requests whose plan none of their layer's plans is: limited by the default policy |
 //! | `ratelimit_store_seconds` | histogram | `limiting` (`rate limiting`, `concurrency limiting`, ...) | how long store calls that needed I/O took |
-//! | `ratelimit_store_errors_total` | counter | `limiting`, `kind` ([`StoreErrorKind`](crate::store::StoreErrorKind)) | store calls that failed or missed their deadline |
+//! | `ratelimit_store_errors_total` | counter | `limiting`, `kind` ([`StoreErrorKind`](crate::store::StoreErrorKind)) | store calls that failed or missed their deadline, those a Redis store's fallback answered in Redis's place and its quota leases' background calls included |
 //! | `ratelimit_fallback_decisions_total` | counter | | decisions by a Redis store's fallback |
 //! | `ratelimit_denial_cache_hits_total` | counter | | denials answered by the denial cache, without Redis |
 //! | `ratelimit_shed_total` | counter | `shedder` (`utilization`, `fleet`), `priority` | requests shed |
 //! | `ratelimit_concurrency_refused_total` | counter | `limit` | requests refused by a full concurrency slot |
+
+/// The `limiting` label of what rate limits ask their stores: a rate limit's decisions, and the
+/// calls a Redis store makes on their behalf (its fallback's, its quota leases' in the
+/// background), which count their errors themselves.
+pub(crate) const RATE_LIMITING: &str = "rate limiting";
 
 #[cfg(feature = "metrics")]
 mod enabled {

@@ -34,7 +34,9 @@ pub(super) fn at_item(field: &str, list: &[String], error: ConfigError) -> Confi
 pub(super) fn layer_setting(error: &ConfigError) -> Option<&'static str> {
     use crate::error::ConcurrencyConfigError as Concurrency;
     Some(match error {
-        ConfigError::DeadlineOutOfRange(_) => "deadline",
+        ConfigError::DeadlineOutOfRange(_) | ConfigError::FallbackAfterDeadline { .. } => {
+            "deadline"
+        }
         ConfigError::Concurrency(
             Concurrency::PermitTtlOutOfRange { .. } | Concurrency::RenewalOutOfRange { .. },
         ) => "permit_ttl",

@@ -128,6 +128,20 @@ pub enum ConfigError {
     /// The store deadline is zero or unreasonably long.
     #[error("store deadline {0:?} is out of range: use between 1 ms and 60 s")]
     DeadlineOutOfRange(Duration),
+    /// A layer's deadline at or below its store's fallback timeout
+    /// ([`Store::fallback_timeout`](crate::Store::fallback_timeout)): the deadline would answer
+    /// first, with the failure mode (`Skipped`), and the fallback never (`Degraded`).
+    #[error(
+        "the store's fallback answers after {timeout:?}, but the layer's deadline is {deadline:?}: \
+         the deadline would answer first, with the failure mode, and the fallback never; set the \
+         fallback's timeout below the deadline, or raise the deadline"
+    )]
+    FallbackAfterDeadline {
+        /// The store's fallback timeout.
+        timeout: Duration,
+        /// The layer's deadline.
+        deadline: Duration,
+    },
     /// A store setting is invalid (bad URL, bad prefix, …).
     #[error("invalid store configuration: {0}")]
     Store(StoreConfigError),

@@ -201,8 +201,17 @@ impl RateLimitLayerBuilder {
             }
         }
         let keys = common.keys(RateLimitRejection::MissingKey, RateLimitRejection::Denied)?;
+        let store = store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
+        if let Some(timeout) = store.fallback_timeout()
+            && timeout >= common.deadline
+        {
+            return Err(ConfigError::FallbackAfterDeadline {
+                timeout,
+                deadline: common.deadline,
+            });
+        }
         let limiter = RateLimiter {
-            store: store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
+            store,
             plans: Plans::new(
                 RatePolicy::new(policy),
                 plans

@@ -38,7 +38,7 @@ impl Admit for RateLimiter {
     type Held = ();
     type Rejection = RateLimitRejection;
 
-    const LIMITING: &'static str = "rate limiting";
+    const LIMITING: &'static str = crate::telemetry::RATE_LIMITING;
 
     #[inline]
     fn check(&self, key: Key, parts: &mut Parts) -> (StoreFuture<Decision>, Self::Pending) {

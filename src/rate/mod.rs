@@ -21,6 +21,7 @@ mod builder;
 mod limiter;
 mod plan;
 mod rejection;
+mod reset;
 mod shadow;
 
 pub use self::builder::RateLimitLayerBuilder;

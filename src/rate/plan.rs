@@ -121,6 +121,11 @@ impl Plans {
         index.checked_sub(1).and_then(|index| self.names.get(index))
     }
 
+    /// Every policy: the default, then each plan's.
+    pub(crate) fn policies(&self) -> impl Iterator<Item = &Arc<RatePolicy>> {
+        self.policies.iter()
+    }
+
     /// The policy at `index`, as [`choose`](Self::choose) gave it.
     #[inline]
     pub(crate) fn get(&self, index: usize) -> &Arc<RatePolicy> {

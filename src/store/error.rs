@@ -93,6 +93,15 @@ impl StoreError {
         }
     }
 
+    /// A call the store refused ([`StoreErrorKind::Refused`]), and why (a store that cannot do
+    /// what was asked of it).
+    pub fn refused(why: impl Into<Arc<str>>) -> Self {
+        Self {
+            kind: StoreErrorKind::Refused,
+            detail: Detail::Message(why.into()),
+        }
+    }
+
     /// What kind of failure this is.
     pub fn kind(&self) -> StoreErrorKind {
         self.kind

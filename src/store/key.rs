@@ -62,28 +62,38 @@ pub(crate) struct StorageKey(Box<str>);
 impl StorageKey {
     pub(crate) fn new(key: &Key) -> Self {
         let bytes = key.as_bytes();
-        match std::str::from_utf8(bytes) {
-            Ok(text)
-                if bytes.len() <= MAX_VERBATIM
-                    && !bytes.is_empty()
-                    && bytes.iter().all(|&b| is_verbatim(b)) =>
-            {
-                StorageKey(text.into())
-            }
-            _ => StorageKey(sha256_digest(bytes).into()),
+        match verbatim(bytes) {
+            Some(text) => StorageKey(text.into()),
+            None => StorageKey(sha256_digest(bytes).into()),
         }
     }
 
     pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// Whether `stored` is the storage form of `key`, without allocating for a short key (a
+    /// reset compares every remembered key with the one it names).
+    pub(crate) fn names(stored: &str, key: &Key) -> bool {
+        let bytes = key.as_bytes();
+        match verbatim(bytes) {
+            Some(text) => stored == text,
+            None => stored.starts_with('#') && sha256_digest(bytes) == stored,
+        }
+    }
 }
 
-/// Printable ASCII except the hash-tag braces and `#`, which marks digests (so no verbatim key can
-/// ever equal another key's digest).
+/// The key as text if it is kept verbatim: 1 to 64 bytes of printable ASCII except the hash-tag
+/// braces and `#`, which marks digests (so no verbatim key can ever equal another key's digest).
 #[cfg(feature = "redis")]
-fn is_verbatim(byte: u8) -> bool {
-    byte.is_ascii_graphic() && !matches!(byte, b'{' | b'}' | b'#')
+fn verbatim(bytes: &[u8]) -> Option<&str> {
+    let kept = !bytes.is_empty()
+        && bytes.len() <= MAX_VERBATIM
+        && bytes
+            .iter()
+            .all(|&b| b.is_ascii_graphic() && !matches!(b, b'{' | b'}' | b'#'));
+    // Printable ASCII is UTF-8.
+    kept.then(|| std::str::from_utf8(bytes).ok()).flatten()
 }
 
 /// `#` and 128 bits of SHA-256 in hex: collision-resistant even against chosen keys, and the same
@@ -161,5 +171,29 @@ mod tests {
         let long = StorageKey::new(&Key::from("L".repeat(100)));
         let forged = StorageKey::new(&Key::from(long.as_str()));
         assert_ne!(forged, long);
+    }
+
+    #[cfg(feature = "redis")]
+    #[test]
+    fn a_storage_key_names_exactly_the_key_it_was_made_of() {
+        let keys = [
+            Key::from("203.0.113.5"),
+            Key::from("L".repeat(100)),
+            Key::from(vec![0u8, 1, 2]),
+            Key::from("a{b}"),
+        ];
+        for key in &keys {
+            let stored = StorageKey::new(key);
+            for other in &keys {
+                assert_eq!(StorageKey::names(stored.as_str(), other), key == other);
+            }
+            // A client that sends a digest's text as its own key is not named by the digest.
+            if stored.as_str().starts_with('#') {
+                assert!(!StorageKey::names(
+                    stored.as_str(),
+                    &Key::from(stored.as_str())
+                ));
+            }
+        }
     }
 }

@@ -1,6 +1,8 @@
 //! [`Store`]: where rate limits are counted.
 
-use super::StoreFuture;
+use std::time::Duration;
+
+use super::{StoreError, StoreFuture};
 use crate::decision::Decision;
 use crate::key::Key;
 use crate::policy::Policy;
@@ -11,15 +13,45 @@ use crate::policy::Policy;
 /// the last unit of a quota. They must be cheap to share: a layer keeps one behind an `Arc`.
 /// [`MemoryStore`](super::MemoryStore) and `RedisStore` implement it; so may your own store, which
 /// computes one [`RuleVerdict`](crate::decision::RuleVerdict) per rule and combines them with
-/// [`Decision::from_verdicts`].
+/// [`Decision::from_verdicts`]. Only [`check`](Self::check) is required.
 pub trait Store: Send + Sync + 'static {
     /// Checks (and, when admitted, counts) a request of `cost` units against every rule of
     /// `policy` for `key`, all or nothing. A `cost` of zero reports without counting.
     fn check(&self, key: &Key, policy: &Policy, cost: u32) -> StoreFuture<Decision>;
+
+    /// Resets `key` under `policy`: forgets what every rule of `policy` has counted for `key`,
+    /// so its next request finds the whole quota, as a client never seen before would. For an
+    /// operator lifting a ban, or a support desk giving a customer a fresh start.
+    ///
+    /// A store that answers from state of its own beside the shared one (the Redis store's
+    /// denial cache and quota leases, in every instance) forgets that too. The default refuses
+    /// ([`StoreErrorKind::Refused`](super::StoreErrorKind::Refused)): a store must say how it
+    /// resets.
+    fn reset(&self, key: &Key, policy: &Policy) -> StoreFuture<()> {
+        let _ = (key, policy);
+        StoreFuture::ready(Err(StoreError::refused("this store cannot reset a key")))
+    }
+
+    /// How long this store waits on its backend before a fallback of its own answers instead
+    /// (a Redis store with a [fallback](super::Fallback): the fallback's timeout); `None`
+    /// (the default) when nothing answers in its place. A layer refuses to be built with a
+    /// deadline at or below it: the deadline would always answer first, with the layer's
+    /// failure mode, and the fallback never.
+    fn fallback_timeout(&self) -> Option<Duration> {
+        None
+    }
 }
 
 impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     fn check(&self, key: &Key, policy: &Policy, cost: u32) -> StoreFuture<Decision> {
         (**self).check(key, policy, cost)
+    }
+
+    fn reset(&self, key: &Key, policy: &Policy) -> StoreFuture<()> {
+        (**self).reset(key, policy)
+    }
+
+    fn fallback_timeout(&self) -> Option<Duration> {
+        (**self).fallback_timeout()
     }
 }

@@ -265,6 +265,22 @@ fn every_mistake_names_its_field() {
             "`routes.api.deadline`: store deadline 0ns is out of range",
         ),
         (
+            format!(
+                r#"{policies}
+                [stores.shared]
+                type = "redis"
+                url = "redis://127.0.0.1"
+                fallback = {{ instances = 2, timeout = "200ms" }}
+                [routes.api]
+                policy = "api"
+                key = {{ global = "all" }}
+                store = "shared"
+                "#
+            ),
+            "`routes.api.deadline`: the store's fallback answers after 200ms, but the layer's \
+             deadline is 100ms",
+        ),
+        (
             r#"
             [concurrency.exports]
             max_in_flight = 0

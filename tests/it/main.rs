@@ -26,6 +26,7 @@ mod properties;
 mod proxy;
 mod quickstart;
 mod redis;
+mod reset;
 mod routes;
 mod shadow;
 mod shed;

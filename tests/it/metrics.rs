@@ -216,12 +216,13 @@ fn redis_calls_are_timed_and_cache_hits_errors_and_fallbacks_counted() {
         2 + 2
     );
     assert_eq!(value(&metrics, "ratelimit_denial_cache_hits_total{}"), 4);
+    // The failing store's error, and the one the fallback answered for.
     assert_eq!(
         value(
             &metrics,
             "ratelimit_store_errors_total{kind=never_sent,limiting=rate limiting}"
         ),
-        1
+        2
     );
     assert_eq!(value(&metrics, "ratelimit_fallback_decisions_total{}"), 1);
     assert_eq!(
@@ -231,6 +232,52 @@ fn redis_calls_are_timed_and_cache_hits_errors_and_fallbacks_counted() {
         ),
         1
     );
+}
+
+/// The fallback answers in Redis's place, yet every Redis call that failed is a store error: the
+/// "Redis trouble" alert of `docs/observability.md` fires during an outage with a fallback.
+/// Calls the breaker keeps away from Redis are not store calls, and are not counted.
+#[test]
+fn store_errors_are_counted_when_the_fallback_answers() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let metrics = recorded(async {
+        let app = app(RateLimitLayer::builder()
+            .rule(Rule::fixed_window("api", Quota::per_minute(100)))
+            .key(HeaderKey::new("x-client"))
+            .store(
+                RedisStore::builder(&url)
+                    .fallback(
+                        Fallback::new(2)
+                            .timeout(Duration::from_millis(50))
+                            .failures(3),
+                    )
+                    .build()
+                    .unwrap(),
+            )
+            .build()
+            .unwrap());
+        timed_get(&app, "/", PEER, &[("x-client", "a")]).await;
+        // Frozen: three calls time out, then the breaker answers without calling.
+        redis.freeze();
+        for _ in 0..5 {
+            let (response, _) = timed_get(&app, "/", PEER, &[("x-client", "a")]).await;
+            assert_eq!(
+                response.headers()["rate-limiting-state"],
+                "Degraded",
+                "answered by the fallback"
+            );
+        }
+        redis.thaw();
+    });
+    assert_eq!(
+        value(
+            &metrics,
+            "ratelimit_store_errors_total{kind=timeout,limiting=rate limiting}"
+        ),
+        3
+    );
+    assert_eq!(value(&metrics, "ratelimit_fallback_decisions_total{}"), 5);
 }
 
 #[test]

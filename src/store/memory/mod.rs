@@ -234,6 +234,15 @@ impl Store for MemoryStore {
         self.ensure_janitor();
         StoreFuture::ready(Ok(self.decide(key, policy, cost)))
     }
+
+    /// Forgets what `policy`'s rules counted for `key`, at once; the state of other policies'
+    /// rules for the key stays.
+    fn reset(&self, key: &Key, policy: &Policy) -> StoreFuture<()> {
+        let key = bounded(key);
+        let hash = self.inner.hasher.hash_one(&*key);
+        lock(self.shard(hash)).forget(hash, &key, policy.rule_ids());
+        StoreFuture::ready(Ok(()))
+    }
 }
 
 impl fmt::Debug for MemoryStore {

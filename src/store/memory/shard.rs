@@ -62,6 +62,19 @@ impl Entry {
         }
     }
 
+    /// Drops the state of every rule in `ids`; whether any rule's state is left.
+    fn forget(&mut self, ids: &[u64]) -> bool {
+        self.rules.retain(|rule| !ids.contains(&rule.id));
+        // A lower expiry is only ever a tighter bound: the sweep drops the entry no later.
+        self.expires_at = self
+            .rules
+            .iter()
+            .map(|rule| rule.expires_at)
+            .max()
+            .unwrap_or(0);
+        !self.rules.is_empty()
+    }
+
     fn prune(&mut self, now: u64) {
         self.rules.retain(|rule| rule.expires_at > now);
     }
@@ -174,6 +187,18 @@ impl Shard {
                 rules: SmallVec::new(),
             })
             .into_mut()
+    }
+
+    /// Forgets the state of the rules `ids` for `key` (a reset); the entry goes with its last
+    /// rule.
+    pub(super) fn forget(&mut self, hash: u64, key: &[u8], ids: &[u64]) {
+        if let Ok(mut entry) = self
+            .table
+            .find_entry(hash, |entry| entry.key.as_bytes() == key)
+            && !entry.get_mut().forget(ids)
+        {
+            entry.remove();
+        }
     }
 
     /// Records that some entry now expires at `at`, keeping the shard's earliest expiry a lower bound.

@@ -3,15 +3,21 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_redis::{ConnectionAddr, ConnectionInfo, Manager, Pool, Runtime};
-use redis::{AsyncConnectionConfig, IntoConnectionInfo};
+use deadpool_redis::ConnectionInfo;
 
-use super::address::{describe, redact};
+mod target;
+
+#[cfg(any(feature = "cluster", feature = "sentinel"))]
+pub(super) use self::target::Endpoint;
+pub(super) use self::target::Target;
+#[cfg(test)]
+pub(super) use self::target::pool;
 use super::coalesce::Coalescer;
-use super::connection::{self, Connect, SharedConnection};
+use super::connection::SharedConnection;
 use super::denials::Denials;
 use super::fallback::{Degraded, Fallback};
 use super::leases::{Leases, QuotaLeases};
+use super::reset::{self, Listener};
 use super::{Inner, RedisStore};
 use crate::clock::{Clock, SystemClock};
 use crate::error::{ConfigError, StoreConfigError};
@@ -22,25 +28,6 @@ use crate::store::permits::heartbeat::Heartbeat;
 /// The longest reconnect backoff accepted: longer would keep limiting off for that long after
 /// Redis returns.
 const MAX_BACKOFF: Duration = Duration::from_secs(60 * 60);
-
-/// Where a store connects.
-pub(super) enum Target {
-    /// A URL, parsed at `build()`.
-    Url(String),
-    /// Connection settings from a `deadpool_redis::Config`.
-    Connection(ConnectionInfo),
-    /// A `deadpool_redis::Config` that sets both `url` and `connection`: refused at `build()`.
-    UrlAndConnection,
-    /// A Redis Cluster, through any of these node URLs.
-    #[cfg(feature = "cluster")]
-    Cluster(Vec<String>),
-    /// The primary that the sentinels at these URLs name `master`.
-    #[cfg(feature = "sentinel")]
-    Sentinel {
-        sentinels: Vec<String>,
-        master: String,
-    },
-}
 
 /// Settings for a [`RedisStore`]: from [`RedisStore::builder`] (a URL) or
 /// [`RedisStoreBuilder::from_config`] (a [`deadpool_redis::Config`]).
@@ -183,7 +170,8 @@ impl RedisStoreBuilder {
     /// decision aged by the time since: the same status, counts, reset instant, and a
     /// `Retry-After` counting down. Abusive traffic then costs Redis about one call per retry
     /// period. The answer assumes Redis's state only moves forward: a key deleted by hand, or a
-    /// quota raised under the same rule name, is seen once the remembered wait is over. Requests
+    /// quota raised under the same rule name, is seen once the remembered wait is over; a
+    /// [reset](crate::Store::reset) reaches every instance's cache at once. Requests
     /// of other costs always ask Redis. When the table is full, the denial that ends soonest is
     /// forgotten first.
     pub fn denial_cache(mut self, max_entries: usize) -> Self {
@@ -244,7 +232,18 @@ impl RedisStoreBuilder {
     /// - Each instance counts its own share: the fleet admits about the quota while every
     ///   instance takes its share of the traffic, less when traffic is uneven, and a client
     ///   starts afresh in the fallback (and again in Redis when it returns, where its earlier
-    ///   count may still stand).
+    ///   count may still stand): up to its share more, each way.
+    /// - A call that was sent and timed out (a frozen or partitioned Redis) may still run when
+    ///   Redis resumes: its request is then counted twice, by the fallback and by Redis, so
+    ///   after the outage the key finds that much more used in Redis than it was admitted (an
+    ///   under-admission). Per instance, at most the calls sent from when Redis stopped
+    ///   answering until the breaker opened (the [`failures`](Fallback::failures) calls that
+    ///   timed out, and whatever was sent while they waited: about one
+    ///   [`timeout`](Fallback::timeout) of the instance's traffic to Redis), plus each probe
+    ///   that timed out; a key's share of them is its share of that traffic.
+    /// - Redis errors are counted (`ratelimit_store_errors_total`) though the fallback answers.
+    /// - The fallback's timeout must be below the deadline of every rate limit on the store:
+    ///   building a layer whose deadline is not fails, naming both.
     pub fn fallback(mut self, fallback: Fallback) -> Self {
         self.fallback = Some(fallback);
         self
@@ -272,7 +271,17 @@ impl RedisStoreBuilder {
         if let Some(fallback) = &self.fallback {
             fallback.validate()?;
         }
-        let (connect, redacted_url) = connector(self.target, self.connect_timeout)?;
+        let endpoint = target::connector(self.target, self.connect_timeout)?;
+        // A store that remembers nothing (no denial cache, no leases) has nothing to forget on a
+        // reset, and needs no listener.
+        let listener = (self.denial_cache > 0 || self.quota_leases.is_some()).then(|| {
+            Listener::new(
+                endpoint.subscribe,
+                reset::channel(&self.prefix),
+                self.stale_after,
+                self.backoff,
+            )
+        });
         // The fallback counts in the store's clock, so that tests driving it see both agree.
         let fallback = self.fallback.as_ref().map(|fallback| {
             let memory = match &self.clock {
@@ -288,7 +297,7 @@ impl RedisStoreBuilder {
         };
         Ok(RedisStore {
             inner: Arc::new(Inner {
-                connection: SharedConnection::new(connect, self.stale_after, self.backoff),
+                connection: SharedConnection::new(endpoint.connect, self.stale_after, self.backoff),
                 prefix: self.prefix.into(),
                 local_clock: self
                     .clock
@@ -301,85 +310,13 @@ impl RedisStoreBuilder {
                 coalescer: Coalescer::new(),
                 coalesce: self.coalesce,
                 min_ttl_ms,
-                redacted_url: redacted_url.into(),
+                listener,
+                redacted_url: endpoint.shown.into(),
                 #[cfg(feature = "concurrency")]
                 heartbeat: Heartbeat::new(),
             }),
         })
     }
-}
-
-/// What makes the connections to `target`, and how to show it without passwords.
-fn connector(target: Target, connect_timeout: Duration) -> Result<(Connect, String), ConfigError> {
-    let (info, shown) = match target {
-        #[cfg(feature = "cluster")]
-        Target::Cluster(nodes) => return super::cluster::connector(&nodes, connect_timeout),
-        #[cfg(feature = "sentinel")]
-        Target::Sentinel { sentinels, master } => {
-            return super::sentinel::connector(&sentinels, &master, connect_timeout);
-        }
-        Target::Url(url) => {
-            let shown = redact(&url);
-            let info = url.as_str().into_connection_info().map_err(|err| {
-                StoreConfigError::InvalidUrl {
-                    setting: "url",
-                    url: shown.clone(),
-                    reason: err.to_string(),
-                }
-            })?;
-            (info, shown)
-        }
-        Target::Connection(info) => {
-            let shown = describe(&info);
-            match &info.addr {
-                ConnectionAddr::Tcp(host, _) | ConnectionAddr::TcpTls { host, .. }
-                    if host.is_empty() =>
-                {
-                    return Err(StoreConfigError::NoHost { address: shown }.into());
-                }
-                _ => {}
-            }
-            (info.into(), shown)
-        }
-        Target::UrlAndConnection => {
-            return Err(StoreConfigError::UrlAndConnection.into());
-        }
-    };
-    if !info.addr().is_supported() {
-        return Err(StoreConfigError::Unsupported { address: shown }.into());
-    }
-    let pool = pool(info, connect_timeout)?;
-    Ok((connection::from_pool(pool), shown))
-}
-
-/// The pool that makes the store's connections, each bounded by `connect_timeout`, with no
-/// response timeout (a call is bounded by the layer's deadline, and a silent connection is
-/// caught by `stale_after`).
-pub(super) fn pool(
-    info: redis::ConnectionInfo,
-    connect_timeout: Duration,
-) -> Result<Pool, ConfigError> {
-    let config = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(connect_timeout))
-        .set_response_timeout(None);
-    let manager =
-        Manager::new_with_config(info, config).map_err(|err| StoreConfigError::Client {
-            what: "Redis connection",
-            reason: err.to_string(),
-        })?;
-    Pool::builder(manager)
-        .max_size(2)
-        .runtime(Runtime::Tokio1)
-        .create_timeout(Some(connect_timeout))
-        .wait_timeout(Some(connect_timeout))
-        .build()
-        .map_err(|err| {
-            StoreConfigError::Client {
-                what: "Redis pool",
-                reason: err.to_string(),
-            }
-            .into()
-        })
 }
 
 fn validate_prefix(prefix: &str) -> Result<(), ConfigError> {

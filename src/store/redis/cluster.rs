@@ -13,7 +13,9 @@ use futures_util::FutureExt;
 use redis::cluster::ClusterClientBuilder;
 
 use super::address::parse_all;
+use super::builder::Endpoint;
 use super::connection::{self, Connect, Link};
+use super::reset::subscribe;
 use crate::error::{ConfigError, StoreConfigError};
 
 /// How many times redis-rs retries a call (a redirect, a node reconnecting) before answering its
@@ -23,13 +25,14 @@ const RETRIES: u32 = 3;
 const MIN_RETRY_WAIT_MS: u64 = 5;
 const MAX_RETRY_WAIT_MS: u64 = 50;
 
-/// The connector for a cluster reached through any of `nodes` (one is enough; the client finds
-/// the others), and how to show them without passwords.
+/// The endpoint of a cluster reached through any of `nodes` (one is enough; the client finds
+/// the others; the reset listener subscribes on the first that answers).
 pub(super) fn connector(
     nodes: &[String],
     connect_timeout: Duration,
-) -> Result<(Connect, String), ConfigError> {
+) -> Result<Endpoint, ConfigError> {
     let (infos, shown) = parse_all(nodes, "nodes")?;
+    let subscribe = subscribe::to_cluster(infos.clone(), connect_timeout)?;
     let client = ClusterClientBuilder::new(infos)
         .connection_timeout(connect_timeout)
         .retries(RETRIES)
@@ -48,5 +51,9 @@ pub(super) fn connector(
         })
         .boxed()
     });
-    Ok((connect, format!("Redis Cluster {shown}")))
+    Ok(Endpoint {
+        connect,
+        subscribe,
+        shown: format!("Redis Cluster {shown}"),
+    })
 }

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use hashbrown::HashTable;
 use tokio::sync::oneshot;
 
+use super::denials::Denials;
 use super::{Inner, script};
 use crate::decision::Decision;
 use crate::key::Key;
@@ -184,6 +185,7 @@ impl Drop for Lead {
 /// Decides `batch` in one call, answers each waiter, then hands the key on to the next batch.
 async fn decide_batch(inner: Arc<Inner>, key: Key, policy: Policy, batch: Vec<Waiter>) {
     let costs: Vec<u32> = batch.iter().map(|waiter| waiter.cost).collect();
+    let epoch = inner.denials.as_ref().map_or(0, Denials::epoch);
     let client = StorageKey::new(&key);
     let invocation = script::batch_invocation(
         &inner.prefix,
@@ -204,7 +206,8 @@ async fn decide_batch(inner: Arc<Inner>, key: Key, policy: Policy, batch: Vec<Wa
             let replies = reply.chunks_exact(width.max(1));
             for ((waiter, decision), reply) in batch.into_iter().zip(decisions).zip(replies) {
                 if let Some(denials) = &inner.denials {
-                    denials.learn(&key, &policy, waiter.cost, waiter.asked, &decision, || {
+                    let asked = (waiter.asked, epoch);
+                    denials.learn(&key, &policy, waiter.cost, asked, &decision, || {
                         script::rule_waits(reply)
                     });
                 }

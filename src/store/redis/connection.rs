@@ -338,7 +338,7 @@ impl SharedConnection {
 
 /// The wait after the failed attempt that follows `failures` failed ones: `first`, doubling per
 /// failure, at most `max` (the builder keeps `max` within an hour).
-fn backoff_delay(failures: u64, (first, max): (Duration, Duration)) -> Duration {
+pub(super) fn backoff_delay(failures: u64, (first, max): (Duration, Duration)) -> Duration {
     first.saturating_mul(1 << failures.min(16)).min(max)
 }
 

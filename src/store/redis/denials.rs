@@ -20,7 +20,10 @@
 //!   answered, so the local denial ends no later than the store's would.
 //!
 //! It assumes the store's state only moves forward: a key deleted in Redis by hand, a store
-//! flushed, a rule's quota raised under the same name are not seen until the wait is over.
+//! flushed, a rule's quota raised under the same name are not seen until the wait is over. A
+//! reset (`RedisStore::reset`) is the way to move it back: every instance hears of it and
+//! [forgets](Denials::forget) the denials it covers; answers to calls asked before it are not
+//! learned (the table's epoch moved on), since Redis may have decided them before the reset.
 //!
 //! Memory is bounded: at most a configured number of denials, sharded; a full shard forgets the
 //! denial that ends soonest (a heap orders them), and ended denials go as they are met.
@@ -28,6 +31,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use hashbrown::HashTable;
@@ -44,6 +48,8 @@ const SHARDS: usize = 16;
 pub(crate) struct Denials {
     shards: Box<[Mutex<Shard>]>,
     hasher: foldhash::fast::RandomState,
+    /// Moves on with every reset: an answer to a call asked in an earlier epoch is not learned.
+    epoch: AtomicU64,
 }
 
 struct Shard {
@@ -87,6 +93,26 @@ impl Denials {
                 })
                 .collect(),
             hasher: foldhash::fast::RandomState::default(),
+            epoch: AtomicU64::new(0),
+        }
+    }
+
+    /// The current epoch, to give [`learn`](Self::learn) the answer to a call asked now.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Relaxed)
+    }
+
+    /// Forgets every denial of a key and policy that `covered` names (a reset of their state),
+    /// and moves the epoch on, so that no answer to a call asked before is learned later.
+    pub(crate) fn forget(&self, covered: impl Fn(&Key, &Policy) -> bool) {
+        // Before the shards are locked: a `learn` that takes a shard's lock after this pass has
+        // released it sees the new epoch (the lock orders the two); one that took it before has
+        // inserted what this pass then removes.
+        self.epoch.fetch_add(1, Ordering::Relaxed);
+        for shard in self.shards.iter() {
+            lock(shard)
+                .table
+                .retain(|denial| !covered(&denial.key, &denial.policy));
         }
     }
 
@@ -136,9 +162,10 @@ impl Denials {
     }
 
     /// Learns from the store's `decision` on a request of `key` under `policy` costing `cost`,
-    /// asked at `at` (µs): remembers it if it is a denial that says how long every such request
-    /// will be denied, and otherwise forgets any denial remembered for the key and policy, which
-    /// the store has just said something newer about (a clock gone back, a store restarted).
+    /// asked at `asked` (µs, in [`epoch`](Self::epoch) `asked.1`): remembers it if it is a
+    /// denial that says how long every such request will be denied, and otherwise forgets any
+    /// denial remembered for the key and policy, which the store has just said something newer
+    /// about (a clock gone back, a store restarted). Learns nothing once the epoch has moved on.
     /// `waits` gives each rule's wait in µs (by rule index), asked for only when more than one
     /// rule refused.
     pub(crate) fn learn<W: IntoIterator<Item = u64>>(
@@ -146,13 +173,16 @@ impl Denials {
         key: &Key,
         policy: &Policy,
         cost: u32,
-        at: u64,
+        (at, epoch): (u64, u64),
         decision: &Decision,
         waits: impl FnOnce() -> W,
     ) {
         let until = remembered_until(cost, at, decision);
         let hash = self.hash(key, policy);
         let mut shard = self.shard(hash);
+        if self.epoch.load(Ordering::Relaxed) != epoch {
+            return;
+        }
         let found = shard
             .table
             .find_entry(hash, |denial| denial.is(key, policy));
@@ -298,7 +328,14 @@ mod tests {
     fn a_denial_is_answered_until_it_ends_with_its_waits_counting_down() {
         let denials = Denials::new(100);
         let key = Key::from("abuser");
-        denials.learn(&key, &policy(), 1, 1_000, &denied(9_000, 6_000), Vec::new);
+        denials.learn(
+            &key,
+            &policy(),
+            1,
+            (1_000, 0),
+            &denied(9_000, 6_000),
+            Vec::new,
+        );
         let later = denials
             .answer(&key, &policy(), 1, 3_500)
             .expect("still denied");
@@ -315,7 +352,7 @@ mod tests {
     fn only_the_same_key_policy_and_cost_are_answered() {
         let denials = Denials::new(100);
         let key = Key::from("abuser");
-        denials.learn(&key, &policy(), 1, 0, &denied(9_000, 6_000), Vec::new);
+        denials.learn(&key, &policy(), 1, (0, 0), &denied(9_000, 6_000), Vec::new);
         assert!(
             denials
                 .answer(&Key::from("other"), &policy(), 1, 1)
@@ -339,15 +376,22 @@ mod tests {
         }
         // Denials of other costs, and anything but denials, are not remembered.
         let fresh = Key::from("fresh");
-        denials.learn(&fresh, &policy(), 2, 0, &denied(9_000, 6_000), Vec::new);
-        denials.learn(&fresh, &policy(), 1, 0, &allowed(), Vec::new);
+        denials.learn(
+            &fresh,
+            &policy(),
+            2,
+            (0, 0),
+            &denied(9_000, 6_000),
+            Vec::new,
+        );
+        denials.learn(&fresh, &policy(), 1, (0, 0), &allowed(), Vec::new);
         let never = decision(Outcome::Never, 5, 0, 0, 0);
-        denials.learn(&fresh, &policy(), 1, 0, &never, Vec::new);
+        denials.learn(&fresh, &policy(), 1, (0, 0), &never, Vec::new);
         assert!(denials.answer(&fresh, &policy(), 1, 1).is_none());
         // Nor is a rule over its capacity (a quota lowered under the same name): it drains, and
         // its counts move, while it still denies.
         let over = decision(Outcome::Denied, 0, 7, 9_000_000, 6_000_000);
-        denials.learn(&fresh, &policy(), 1, 0, &over, Vec::new);
+        denials.learn(&fresh, &policy(), 1, (0, 0), &over, Vec::new);
         assert!(denials.answer(&fresh, &policy(), 1, 1).is_none());
         assert_eq!(denials.len(), 1);
     }
@@ -356,17 +400,77 @@ mod tests {
     fn a_newer_answer_of_the_store_replaces_a_remembered_denial() {
         let denials = Denials::new(100);
         let key = Key::from("abuser");
-        denials.learn(&key, &policy(), 1, 0, &denied(9_000, 6_000), Vec::new);
+        denials.learn(&key, &policy(), 1, (0, 0), &denied(9_000, 6_000), Vec::new);
         // The store, asked again (say the caller's clock went back), admitted a request: its
         // state is not what the denial said, so the denial goes.
-        denials.learn(&key, &policy(), 2, 100, &allowed(), Vec::new);
+        denials.learn(&key, &policy(), 2, (100, 0), &allowed(), Vec::new);
         assert!(denials.answer(&key, &policy(), 1, 200).is_none());
         // A newer denial replaces an older one.
-        denials.learn(&key, &policy(), 1, 300, &denied(9_000, 2_000), Vec::new);
-        denials.learn(&key, &policy(), 1, 400, &denied(9_000, 5_000), Vec::new);
+        denials.learn(
+            &key,
+            &policy(),
+            1,
+            (300, 0),
+            &denied(9_000, 2_000),
+            Vec::new,
+        );
+        denials.learn(
+            &key,
+            &policy(),
+            1,
+            (400, 0),
+            &denied(9_000, 5_000),
+            Vec::new,
+        );
         let answer = denials.answer(&key, &policy(), 1, 500).unwrap();
         assert_eq!(answer.retry_after(), Some(Duration::from_micros(4_900)));
         assert_eq!(denials.len(), 1);
+    }
+
+    #[test]
+    fn a_reset_forgets_what_it_covers_and_answers_asked_before_it_are_not_learned() {
+        let denials = Denials::new(100);
+        let (abuser, other) = (Key::from("abuser"), Key::from("other"));
+        denials.learn(
+            &abuser,
+            &policy(),
+            1,
+            (0, 0),
+            &denied(9_000, 6_000),
+            Vec::new,
+        );
+        denials.learn(
+            &other,
+            &policy(),
+            1,
+            (0, 0),
+            &denied(9_000, 6_000),
+            Vec::new,
+        );
+        let asked_before = denials.epoch();
+        denials.forget(|key, _| *key == abuser);
+        assert!(denials.answer(&abuser, &policy(), 1, 1).is_none());
+        assert!(denials.answer(&other, &policy(), 1, 1).is_some());
+        // Redis may have answered this call before the reset: it is not remembered.
+        denials.learn(
+            &abuser,
+            &policy(),
+            1,
+            (2, asked_before),
+            &denied(9_000, 6_000),
+            Vec::new,
+        );
+        assert!(denials.answer(&abuser, &policy(), 1, 3).is_none());
+        let now = denials.epoch();
+        denials.learn(
+            &abuser,
+            &policy(),
+            1,
+            (2, now),
+            &denied(9_000, 6_000),
+            Vec::new,
+        );
+        assert!(denials.answer(&abuser, &policy(), 1, 3).is_some());
     }
 
     #[test]
@@ -380,9 +484,30 @@ mod tests {
             .filter(|key| (denials.hash(key, &policy()) >> 32) % shards == 0)
             .take(3)
             .collect();
-        denials.learn(&keys[0], &policy(), 1, 0, &denied(50_000, 50_000), Vec::new);
-        denials.learn(&keys[1], &policy(), 1, 0, &denied(20_000, 20_000), Vec::new);
-        denials.learn(&keys[2], &policy(), 1, 0, &denied(90_000, 90_000), Vec::new);
+        denials.learn(
+            &keys[0],
+            &policy(),
+            1,
+            (0, 0),
+            &denied(50_000, 50_000),
+            Vec::new,
+        );
+        denials.learn(
+            &keys[1],
+            &policy(),
+            1,
+            (0, 0),
+            &denied(20_000, 20_000),
+            Vec::new,
+        );
+        denials.learn(
+            &keys[2],
+            &policy(),
+            1,
+            (0, 0),
+            &denied(90_000, 90_000),
+            Vec::new,
+        );
         assert!(
             denials.answer(&keys[1], &policy(), 1, 1).is_none(),
             "ended soonest: forgotten"
@@ -400,7 +525,7 @@ mod tests {
                 &key,
                 &policy(),
                 1,
-                i,
+                (i, 0),
                 &denied(60_000_000, 60_000_000),
                 Vec::new,
             );

@@ -11,12 +11,14 @@ mod fallback;
 mod leases;
 #[cfg(feature = "concurrency")]
 mod permits;
+mod reset;
 mod script;
 #[cfg(feature = "sentinel")]
 mod sentinel;
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 pub use self::builder::RedisStoreBuilder;
 use self::coalesce::{Coalescer, Turn};
@@ -49,6 +51,9 @@ use crate::policy::Policy;
 /// - Configured by a URL ([`open`](Self::open), [`builder`](Self::builder)) or by a
 ///   [`deadpool_redis::Config`] ([`from_config`](Self::from_config)), as deadpool-redis users
 ///   already configure Redis.
+/// - [`reset`](Store::reset) deletes a client's state and reaches every instance sharing the key
+///   prefix: each store that remembers something (a denial cache, on by default; quota leases)
+///   listens for resets on a pub/sub connection of its own, on the channel `<prefix>:reset`.
 ///
 /// Keys look like `<prefix>:<rule>:<code>:{<client key>}`, the code naming the algorithm and the
 /// time base of its state (`fw-1h`, `log-1m`, `sw60-1h`, `tb20-10/1s`, `gcra-10/1s`: a changed
@@ -78,6 +83,9 @@ struct Inner {
     leases: Option<Leases>,
     /// Decisions while Redis fails (see `RedisStoreBuilder::fallback`).
     fallback: Option<Degraded>,
+    /// Hears the resets made by every instance (see `RedisStore::reset`); none when this store
+    /// remembers nothing to forget.
+    listener: Option<reset::Listener>,
     /// Requests for a key with a call in flight, batched (see `RedisStoreBuilder::coalesce`).
     coalescer: Coalescer,
     coalesce: bool,
@@ -211,8 +219,10 @@ impl RedisStore {
     }
 
     /// The Redis keys that `policy` keeps for the client `key`, one per rule in rule order (for
-    /// inspection, e.g. `MEMORY USAGE`, or to reset a client by deleting them). A key exists only
-    /// while its rule has state that matters.
+    /// inspection, e.g. `MEMORY USAGE`). A key exists only while its rule has state that
+    /// matters. To give a client a fresh quota, [reset](Store::reset) it rather than delete
+    /// these: every instance's denial cache and quota leases would go on answering from what
+    /// they remember.
     ///
     /// ```
     /// use tower_redis_ratelimit::{Policy, Quota, RedisStore, Rule, key::Key};
@@ -272,6 +282,7 @@ impl RedisStore {
 impl Store for RedisStore {
     fn check(&self, key: &Key, policy: &Policy, cost: u32) -> StoreFuture<Decision> {
         let inner = &self.inner;
+        reset::Listener::ensure(inner);
         // Read before the call is sent: a denial remembered from its answer ends no later than
         // Redis's, whatever the call's latency.
         let asked = inner.local_clock.now_micros();
@@ -296,6 +307,40 @@ impl Store for RedisStore {
             None => ask(inner, key, policy, cost, asked),
         };
         fallback::guard(inner, decided, pass, key, policy, cost)
+    }
+
+    /// Deletes the state of `policy`'s rules for `key` in Redis and, in the same atomic call,
+    /// publishes the reset on `<prefix>:reset`: every instance sharing the key prefix forgets
+    /// the denials and quota leases it holds of that state (this one at once, the others as
+    /// they hear it, within a round trip). Its own fallback's counts are reset too.
+    ///
+    /// An instance that was not subscribed when the reset was published (its subscription
+    /// broke: a restart, a failover, a partition) forgets everything it remembered once it
+    /// subscribes again, so a missed reset cannot keep a client refused. On a cluster the
+    /// listener subscribes on any node (a PUBLISH reaches them all); on Sentinel, on the
+    /// primary. Not bounded by a layer's deadline: bound it yourself.
+    ///
+    /// ```no_run
+    /// use tower_redis_ratelimit::key::Key;
+    /// use tower_redis_ratelimit::{Policy, Quota, RedisStore, Rule, Store};
+    ///
+    /// # async fn lift() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::open("redis://127.0.0.1:6379")?;
+    /// let policy = Policy::try_from(Rule::gcra("api", Quota::per_minute(60)))?;
+    /// store.reset(&Key::from("203.0.113.5"), &policy).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    fn reset(&self, key: &Key, policy: &Policy) -> StoreFuture<()> {
+        StoreFuture::new(reset::reset(
+            self.inner.clone(),
+            key.clone(),
+            policy.clone(),
+        ))
+    }
+
+    fn fallback_timeout(&self) -> Option<Duration> {
+        self.inner.fallback.as_ref().map(Degraded::timeout)
     }
 }
 
@@ -327,13 +372,14 @@ fn ask(
         now,
         inner.min_ttl_ms,
     );
+    let epoch = inner.denials.as_ref().map_or(0, Denials::epoch);
     let (inner, key, policy) = (inner.clone(), key.clone(), policy.clone());
     StoreFuture::new(async move {
         let reply: Result<Vec<i64>, StoreError> = inner.connection.invoke(&invocation).await;
         let reply = reply?;
         let decision = script::decision(&reply, &policy);
         if let (Ok(decision), Some(denials)) = (&decision, &inner.denials) {
-            denials.learn(&key, &policy, cost, asked, decision, || {
+            denials.learn(&key, &policy, cost, (asked, epoch), decision, || {
                 script::rule_waits(&reply)
             });
         }

@@ -13,17 +13,19 @@ use redis::AsyncConnectionConfig;
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 
 use super::address::parse_all;
+use super::builder::Endpoint;
 use super::connection::{self, Connect, Link};
+use super::reset::subscribe;
 use crate::error::{ConfigError, StoreConfigError};
 
-/// The connector for the primary named `master` by the sentinels at `sentinels`, and how to show
-/// them without passwords. The data nodes are reached with the database, user name and password
-/// of the first sentinel URL.
+/// The endpoint of the primary named `master` by the sentinels at `sentinels`. The data nodes
+/// are reached with the database, user name and password of the first sentinel URL; the reset
+/// listener subscribes on the primary too.
 pub(super) fn connector(
     sentinels: &[String],
     master: &str,
     connect_timeout: Duration,
-) -> Result<(Connect, String), ConfigError> {
+) -> Result<Endpoint, ConfigError> {
     let (infos, shown) = parse_all(sentinels, "sentinels")?;
     if master.is_empty() {
         return Err(StoreConfigError::NoMaster.into());
@@ -45,6 +47,7 @@ pub(super) fn connector(
     let config = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(connect_timeout))
         .set_response_timeout(None);
+    let subscribe = subscribe::to_sentinel(client.clone(), connect_timeout);
     let connect: Connect = Box::new(move || {
         let (client, config) = (client.clone(), config.clone());
         // The sentinels, then the primary: bound the whole of it.
@@ -55,8 +58,9 @@ pub(super) fn connector(
         })
         .boxed()
     });
-    Ok((
+    Ok(Endpoint {
         connect,
-        format!("Redis Sentinel {shown} (primary {master})"),
-    ))
+        subscribe,
+        shown: format!("Redis Sentinel {shown} (primary {master})"),
+    })
 }

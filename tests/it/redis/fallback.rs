@@ -10,7 +10,7 @@ use http::StatusCode;
 use tower_redis_ratelimit::admission::FailureMode;
 use tower_redis_ratelimit::key::{HeaderKey, Key};
 use tower_redis_ratelimit::store::Fallback;
-use tower_redis_ratelimit::{Policy, Quota, RateLimitLayer, RedisStore, Rule, Store};
+use tower_redis_ratelimit::{ConfigError, Policy, Quota, RateLimitLayer, RedisStore, Rule, Store};
 
 use crate::support::{RedisServer, eventually, header, timed_get};
 
@@ -160,6 +160,101 @@ async fn a_frozen_redis_costs_no_latency_once_the_breaker_opens_and_one_call_pro
         },
     )
     .await;
+}
+
+/// The documented bound of what a frozen Redis counts twice: the calls an instance sent from
+/// the freeze until its breaker opened run when Redis resumes, and count there too; the requests
+/// the breaker kept away from Redis count only in the fallback.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_redis_counts_again_the_calls_sent_until_the_breaker_opened_and_no_others() {
+    let redis = RedisServer::start();
+    let store = store(&redis);
+    let key = Key::from("client");
+    let policy = Policy::try_from(Rule::fixed_window("api", Quota::per_minute(100))).unwrap();
+    assert_eq!(store.check(&key, &policy, 1).await.unwrap().used(), 1);
+
+    // Ten requests at once, all sent before the first times out: each is answered by the
+    // fallback after 50 ms, and the breaker (3 failures) opens.
+    redis.freeze();
+    let in_flight: Vec<_> = (0..10)
+        .map(|_| {
+            let (store, key, policy) = (store.clone(), key.clone(), policy.clone());
+            tokio::spawn(async move { store.check(&key, &policy, 1).await.unwrap() })
+        })
+        .collect();
+    for task in in_flight {
+        assert!(task.await.unwrap().is_degraded());
+    }
+    // Twenty more while the breaker is open: none is sent.
+    for _ in 0..20 {
+        assert!(store.check(&key, &policy, 1).await.unwrap().is_degraded());
+    }
+    redis.thaw();
+    // A cost-0 probe finds Redis again, after the cool-down, and counts nothing.
+    let mut decision = store.check(&key, &policy, 0).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while decision.is_degraded() {
+        assert!(
+            Instant::now() < deadline,
+            "Redis not used again within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        decision = store.check(&key, &policy, 0).await.unwrap();
+    }
+    // Redis ran the ten calls when it resumed: 1 + 10, though the fallback decided them (and
+    // counted them, with the twenty others, in its own share).
+    assert_eq!(decision.used(), 11);
+}
+
+#[test]
+fn a_fallback_timeout_at_or_above_the_layer_deadline_is_refused_when_the_layer_is_built() {
+    let layer = |timeout: u64, deadline: u64| {
+        RateLimitLayer::builder()
+            .rule(Rule::fixed_window("api", Quota::per_minute(10)))
+            .key(HeaderKey::new("x-client"))
+            .store(
+                RedisStore::builder("redis://127.0.0.1:6379")
+                    .fallback(Fallback::new(2).timeout(Duration::from_millis(timeout)))
+                    .build()
+                    .unwrap(),
+            )
+            .deadline(Duration::from_millis(deadline))
+            .build()
+    };
+    for (timeout, deadline) in [(150, 100), (100, 100)] {
+        let error = layer(timeout, deadline).unwrap_err();
+        assert_eq!(
+            error,
+            ConfigError::FallbackAfterDeadline {
+                timeout: Duration::from_millis(timeout),
+                deadline: Duration::from_millis(deadline),
+            }
+        );
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "the store's fallback answers after {timeout}ms, but the layer's deadline is \
+                 {deadline}ms: the deadline would answer first, with the failure mode, and the \
+                 fallback never; set the fallback's timeout below the deadline, or raise the \
+                 deadline"
+            )
+        );
+    }
+    assert!(layer(99, 100).is_ok());
+    // The default fallback timeout (50 ms) is below the default deadline (100 ms).
+    assert!(
+        RateLimitLayer::builder()
+            .rule(Rule::fixed_window("api", Quota::per_minute(10)))
+            .key(HeaderKey::new("x-client"))
+            .store(
+                RedisStore::builder("redis://127.0.0.1:6379")
+                    .fallback(Fallback::new(2))
+                    .build()
+                    .unwrap()
+            )
+            .build()
+            .is_ok()
+    );
 }
 
 #[test]

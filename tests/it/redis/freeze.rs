@@ -302,7 +302,14 @@ async fn a_silent_connection_is_replaced_and_limiting_resumes() {
     let layer = RateLimitLayer::builder()
         .rule(Rule::gcra("frozen", Quota::per_hour(3)))
         .key(HeaderKey::new("x-client"))
-        .store(RedisStore::open(&proxy.url()).unwrap())
+        // No denial cache: a store that remembers nothing does not listen for resets, so the
+        // proxy sees the decisions' connection alone.
+        .store(
+            RedisStore::builder(&proxy.url())
+                .denial_cache(0)
+                .build()
+                .unwrap(),
+        )
         .deadline(DEADLINE)
         .build()
         .unwrap();

@@ -12,6 +12,7 @@ mod freeze;
 mod key_format;
 mod leases;
 mod persistence;
+mod reset;
 mod runtime;
 mod scripts;
 #[cfg(feature = "sentinel")]

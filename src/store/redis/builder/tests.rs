@@ -1,9 +1,12 @@
 use std::path::PathBuf;
 
-use deadpool_redis::{Config, ProtocolVersion, RedisConnectionInfo};
+use deadpool_redis::{Config, ConnectionAddr, ProtocolVersion, RedisConnectionInfo};
 
 use super::*;
+use redis::IntoConnectionInfo;
+
 use crate::key::Key;
+use crate::store::redis::address::{describe, redact};
 use crate::{Policy, Quota, Rule};
 
 fn from_json(json: &str) -> Config {

@@ -16,7 +16,7 @@ use crate::error::{ConfigError, StoreConfigError};
 use crate::key::Key;
 use crate::policy::{Policy, Rule};
 use crate::quota::Quota;
-use crate::store::{MemoryStore, Store, StoreFuture};
+use crate::store::{MemoryStore, Store, StoreErrorKind, StoreFuture};
 use crate::sync::lock;
 
 /// How many divided policies are kept; a process has a few (one per layer), so this only bounds
@@ -59,9 +59,10 @@ impl Fallback {
         }
     }
 
-    /// How long a Redis call may take before the fallback answers instead (default 50 ms). Keep
-    /// it below the layer's deadline (100 ms by default), or the deadline answers first, with
-    /// the layer's failure mode.
+    /// How long a Redis call may take before the fallback answers instead (default 50 ms). It
+    /// must be below the deadline of every rate limit on the store (100 ms by default), or the
+    /// deadline would answer first, with the layer's failure mode: building such a layer fails
+    /// with [`ConfigError::FallbackAfterDeadline`], which names both.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
@@ -129,6 +130,17 @@ impl Degraded {
         }
     }
 
+    /// Forgets the local counts of `key` under `policy` (a reset).
+    pub(in crate::store::redis) fn reset(&self, key: &Key, policy: &Policy) {
+        // The memory store resets at once.
+        drop(self.memory.reset(key, &self.divide(policy)));
+    }
+
+    /// How long a Redis call may take before the fallback answers.
+    pub(in crate::store::redis) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     fn divide(&self, policy: &Policy) -> Policy {
         let mut divided = lock(&self.divided);
         if let Some(found) = divided.get(policy.rule_ids()) {
@@ -192,16 +204,19 @@ pub(in crate::store::redis) fn guard(
             probe: pass == Pass::Probe,
             reported: false,
         };
-        match tokio::time::timeout(degraded.timeout, decided).await {
+        let failed = match tokio::time::timeout(degraded.timeout, decided).await {
             Ok(Ok(decision)) => {
                 report.succeeded();
-                Ok(decision)
+                return Ok(decision);
             }
-            Ok(Err(_)) | Err(_) => {
-                report.failed();
-                degraded.answer(&key, &policy, cost).await
-            }
-        }
+            Ok(Err(err)) => err.kind(),
+            Err(_) => StoreErrorKind::Timeout,
+        };
+        // Counted here, since the layer sees an answer: an outage must show in the store errors
+        // whatever answers in Redis's place (the documented alert watches them).
+        crate::telemetry::store_error(crate::telemetry::RATE_LIMITING, failed.as_str());
+        report.failed();
+        degraded.answer(&key, &policy, cost).await
     })
 }
 

@@ -44,6 +44,7 @@ use std::time::Duration;
 pub use self::config::QuotaLeases;
 pub(in crate::store::redis) use self::table::Leases;
 use self::table::{LeaseStep, Refund};
+use super::denials::Denials;
 use super::{Inner, RedisStore};
 use crate::decision::Decision;
 use crate::key::Key;
@@ -126,6 +127,17 @@ pub(super) async fn return_all(inner: &Inner) -> Result<(), StoreError> {
     first_error.map_or(Ok(()), Err)
 }
 
+/// Gives back every lease this store holds, in the background, and keeps no grant asked before:
+/// this process may have missed a reset (see `super::reset`), and a lease may hold units of the
+/// state it deleted.
+pub(super) fn forget_all(inner: &Arc<Inner>) {
+    if let Some(leases) = &inner.leases {
+        let mut refunds = Vec::new();
+        leases.forget_all(&mut refunds);
+        give_back(inner, refunds);
+    }
+}
+
 /// Reserves up to `want` units for a request of `cost` (0: a slice asked for in the background)
 /// and answers that request.
 async fn grant(
@@ -137,6 +149,10 @@ async fn grant(
     asked: u64,
 ) -> Result<Decision, StoreError> {
     let leases = inner.leases.as_ref().expect("a store with leases");
+    let epochs = (
+        leases.epoch(),
+        inner.denials.as_ref().map_or(0, Denials::epoch),
+    );
     let client = StorageKey::new(&key);
     let invocation = script::grant(
         &inner.prefix,
@@ -155,6 +171,10 @@ async fn grant(
         Ok(granted) => granted,
         Err(err) => {
             leases.abandon(&key, &policy);
+            // A grant asked in the background answers no request: no layer counts its error.
+            if cost == 0 {
+                background_error(&err);
+            }
             return Err(err);
         }
     };
@@ -164,9 +184,9 @@ async fn grant(
         .iter()
         .map(|verdict| verdict.retry_after_us)
         .collect();
-    let (decision, refund) = leases.install(&key, &policy, cost, asked, granted);
+    let (decision, refund) = leases.install(&key, &policy, cost, (asked, epochs.0), granted);
     if let Some(denials) = inner.denials.as_ref().filter(|_| cost > 0) {
-        denials.learn(&key, &policy, cost, asked, &decision, || waits);
+        denials.learn(&key, &policy, cost, (asked, epochs.1), &decision, || waits);
     }
     give_back(&inner, refund.into_iter().collect());
     Ok(decision)
@@ -184,6 +204,7 @@ fn give_back(inner: &Arc<Inner>, refunds: Vec<Refund>) {
         let mut last = None;
         for refund in &refunds {
             if let Err(err) = send_refund(&owner, refund).await {
+                background_error(&err);
                 failed += 1;
                 last = Some(err);
             }
@@ -196,6 +217,11 @@ fn give_back(inner: &Arc<Inner>, refunds: Vec<Refund>) {
             );
         }
     });
+}
+
+/// Counts the error of a call made in the background, which no layer sees.
+fn background_error(err: &StoreError) {
+    crate::telemetry::store_error(crate::telemetry::RATE_LIMITING, err.kind().as_str());
 }
 
 async fn send_refund(inner: &Inner, refund: &Refund) -> Result<(), StoreError> {

@@ -2,7 +2,7 @@
 //! demand each key shows here, which sizes its next reservation.
 
 use std::hash::BuildHasher;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use hashbrown::HashTable;
@@ -32,6 +32,9 @@ pub(in crate::store::redis) struct Leases {
     max_share: f64,
     /// Whether the task that gives back expired leases was started.
     pub(super) sweeping: AtomicBool,
+    /// Moves on with every reset: a grant asked in an earlier epoch is not kept (Redis may have
+    /// taken it from the state the reset deleted).
+    epoch: AtomicU64,
 }
 
 struct Shard {
@@ -114,7 +117,33 @@ impl Leases {
             lifetime_us: crate::clock::micros(settings.lifetime),
             max_share: settings.max_share,
             sweeping: AtomicBool::new(false),
+            epoch: AtomicU64::new(0),
         }
+    }
+
+    /// The current epoch, to give [`install`](Self::install) a grant asked now.
+    pub(super) fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Relaxed)
+    }
+
+    /// Forgets the leases of every key and policy that `covered` names, whose state a reset
+    /// deleted: their units are dropped, not given back (they were taken from the state that is
+    /// gone; a refund would lower the fresh one). Grants in flight are given back when they land.
+    pub(in crate::store::redis) fn forget(&self, covered: impl Fn(&Key, &Policy) -> bool) {
+        // As in `Denials::forget`: the epoch first, then each shard under its lock.
+        self.epoch.fetch_add(1, Ordering::Relaxed);
+        for shard in self.shards.iter() {
+            lock(shard)
+                .table
+                .retain(|entry| !covered(&entry.key, &entry.policy));
+        }
+    }
+
+    /// Hands over the unspent units of every lease, to give back, and moves the epoch on: what
+    /// this process holds may predate a reset it did not hear of.
+    pub(super) fn forget_all(&self, refunds: &mut Vec<Refund>) {
+        self.epoch.fetch_add(1, Ordering::Relaxed);
+        self.sweep(u64::MAX, refunds);
     }
 
     pub(super) fn lifetime_us(&self) -> u64 {
@@ -183,22 +212,27 @@ impl Leases {
         LeaseStep::Grant { want }
     }
 
-    /// Takes in Redis's answer to a grant asked at `asked` on behalf of a request of `cost` (0
-    /// for a grant asked in the background), and returns the decision on that request. Units
-    /// that can no longer be kept (the key was forgotten meanwhile) come back as a refund.
+    /// Takes in Redis's answer to a grant asked at `asked` (µs, in [`epoch`](Self::epoch)
+    /// `asked.1`) on behalf of a request of `cost` (0 for a grant asked in the background), and
+    /// returns the decision on that request. Units that can no longer be kept (the key was
+    /// forgotten meanwhile, or a reset came between) come back as a refund.
     pub(super) fn install(
         &self,
         key: &Key,
         policy: &Policy,
         cost: u32,
-        asked: u64,
+        (asked, epoch): (u64, u64),
         granted: Granted,
     ) -> (Decision, Option<Refund>) {
         let decision = granted.decision(policy);
         let hash = self.hash(key, policy);
         let mut shard = self.shard(hash);
-        let entry = shard.table.find_mut(hash, |entry| entry.is(key, policy));
+        let reset = self.epoch.load(Ordering::Relaxed) != epoch;
+        let mut entry = shard.table.find_mut(hash, |entry| entry.is(key, policy));
         let left = granted.units.saturating_sub(u64::from(cost));
+        if reset && let Some(entry) = entry.take() {
+            entry.land();
+        }
         let Some(entry) = entry else {
             let refund = (left > 0).then(|| Refund {
                 key: key.clone(),
@@ -434,7 +468,8 @@ mod tests {
             plan(&leases, "k", MS, &mut refunds),
             LeaseStep::Wait(_)
         ));
-        let (decision, refund) = leases.install(&Key::from("k"), &policy(), 1, MS, granted(2, 1));
+        let (decision, refund) =
+            leases.install(&Key::from("k"), &policy(), 1, (MS, 0), granted(2, 1));
         assert!(refund.is_none());
         assert_eq!((decision.used(), decision.remaining()), (2, 998));
         let LeaseStep::Local { decision, .. } = plan(&leases, "k", 2 * MS, &mut refunds) else {
@@ -461,7 +496,7 @@ mod tests {
         let mut refunds = Vec::new();
         let _ = plan(&leases, "k", 0, &mut refunds);
         let _ = plan(&leases, "k", 0, &mut refunds);
-        let _ = leases.install(&key, &policy(), 1, 0, granted(50, 1));
+        let _ = leases.install(&key, &policy(), 1, (0, 0), granted(50, 1));
         leases.sweep(99 * MS, &mut refunds);
         assert!(refunds.is_empty());
         leases.sweep(100 * MS, &mut refunds);
@@ -487,7 +522,7 @@ mod tests {
     fn units_reserved_for_a_forgotten_key_go_back() {
         let leases = Leases::new(&QuotaLeases::default());
         let (decision, refund) =
-            leases.install(&Key::from("gone"), &policy(), 1, 0, granted(10, 0));
+            leases.install(&Key::from("gone"), &policy(), 1, (0, 0), granted(10, 0));
         assert!(decision.is_allowed());
         assert_eq!(refund.map(|refund| refund.units), Some(9));
     }
