@@ -68,10 +68,10 @@ use self::store::BuiltStore;
 pub use self::store::{FallbackConfig, LeasesConfig, StoreConfig, StoreKind};
 #[cfg(feature = "concurrency")]
 use crate::concurrency::ConcurrencyLimitLayer;
-use crate::error::ConfigError;
 pub use crate::error::SettingError;
+use crate::error::{ConfigError, KeyConfigError};
 use crate::policy::Policy;
-use crate::rate::{RateLimitLayer, ShadowSwitch};
+use crate::rate::{Plan, RateLimitLayer, ShadowSwitch};
 use crate::store::MemoryStore;
 
 /// A whole set-up of limits, as a configuration file holds it.
@@ -307,6 +307,22 @@ fn build_route(
             .get(name)
             .ok_or_else(|| unknown(format!("{field}.plans.{plan}"), name))?;
         builder = builder.plan(plan.as_str(), policy);
+    }
+    if let Some(header) = &route.plan_header {
+        let field = format!("{field}.plan_header");
+        if route.plans.is_empty() {
+            return Err(invalid(field, SettingError::NoPlans));
+        }
+        let header = http::HeaderName::from_bytes(header.as_bytes()).map_err(|_| {
+            ConfigError::from(KeyConfigError::InvalidHeaderName {
+                name: header.clone(),
+            })
+            .at(field)
+        })?;
+        builder = builder.choose_plan(move |parts| {
+            let name = parts.headers.get(&header)?.to_str().ok()?;
+            Some(Plan::new(name))
+        });
     }
     builder
         .build()

@@ -29,6 +29,7 @@ use crate::key::{Exemptions, KeyExtractor};
 /// shadow = true                  # decide and count, never refuse (default: the top-level shadow)
 /// shadow_headers = false         # true: tell a shadow decision as Rate-Limiting-State: Shadow-...
 /// plans = { pro = "api-pro" }    # requests of plan "pro" limited by policy "api-pro"
+/// plan_header = "x-plan"         # a request's plan, as your gateway or auth layer sets it
 /// allow = { keys = ["internal"], networks = ["10.0.0.0/8"] }   # pass unchecked
 /// deny = { networks = ["203.0.113.0/24"] }                      # refused, 403
 /// client_ip = { trusted_proxies = ["10.0.0.0/8"] }  # how networks find the client address,
@@ -68,6 +69,13 @@ pub struct RouteConfig {
     /// [`Plan`](crate::rate::Plan) extension says its plan; `policy` is the default).
     #[serde(default)]
     pub plans: BTreeMap<String, String>,
+    /// The header that names a request's plan, for a route whose requests carry no
+    /// [`Plan`](crate::rate::Plan) extension (the gateway binary, a service whose gateway
+    /// authenticates): its value is the plan's name. Only with `plans`. A client that can send this
+    /// header itself chooses its own plan: set it in a component the client cannot bypass, one that
+    /// removes what the client sent.
+    #[serde(default)]
+    pub plan_header: Option<String>,
     /// Keys and networks let through unchecked.
     #[serde(default)]
     pub allow: Option<ListConfig>,

@@ -67,6 +67,9 @@ pub enum SettingError {
         /// The one that has it.
         owner: String,
     },
+    /// A route's `plan_header` without `plans` to choose among.
+    #[error("chooses a plan, but the route has no `plans`: add them or remove this")]
+    NoPlans,
     /// A setting this build cannot honour.
     #[error("this build lacks the crate's `{feature}` feature: turn it on in Cargo.toml")]
     FeatureMissing {

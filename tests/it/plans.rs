@@ -292,3 +292,50 @@ async fn a_files_networks_match_the_client_address_or_the_file_is_refused() {
          use it: remove it"
     );
 }
+
+/// A file's route with `plan_header` finds each request's plan in that header, with no
+/// authentication layer to put a `Plan` into its extensions (as the gateway binary runs it); the
+/// header without plans, or a name HTTP does not allow, is refused with the field named.
+#[tokio::test]
+async fn a_files_route_takes_the_plan_from_the_header_it_names() {
+    let file = |plans: &str, header: &str| {
+        toml::from_str::<LimitsConfig>(&format!(
+            r#"
+            [policies.free]
+            rules = [{{ name = "api", algorithm = "fixed_window", limit = 1, period = "1min" }}]
+            [policies.pro]
+            rules = [{{ name = "api", algorithm = "fixed_window", limit = 3, period = "1min" }}]
+            [routes.api]
+            policy = "free"
+            key = {{ header = "x-client" }}
+            {plans}
+            plan_header = "{header}"
+            "#
+        ))
+        .unwrap()
+    };
+    let limits = file(r#"plans = { pro = "pro" }"#, "x-plan")
+        .build()
+        .unwrap();
+    // No authentication layer: only the header names the plan.
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(limits.layer("api").unwrap().clone());
+    let peer = "203.0.113.7:4000";
+    assert_eq!(passed(&app, peer, "a", None, 4).await.0, 1);
+    assert_eq!(passed(&app, peer, "b", Some("pro"), 4).await.0, 3);
+    assert_eq!(passed(&app, peer, "c", Some("gold"), 4).await.0, 1);
+
+    assert_eq!(
+        file("", "x-plan").build().unwrap_err().to_string(),
+        "`routes.api.plan_header`: chooses a plan, but the route has no `plans`: add them or \
+         remove this"
+    );
+    assert_eq!(
+        file(r#"plans = { pro = "pro" }"#, "x plan")
+            .build()
+            .unwrap_err()
+            .to_string(),
+        r#"`routes.api.plan_header`: "x plan" is not a valid header name: use letters, digits and '-'"#
+    );
+}
