@@ -138,7 +138,7 @@ async fn replay(
         store.return_leases().await?;
     }
     let after = commands::command_calls(&mut counters).await?;
-    let calls = commands::Calls::between(&before, &after).evalsha;
+    let calls = commands::Calls::between(&before, &after).scripts;
     Ok(Replayed { admitted, calls })
 }
 

@@ -1,6 +1,8 @@
--- Helpers shared by every algorithm. Not a script on its own: src/store/redis/script.rs
--- concatenates common.lua, one file per algorithm and check.lua (the entry point, which holds
--- the KEYS/ARGV/reply contract of the whole call) into the one script that Redis runs.
+-- Helpers shared by every algorithm. Not a script on its own: src/store/redis/script/ puts
+-- common.lua and one file per algorithm before the entry points (decide.lua, grant.lua,
+-- refund.lua, each holding the KEYS/ARGV/reply contract of its call), either as one function
+-- library (Redis 7+: the helpers and algorithms defined once, when it is loaded) or as one
+-- script per entry point (EVALSHA: defined again on every call).
 --
 -- Numbers: Lua numbers are doubles. Every value these scripts keep is an integer-valued double
 -- below 2^53 (times in microseconds, counts, bucket levels in scaled units), so arithmetic on

@@ -7,7 +7,7 @@
 -- State: a string "<t>:<level>" (t in µs since the epoch, level in units of 1/period request),
 --        written only when a request is admitted, with a TTL at the moment the bucket is empty.
 --        t never moves back (see `bucket_at` in common.lua).
--- Rule arguments (see check.lua): limit and period (µs) divided by their gcd, burst; the fourth
+-- Rule arguments (see decide.lua): limit and period (µs) divided by their gcd, burst; the fourth
 -- is unused.
 -- Returns verdict, remaining, used, reset_after_us, retry_after_us and a write function to run
 -- if every rule of the policy admits the request (nil when nothing is to be written).

@@ -1,16 +1,16 @@
 -- A quota lease: reserves up to `want` units of a client's quota under every rule of a policy in
 -- one atomic call, for the caller to spend in process. Composed after common.lua and the
--- algorithms, like check.lua, whose argument layout it shares; only leasable algorithms (fixed
+-- algorithms, like decide.lua, whose argument layout it shares; only leasable algorithms (fixed
 -- window, GCRA, token bucket) are sent here (see src/store/redis/leases/).
 --
 -- KEYS[i]:  the state key of rule i (one client, so one cluster slot).
 -- ARGV[1]:  the time in µs since the Unix epoch, or "" to read the Redis server clock (TIME).
 -- ARGV[2]:  `need`, the cost of the request that asks (>= 1): granted in full or denied.
--- ARGV[3]:  lower bound for written TTLs in ms, as in check.lua.
+-- ARGV[3]:  lower bound for written TTLs in ms, as in decide.lua.
 -- ARGV[4]:  `want` (>= need): the most units to reserve.
--- ARGV[5 + 5*(i-1) .. 9 + 5*(i-1)]: rule i, as in check.lua.
+-- ARGV[5 + 5*(i-1) .. 9 + 5*(i-1)]: rule i, as in decide.lua.
 -- Reply:    the units granted (`want` or fewer, but at least `need`; 0 when denied), then 7
---           integers per rule: the 5 of check.lua for a request of the granted cost (of cost
+--           integers per rule: the 5 of decide.lua for a request of the granted cost (of cost
 --           `need` when denied), and the rule's state right after the grant, which a refund
 --           names (refund.lua): the window start and 0 for a fixed window, the bucket's time and
 --           level for GCRA and the token bucket; two zeros when denied.

@@ -4,9 +4,9 @@
 -- KEYS[i]:  the state key of rule i, as for the grant.
 -- ARGV[1]:  the time in µs since the Unix epoch, or "" to read the Redis server clock (TIME).
 -- ARGV[2]:  the units to give back (>= 1).
--- ARGV[3]:  lower bound for written TTLs in ms, as in check.lua.
+-- ARGV[3]:  lower bound for written TTLs in ms, as in decide.lua.
 -- ARGV[4 + 6*(i-1) .. 9 + 6*(i-1)]: rule i: algorithm id (1 fixed window, 2 GCRA, 5 token
---           bucket), limit, period, burst (as in check.lua), then the two integers of the rule's
+--           bucket), limit, period, burst (as in decide.lua), then the two integers of the rule's
 --           state that the grant replied.
 -- Reply:    nothing.
 --

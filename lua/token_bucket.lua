@@ -11,7 +11,7 @@
 --        race), with the TTL at the moment the bucket is full again: in ms, rounded up, at least
 --        1 ms (never the floor(2 * capacity / rate) of Stripe's sketch, which is 0 for a small bucket at a
 --        high rate).
--- Rule arguments (see check.lua): limit and period (µs) divided by their gcd, burst; the fourth
+-- Rule arguments (see decide.lua): limit and period (µs) divided by their gcd, burst; the fourth
 -- is unused.
 -- Returns verdict, remaining, used, reset_after_us, retry_after_us and a write function to run
 -- if every rule of the policy admits the request (nil when nothing is to be written).

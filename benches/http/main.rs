@@ -237,7 +237,7 @@ fn print_report(
     println!(
         "requests/s: all rounds' requests over their time; per round: the lowest and highest \
          round; ÷ none, ÷ floor: requests/s over that mode's in the same run; other status: \
-         answers neither 2xx nor 429 (a failed-closed store call is a 503); EVALSHA/req: round \
+         answers neither 2xx nor 429 (a failed-closed store call is a 503); calls/req: round \
          trips to Redis per request; other cmds/req: every other command Redis counted in \
          INFO commandstats, which counts the commands a script runs (TIME, GET, SET) as well."
     );

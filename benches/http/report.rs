@@ -71,7 +71,7 @@ pub(crate) fn print_rows(scenario: &Scenario, rows: &[Measured]) {
             total.micros_at(0.99),
             100.0 * row.per_request(total.denied),
             total.other,
-            row.per_request(row.calls.evalsha),
+            row.per_request(row.calls.scripts),
             row.per_request(row.calls.other),
             ratio(rate, none),
             ratio(rate, floor),
@@ -82,7 +82,7 @@ pub(crate) fn print_rows(scenario: &Scenario, rows: &[Measured]) {
 pub(crate) fn print_header() {
     println!(
         "| scenario | mode | requests/s | per round | p50 µs | p99 µs | denied | other status | \
-         EVALSHA/req | other cmds/req | ÷ none | ÷ floor |"
+         calls/req | other cmds/req | ÷ none | ÷ floor |"
     );
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
 }

@@ -46,12 +46,12 @@ pub fn parse_command_calls(info: &str) -> Result<HashMap<String, u64>, BoxError>
     Ok(calls)
 }
 
-/// The commands Redis ran between two readings of [`command_calls`]: `EVALSHA`s, and all others
-/// except the `INFO` the readings themselves send.
+/// The commands Redis ran between two readings of [`command_calls`]: calls of scripts and
+/// functions, and all others except the `INFO` the readings themselves send.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Calls {
-    /// `EVALSHA` calls: the limiter's scripts.
-    pub evalsha: u64,
+    /// `FCALL` and `EVALSHA` calls: the limiter's round trips.
+    pub scripts: u64,
     /// Every other command but `INFO`.
     pub other: u64,
 }
@@ -63,7 +63,7 @@ impl Calls {
         for (name, &count) in after {
             let delta = count.saturating_sub(before.get(name).copied().unwrap_or(0));
             match name.as_str() {
-                "evalsha" => calls.evalsha += delta,
+                name if is_script_call(name) => calls.scripts += delta,
                 "info" => {}
                 _ => calls.other += delta,
             }
@@ -73,7 +73,16 @@ impl Calls {
 
     /// Adds another interval's calls.
     pub fn add(&mut self, other: Self) {
-        self.evalsha += other.evalsha;
+        self.scripts += other.scripts;
         self.other += other.other;
     }
+}
+
+/// Whether `INFO commandstats` names a call of a script or a function (`fcall`, `evalsha`, their
+/// read-only forms, `eval`).
+pub fn is_script_call(name: &str) -> bool {
+    matches!(
+        name,
+        "fcall" | "fcall_ro" | "evalsha" | "evalsha_ro" | "eval" | "eval_ro"
+    )
 }

@@ -66,7 +66,7 @@ async fn a_hot_key_costs_redis_a_few_calls_not_one_per_request() {
     let clock = ManualClock::new(T0);
     let store = store(&server, &clock, QuotaLeases::default());
     let policy = policy(Rule::fixed_window("api", Quota::per_minute(100_000)));
-    let before = server.evalsha_calls();
+    let before = server.script_calls();
     let key = Key::from("hot");
     for n in 1..=5_000 {
         let decision = store.check(&key, &policy, 1).await.unwrap();
@@ -77,7 +77,7 @@ async fn a_hot_key_costs_redis_a_few_calls_not_one_per_request() {
     }
     // The slices double as the key proves hot (2, 4, ... units), then follow its demand; every
     // call, grants in the background included, is counted.
-    let spent = server.evalsha_calls() - before;
+    let spent = server.script_calls() - before;
     assert!(spent <= 100, "{spent} calls for 5,000 requests");
     // Every unit Redis counts was spent, or is held here and goes back on shutdown.
     store.return_leases().await.unwrap();
@@ -187,9 +187,9 @@ async fn sliding_algorithms_are_decided_by_redis_one_call_per_request() {
     ] {
         let policy = policy(rule);
         admitted(&store, "warm", &policy, 1).await;
-        let before = server.evalsha_calls();
+        let before = server.script_calls();
         assert_eq!(admitted(&store, "k", &policy, 200).await, 200);
-        assert_eq!(server.evalsha_calls() - before, 200);
+        assert_eq!(server.script_calls() - before, 200);
     }
 }
 

@@ -163,7 +163,7 @@ async fn grant(
         inner.clock.as_ref().map(|clock| clock.now_micros()),
         inner.min_ttl_ms,
     );
-    let granted = match inner.connection.invoke::<Vec<i64>>(&invocation).await {
+    let granted = match inner.connection.call::<Vec<i64>>(&invocation).await {
         Ok(reply) => script::granted(&reply, &policy),
         Err(err) => Err(err),
     };
@@ -235,7 +235,7 @@ async fn send_refund(inner: &Inner, refund: &Refund) -> Result<(), StoreError> {
         inner.clock.as_ref().map(|clock| clock.now_micros()),
         inner.min_ttl_ms,
     );
-    inner.connection.invoke::<()>(&invocation).await
+    inner.connection.call::<()>(&invocation).await
 }
 
 /// Starts, once per store, the task that gives back expired leases of keys that went quiet. It

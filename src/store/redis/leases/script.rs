@@ -1,25 +1,13 @@
 //! The lease scripts (`lua/grant.lua`, `lua/refund.lua`): invocations and replies.
 
-use std::sync::LazyLock;
-
-use redis::{Script, ScriptInvocation};
 use smallvec::SmallVec;
 
-use super::super::script::{COMMON, state_key, verdict, with_algorithms};
+use super::super::script::decide::{StateKey, verdict};
+use super::super::script::{Call, Entry};
 use crate::algorithm::Params;
 use crate::decision::{Decision, RuleVerdict};
-use crate::policy::{MAX_RULES, Policy, Rule};
+use crate::policy::{MAX_RULES, Policy};
 use crate::store::StoreError;
-
-/// Reserves up to a number of units under every rule of a policy, or decides the asking request
-/// when fewer remain. Composed like the check script: the shared helpers and every algorithm,
-/// then its entry point.
-static GRANT: LazyLock<Script> =
-    LazyLock::new(|| with_algorithms(include_str!("../../../../lua/grant.lua")));
-
-/// Gives back units of a grant that were never spent.
-static REFUND: LazyLock<Script> =
-    LazyLock::new(|| Script::new(&[COMMON, include_str!("../../../../lua/refund.lua")].join("\n")));
 
 /// Integers per rule in a grant's reply, after its first (the units granted).
 const GRANT_WIDTH: usize = 7;
@@ -56,14 +44,14 @@ pub(super) fn grant(
     want: u64,
     now_micros: Option<u64>,
     min_ttl_ms: u64,
-) -> ScriptInvocation<'static> {
-    let mut invocation = GRANT.prepare_invoke();
-    time(&mut invocation, now_micros);
-    invocation.arg(need).arg(min_ttl_ms).arg(want);
-    for (rule, params) in policy.rules().iter().zip(policy.params()) {
-        rule_args(&mut invocation, prefix, client, rule, params).arg(params.extra);
+) -> Call {
+    let mut call = Call::new(Entry::Grant, 0);
+    time(&mut call, now_micros);
+    call.arg(need).arg(min_ttl_ms).arg(want);
+    for (state, params) in policy.state_names().iter().zip(policy.params()) {
+        rule_args(&mut call, prefix, client, state, params).arg(params.extra);
     }
-    invocation
+    call
 }
 
 /// Gives back `units` reserved by a grant whose rule states were `marks`.
@@ -75,38 +63,41 @@ pub(super) fn refund(
     marks: &[Mark],
     now_micros: Option<u64>,
     min_ttl_ms: u64,
-) -> ScriptInvocation<'static> {
-    let mut invocation = REFUND.prepare_invoke();
-    time(&mut invocation, now_micros);
-    invocation.arg(units).arg(min_ttl_ms);
-    for ((rule, params), mark) in policy.rules().iter().zip(policy.params()).zip(marks) {
-        rule_args(&mut invocation, prefix, client, rule, params)
+) -> Call {
+    let mut call = Call::new(Entry::Refund, 0);
+    time(&mut call, now_micros);
+    call.arg(units).arg(min_ttl_ms);
+    for ((state, params), mark) in policy.state_names().iter().zip(policy.params()).zip(marks) {
+        rule_args(&mut call, prefix, client, state, params)
             .arg(mark[0])
             .arg(mark[1]);
     }
-    invocation
+    call
 }
 
-/// A rule's key and the arguments both scripts share (see `lua/check.lua`).
-fn rule_args<'a, 'i>(
-    invocation: &'i mut ScriptInvocation<'a>,
+/// A rule's key and the arguments both scripts share (see `lua/decide.lua`).
+fn rule_args<'c>(
+    call: &'c mut Call,
     prefix: &str,
     client: &str,
-    rule: &Rule,
+    state: &str,
     params: &Params,
-) -> &'i mut ScriptInvocation<'a> {
-    invocation.key(state_key(prefix, rule, client));
-    invocation
-        .arg(params.script_id())
+) -> &'c mut Call {
+    call.key(StateKey {
+        prefix,
+        state,
+        client,
+    });
+    call.arg(params.script_id())
         .arg(params.limit)
         .arg(params.period)
         .arg(params.burst)
 }
 
-fn time(invocation: &mut ScriptInvocation<'static>, now_micros: Option<u64>) {
+fn time(call: &mut Call, now_micros: Option<u64>) {
     match now_micros {
-        Some(now) => invocation.arg(now),
-        None => invocation.arg(""),
+        Some(now) => call.arg(now),
+        None => call.arg(""),
     };
 }
 
