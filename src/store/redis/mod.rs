@@ -268,9 +268,10 @@ impl RedisStore {
 
     /// Gives back to Redis the quota this process holds in leases and has not spent (see
     /// [`RedisStoreBuilder::quota_leases`]), for a graceful shutdown: other instances can then use
-    /// it at once rather than when the leases would have expired. Requests checked afterwards
-    /// may take new leases. Returns the first error if some could not be given back; Redis then
-    /// returns those units with time. Without leases, does nothing.
+    /// it at once rather than when the leases would have expired. Grants in flight are waited for
+    /// and given back as they land (a call to a silent server ends within `stale_after`).
+    /// Requests checked afterwards may take new leases. Returns the first error if some could not
+    /// be given back; Redis then returns those units with time. Without leases, does nothing.
     pub async fn return_leases(&self) -> Result<(), StoreError> {
         leases::return_all(&self.inner).await
     }

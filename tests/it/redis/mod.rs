@@ -9,6 +9,7 @@ mod denial_cache;
 mod failure;
 mod fallback;
 mod freeze;
+mod functions;
 mod key_format;
 mod leases;
 mod persistence;

@@ -34,6 +34,8 @@
 //!   by Redis, exactly, one call per request.
 
 mod config;
+mod entry;
+mod heat;
 mod script;
 mod table;
 
@@ -116,14 +118,17 @@ pub(super) async fn return_all(inner: &Inner) -> Result<(), StoreError> {
     let Some(leases) = &inner.leases else {
         return Ok(());
     };
+    // The epoch moves on, so that grants in flight give their units back as they land; then
+    // they are waited for (a call to a silent server ends within `stale_after`).
     let mut refunds = Vec::new();
-    leases.sweep(u64::MAX, &mut refunds);
+    leases.forget_all(&mut refunds);
     let mut first_error = None;
     for refund in refunds {
         if let Err(err) = send_refund(inner, &refund).await {
             first_error.get_or_insert(err);
         }
     }
+    leases.settled().await;
     first_error.map_or(Ok(()), Err)
 }
 
@@ -149,6 +154,7 @@ async fn grant(
     asked: u64,
 ) -> Result<Decision, StoreError> {
     let leases = inner.leases.as_ref().expect("a store with leases");
+    let _in_flight = leases.in_flight();
     let epochs = (
         leases.epoch(),
         inner.denials.as_ref().map_or(0, Denials::epoch),
@@ -160,6 +166,7 @@ async fn grant(
         &policy,
         cost.max(1),
         want,
+        leases.lifetime_us(),
         inner.clock.as_ref().map(|clock| clock.now_micros()),
         inner.min_ttl_ms,
     );
@@ -179,16 +186,29 @@ async fn grant(
         }
     };
     start_sweeping(&inner);
-    let waits: smallvec::SmallVec<[u64; 8]> = granted
-        .verdicts
-        .iter()
-        .map(|verdict| verdict.retry_after_us)
-        .collect();
-    let (decision, refund) = leases.install(&key, &policy, cost, (asked, epochs.0), granted);
+    // The denial cache learns what Redis said (a refusal, or a reservation that makes a
+    // remembered refusal stale), not what the lease answers the request.
     if let Some(denials) = inner.denials.as_ref().filter(|_| cost > 0) {
-        denials.learn(&key, &policy, cost, (asked, epochs.1), &decision, || waits);
+        let said = granted.decision(&policy);
+        let waits = granted
+            .verdicts
+            .iter()
+            .map(|verdict| verdict.retry_after_us);
+        denials.learn(&key, &policy, cost, (asked, epochs.1), &said, || waits);
     }
-    give_back(&inner, refund.into_iter().collect());
+    // The units' paces count from now, when Redis's answer is here: no earlier than Redis
+    // reckoned them.
+    let landed = inner.local_clock.now_micros();
+    let (decision, refund) =
+        leases.install(&key, &policy, cost, (asked, epochs.0), landed, granted);
+    // Rare (the key was forgotten, or a reset came, while the grant was in flight): sent before
+    // the grant counts as settled, so that `return_leases` returns once it is back.
+    if let Some(refund) = refund
+        && let Err(err) = send_refund(&inner, &refund).await
+    {
+        background_error(&err);
+        tracing::warn!(error = %err, "could not give back unspent quota leases; Redis returns them with time");
+    }
     Ok(decision)
 }
 

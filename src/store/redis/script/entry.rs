@@ -41,17 +41,6 @@ pub(super) struct Composed {
     pub(super) code: String,
 }
 
-/// What an entry point's script needs before it.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Needs {
-    /// The helpers and the algorithms of the call (of its policy).
-    Algorithms,
-    /// The helpers alone.
-    Helpers,
-    /// Nothing: the file stands alone.
-    Nothing,
-}
-
 impl Entry {
     /// Every entry point, in the library's order.
     pub(super) const ALL: [Entry; 5] = [
@@ -84,12 +73,10 @@ impl Entry {
         }
     }
 
-    fn needs(self) -> Needs {
-        match self {
-            Entry::Decide | Entry::Grant => Needs::Algorithms,
-            Entry::Refund => Needs::Helpers,
-            Entry::Reset | Entry::Concurrency => Needs::Nothing,
-        }
+    /// Whether its script needs the helpers and the algorithms before it (the others stand
+    /// alone).
+    fn calls_algorithms(self) -> bool {
+        matches!(self, Entry::Decide | Entry::Grant | Entry::Refund)
     }
 
     /// The script of this entry point for calls whose rules use the algorithm set `algorithms`
@@ -105,7 +92,7 @@ impl Entry {
                 algorithms,
             ),
             Entry::Grant => (&OTHERS[0], EVERY_ALGORITHM),
-            Entry::Refund => (&OTHERS[1], 0),
+            Entry::Refund => (&OTHERS[1], EVERY_ALGORITHM),
             Entry::Reset => (&OTHERS[2], 0),
             Entry::Concurrency => (&OTHERS[3], 0),
         };
@@ -118,13 +105,11 @@ impl Entry {
         })
     }
 
-    /// This entry point's script: what it needs, then its file.
+    /// This entry point's script: the helpers and algorithms it calls, then its file.
     fn compose(self, algorithms: u8) -> String {
         let mut source = String::new();
-        if self.needs() != Needs::Nothing {
+        if self.calls_algorithms() {
             source.push_str(COMMON);
-        }
-        if self.needs() == Needs::Algorithms {
             for (index, algorithm) in ALGORITHMS.iter().enumerate() {
                 if algorithms & (1 << index) != 0 {
                     source.push('\n');
