@@ -35,7 +35,7 @@ pub(crate) struct Scenario {
 }
 
 /// The scenarios every mode runs.
-pub(crate) const SCENARIOS: [Scenario; 3] = [
+pub(crate) const SCENARIOS: [Scenario; 4] = [
     Scenario {
         name: "allowed",
         about: "10,000 keys in turn, a quota far above what the run reaches (1,000,000/s, burst \
@@ -61,6 +61,16 @@ pub(crate) const SCENARIOS: [Scenario; 3] = [
         keys: 1,
         per_second: 100,
         burst: 100,
+    },
+    // A hot key offered a few times its rate (the share denied says how many): the leases'
+    // case of a saturated key, which reserve a rate and spend it as it conforms.
+    Scenario {
+        name: "saturated",
+        about: "one key, a quota of 10,000/s with a burst of 1,000, offered more (the share \
+                denied says how much more)",
+        keys: 1,
+        per_second: 10_000,
+        burst: 1_000,
     },
 ];
 
@@ -88,12 +98,20 @@ impl Scenario {
 pub(crate) enum Mode {
     /// No limiter: what the HTTP stack and the handler cost on their own.
     None,
-    /// tower_governor 0.8 (governor's keyed GCRA in process), keyed like ours.
+    /// tower_governor 0.8 (governor's keyed GCRA in process), keyed like ours, without headers
+    /// (its default).
     Governor,
+    /// The same with its `x-ratelimit-*` headers on (`use_headers`).
+    GovernorHeaders,
     /// `RateLimitLayer` on a `MemoryStore`.
     Memory,
-    /// `RateLimitLayer` on a `RedisStore` without its denial cache: every decision is one
-    /// `EVALSHA`.
+    /// `RateLimitLayer` on a `RedisStore` without its denial cache, nor batching: one call per
+    /// decision.
+    RedisAlone,
+    /// `redis-exact` with scripts (`EVALSHA`) instead of functions (`FCALL`), as on Redis 6.2.
+    RedisScripts,
+    /// `RateLimitLayer` on a `RedisStore` without its denial cache: every decision asks Redis,
+    /// concurrent decisions batched into one call.
     RedisExact,
     /// `RateLimitLayer` on a `RedisStore` as it comes: denials remembered and answered in process
     /// until they end.
@@ -107,10 +125,13 @@ pub(crate) enum Mode {
 
 impl Mode {
     /// Every mode, in the order of the report.
-    pub(crate) const ALL: [Mode; 7] = [
+    pub(crate) const ALL: [Mode; 10] = [
         Mode::None,
         Mode::Governor,
+        Mode::GovernorHeaders,
         Mode::Memory,
+        Mode::RedisAlone,
+        Mode::RedisScripts,
         Mode::RedisExact,
         Mode::Redis,
         Mode::RedisLeases,
@@ -121,7 +142,10 @@ impl Mode {
         match self {
             Mode::None => "none",
             Mode::Governor => "governor",
+            Mode::GovernorHeaders => "governor-headers",
             Mode::Memory => "memory",
+            Mode::RedisAlone => "redis-alone",
+            Mode::RedisScripts => "redis-scripts",
             Mode::RedisExact => "redis-exact",
             Mode::Redis => "redis",
             Mode::RedisLeases => "redis-leases",
@@ -137,8 +161,19 @@ impl Mode {
     ) -> Result<Router, BoxError> {
         match self {
             Mode::None => Ok(none()),
-            Mode::Governor => governor(scenario),
+            Mode::Governor => governor(scenario, false),
+            Mode::GovernorHeaders => governor(scenario, true),
             Mode::Memory => limited(scenario, MemoryStore::new()),
+            Mode::RedisAlone => {
+                let store = RedisStore::builder(redis_url).denial_cache(0).batch(false);
+                redis(scenario, store).await
+            }
+            Mode::RedisScripts => {
+                let store = RedisStore::builder(redis_url)
+                    .denial_cache(0)
+                    .functions(false);
+                redis(scenario, store).await
+            }
             Mode::RedisExact => {
                 redis(scenario, RedisStore::builder(redis_url).denial_cache(0)).await
             }
@@ -185,11 +220,15 @@ async fn redis(scenario: &Scenario, store: RedisStoreBuilder) -> Result<Router, 
     limited(scenario, store)
 }
 
-fn governor(scenario: &Scenario) -> Result<Router, BoxError> {
-    let config = GovernorConfigBuilder::default()
-        .key_extractor(XKey)
+fn governor(scenario: &Scenario, headers: bool) -> Result<Router, BoxError> {
+    let mut config = GovernorConfigBuilder::default().key_extractor(XKey);
+    config
         .period(Duration::from_secs(1) / scenario.per_second)
-        .burst_size(scenario.burst)
+        .burst_size(scenario.burst);
+    if headers {
+        config.use_headers();
+    }
+    let config = config
         .finish()
         .ok_or("tower_governor refused the quota (a zero period or burst)")?;
     Ok(none().layer(tower_governor::GovernorLayer::new(config)))

@@ -28,7 +28,7 @@ pub(super) fn slot_key(prefix: &str, slot: &Slot) -> String {
 /// A call of `operation` on `key` (`lua/concurrency.lua`), with the time arguments every
 /// operation takes.
 fn invocation(inner: &Inner, key: String, operation: &str) -> Call {
-    let mut call = Call::new(Entry::Concurrency, 0);
+    let mut call = Call::new(Entry::Concurrency, 0, 1);
     call.key(key).arg(operation);
     match &inner.clock {
         Some(clock) => call.arg(clock.now_micros()),

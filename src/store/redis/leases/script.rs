@@ -108,11 +108,13 @@ pub(super) fn grant(
     now_micros: Option<u64>,
     min_ttl_ms: u64,
 ) -> Call {
-    let mut call = Call::new(Entry::Grant, 0);
+    let states = policy.state_names();
+    let mut call = Call::new(Entry::Grant, 0, states.len());
+    keys(&mut call, prefix, client, states);
     time(&mut call, now_micros);
     call.arg(need).arg(min_ttl_ms).arg(want);
-    for (state, params) in policy.state_names().iter().zip(policy.params()) {
-        rule_args(&mut call, prefix, client, state, params).arg(horizon(params, lifetime_us));
+    for params in policy.params() {
+        rule_args(&mut call, params).arg(horizon(params, lifetime_us));
     }
     call
 }
@@ -127,30 +129,30 @@ pub(super) fn refund(
     now_micros: Option<u64>,
     min_ttl_ms: u64,
 ) -> Call {
-    let mut call = Call::new(Entry::Refund, 0);
+    let states = policy.state_names();
+    let mut call = Call::new(Entry::Refund, 0, states.len());
+    keys(&mut call, prefix, client, states);
     time(&mut call, now_micros);
     call.arg(units).arg(min_ttl_ms);
-    for ((state, params), mark) in policy.state_names().iter().zip(policy.params()).zip(marks) {
-        rule_args(&mut call, prefix, client, state, params)
-            .arg(mark[0])
-            .arg(mark[1]);
+    for (params, mark) in policy.params().iter().zip(marks) {
+        rule_args(&mut call, params).arg(mark[0]).arg(mark[1]);
     }
     call
 }
 
-/// A rule's key and the arguments both scripts share (see `lua/decide.lua`).
-fn rule_args<'c>(
-    call: &'c mut Call,
-    prefix: &str,
-    client: &str,
-    state: &str,
-    params: &Params,
-) -> &'c mut Call {
-    call.key(StateKey {
-        prefix,
-        state,
-        client,
-    });
+/// Every rule's state key for `client`.
+fn keys(call: &mut Call, prefix: &str, client: &str, states: &[Box<str>]) {
+    for state in states {
+        call.key(StateKey {
+            prefix,
+            state,
+            client,
+        });
+    }
+}
+
+/// The arguments of a rule both scripts share (see `lua/decide.lua`).
+fn rule_args<'c>(call: &'c mut Call, params: &Params) -> &'c mut Call {
     call.arg(params.script_id())
         .arg(params.limit)
         .arg(params.period)

@@ -51,8 +51,9 @@ pub(super) async fn reset(inner: Arc<Inner>, key: Key, policy: Policy) -> Result
     Listener::ensure(&inner);
     let client = StorageKey::new(&key);
     let reset = Reset::new(client.as_str(), &policy);
-    let mut call = Call::new(Entry::Reset, 0);
-    for state in policy.state_names() {
+    let states = policy.state_names();
+    let mut call = Call::new(Entry::Reset, 0, states.len());
+    for state in states {
         call.key(StateKey {
             prefix: &inner.prefix,
             state,

@@ -1,6 +1,8 @@
 //! [`Call`]: one call of an entry point, its keys and arguments, and the commands that send it
 //! in each [`Dialect`].
 
+use std::borrow::Cow;
+
 use redis::{Cmd, RedisError, ServerErrorKind, ToRedisArgs};
 
 use super::entry::Entry;
@@ -25,67 +27,72 @@ pub(in crate::store::redis) enum Recovery {
     None,
 }
 
-/// One call of an entry point: its keys and its other arguments, kept apart so that either can
-/// be added first, and put together when the command is made.
+/// One call of an entry point: its keys, then its other arguments, written straight into the
+/// `FCALL` that sends it (the common case: no copy), and copied into an `EVALSHA` when the
+/// server speaks scripts.
 pub(in crate::store::redis) struct Call {
     entry: Entry,
     /// The algorithms the call's rules use, for the scripts dialect (see `Entry::script`).
     algorithms: u8,
-    keys: Cmd,
-    key_count: usize,
-    args: Cmd,
+    /// The keys announced, and how many were added.
+    keys: usize,
+    added: usize,
+    /// `FCALL <function> <keys> <key>... <arg>...`.
+    command: Cmd,
 }
 
 impl Call {
-    /// A call of `entry` whose rules use the algorithm set `algorithms` (0 for an entry that
-    /// calls none).
-    pub(in crate::store::redis) fn new(entry: Entry, algorithms: u8) -> Self {
+    /// A call of `entry` with `keys` keys, whose rules use the algorithm set `algorithms` (0 for
+    /// an entry that calls none). Every key is added before any other argument.
+    pub(in crate::store::redis) fn new(entry: Entry, algorithms: u8, keys: usize) -> Self {
+        let mut command = redis::cmd("FCALL");
+        command.arg(Library::get().function(entry)).arg(keys);
         Self {
             entry,
             algorithms,
-            keys: Cmd::new(),
-            key_count: 0,
-            args: Cmd::new(),
+            keys,
+            added: 0,
+            command,
         }
     }
 
     /// Adds a key (`KEYS[n]`, in the order added).
     pub(in crate::store::redis) fn key(&mut self, key: impl ToRedisArgs) -> &mut Self {
-        self.keys.arg(key);
-        self.key_count += 1;
+        debug_assert!(
+            self.added < self.keys && self.command.args_iter().len() == 3 + self.added,
+            "more keys than announced, or a key after an argument"
+        );
+        self.command.arg(key);
+        self.added += 1;
         self
     }
 
-    /// Adds an argument (`ARGV[n]`, in the order added).
+    /// Adds an argument (`ARGV[n]`, in the order added), after every key.
     pub(in crate::store::redis) fn arg(&mut self, arg: impl ToRedisArgs) -> &mut Self {
-        self.args.arg(arg);
+        debug_assert_eq!(
+            self.added, self.keys,
+            "an argument before every key was added"
+        );
+        self.command.arg(arg);
         self
     }
 
     /// The command that sends this call in `dialect`: `FCALL <function> <numkeys> <keys...>
     /// <args...>`, or `EVALSHA <sha1> ...` with the same keys and arguments.
-    pub(in crate::store::redis) fn command(&self, dialect: Dialect) -> Cmd {
-        let mut command = match dialect {
-            Dialect::Functions => {
-                let mut command = redis::cmd("FCALL");
-                command.arg(Library::get().function(self.entry));
-                command
-            }
+    pub(in crate::store::redis) fn command(&self, dialect: Dialect) -> Cow<'_, Cmd> {
+        match dialect {
+            Dialect::Functions => Cow::Borrowed(&self.command),
             Dialect::Scripts => {
                 let mut command = redis::cmd("EVALSHA");
                 command.arg(&self.entry.script(self.algorithms).hash);
-                command
-            }
-        };
-        command.arg(self.key_count);
-        for part in [&self.keys, &self.args] {
-            for arg in part.args_iter() {
-                if let redis::Arg::Simple(bytes) = arg {
-                    command.arg(bytes);
+                for arg in self.command.args_iter().skip(2) {
+                    if let redis::Arg::Simple(bytes) = arg {
+                        command.arg(bytes);
+                    }
                 }
+                Cow::Owned(command)
             }
         }
-        command
     }
 
     /// What to do about `err`, the answer to this call sent in `dialect`: load the library (a

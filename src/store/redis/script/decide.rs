@@ -60,15 +60,13 @@ pub(in crate::store::redis) fn call<'a>(
     now_micros: Option<u64>,
     min_ttl_ms: u64,
 ) -> Call {
-    let mut call = Call::new(Entry::Decide, algorithms(policy));
-    match now_micros {
-        Some(now) => call.arg(now),
-        None => call.arg(""),
-    };
-    call.arg(requests.len()).arg(min_ttl_ms);
     let states = policy.state_names();
-    for (client, cost) in requests {
-        call.arg(cost);
+    let mut call = Call::new(
+        Entry::Decide,
+        algorithms(policy),
+        requests.len() * states.len(),
+    );
+    for (client, _) in requests.clone() {
         for state in states {
             call.key(StateKey {
                 prefix,
@@ -76,6 +74,14 @@ pub(in crate::store::redis) fn call<'a>(
                 client,
             });
         }
+    }
+    match now_micros {
+        Some(now) => call.arg(now),
+        None => call.arg(""),
+    };
+    call.arg(requests.len()).arg(min_ttl_ms);
+    for (_, cost) in requests {
+        call.arg(cost);
     }
     rule_args(&mut call, policy);
     call

@@ -144,7 +144,7 @@ async fn a_real_replica_answers_readonly_and_the_connection_is_replaced() {
     assert_eq!(ping(&connection).await.unwrap(), "PONG");
 
     // A reset writes (DEL): on a replica, loading the library is refused first.
-    let mut reset = Call::new(Entry::Reset, 0);
+    let mut reset = Call::new(Entry::Reset, 0, 1);
     reset.key("k").arg("channel").arg("message");
     let error = connection.call::<()>(&reset).await.unwrap_err();
     assert!(
