@@ -22,7 +22,9 @@
 //!   `redis-exact` on `allowed`), 32 requests in flight, on a `redis-server` of its own: the
 //!   instructions of this process per request (Redis's own are not counted); `redis-keys-alone`
 //!   the same without batching (a call per request), `redis-keys-scripts` with scripts
-//!   (`EVALSHA`) instead of functions.
+//!   (`EVALSHA`) instead of functions;
+//! - `redis-denied`: `layer-denied` on a `RedisStore` as it comes: refusals answered by its
+//!   denial cache (the HTTP bench's `redis` on `abusive`).
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -44,7 +46,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     let admitted = match what.as_str() {
         "layer" | "layer-keys" | "layer-denied" | "layer-counting" => {
-            runtime.block_on(layer(&what, n))?
+            runtime.block_on(layer(&what, n, MemoryStore::new()))?
+        }
+        "redis-denied" => {
+            let redis = testkit::RedisServer::try_start().map_err(|err| err.to_string())?;
+            let store = RedisStore::open(&redis.url())?;
+            runtime.block_on(layer("layer-denied", n, store))?
         }
         "governor-keys" => runtime.block_on(governor(n))?,
         "redis-keys" | "redis-keys-alone" | "redis-keys-scripts" => {
@@ -62,7 +69,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         other => {
             let known = "layer, layer-keys, layer-denied, layer-counting, governor-keys, \
-                         redis-keys, redis-keys-alone, redis-keys-scripts, gcra, fixed or denied";
+                         redis-keys, redis-keys-alone, redis-keys-scripts, redis-denied, gcra, \
+                         fixed or denied";
             return Err(format!("unknown {other:?}: use {known}").into());
         }
     };
@@ -75,9 +83,9 @@ fn unreachable_quota() -> Quota {
     Quota::new(1_000_000_000, Duration::from_secs(1))
 }
 
-/// `n` requests through a `RateLimitLayer` on a `MemoryStore`, shaped by `what` (see the top).
-async fn layer(what: &str, n: u64) -> Result<u64, Box<dyn std::error::Error>> {
-    let builder = RateLimitLayer::builder();
+/// `n` requests through a `RateLimitLayer` on `store`, shaped by `what` (see the top).
+async fn layer(what: &str, n: u64, store: impl Store) -> Result<u64, Box<dyn std::error::Error>> {
+    let builder = RateLimitLayer::builder().store(store);
     let limit = match what {
         "layer-keys" => builder
             .rule(Rule::gcra(

@@ -18,7 +18,7 @@
 //!
 //! Settings, from the environment:
 //! - `HTTP_BENCH_SECONDS`: the length of one slice (default 3);
-//! - `HTTP_BENCH_ROUNDS`: how many rounds (default 4): with 4 scenarios and 10 modes, about nine
+//! - `HTTP_BENCH_ROUNDS`: how many rounds (default 4): with 4 scenarios and 11 modes, about ten
 //!   minutes in all;
 //! - `HTTP_BENCH_CONNECTIONS`: concurrent connections, so requests in flight (default 32).
 

@@ -14,6 +14,7 @@ use axum::routing::get;
 use testkit::governor::XKey;
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_redis_ratelimit::admission::FailureMode;
+use tower_redis_ratelimit::headers::HeaderFamilies;
 use tower_redis_ratelimit::key::{HeaderKey, Key};
 use tower_redis_ratelimit::store::{QuotaLeases, RedisStoreBuilder};
 use tower_redis_ratelimit::{MemoryStore, Policy, Quota, RateLimitLayer, RedisStore, Rule, Store};
@@ -105,6 +106,8 @@ pub(crate) enum Mode {
     GovernorHeaders,
     /// `RateLimitLayer` on a `MemoryStore`.
     Memory,
+    /// The same writing no header (`HeaderFamilies::NONE`), as tower_governor by default.
+    MemoryBare,
     /// `RateLimitLayer` on a `RedisStore` without its denial cache, nor batching: one call per
     /// decision.
     RedisAlone,
@@ -125,11 +128,12 @@ pub(crate) enum Mode {
 
 impl Mode {
     /// Every mode, in the order of the report.
-    pub(crate) const ALL: [Mode; 10] = [
+    pub(crate) const ALL: [Mode; 11] = [
         Mode::None,
         Mode::Governor,
         Mode::GovernorHeaders,
         Mode::Memory,
+        Mode::MemoryBare,
         Mode::RedisAlone,
         Mode::RedisScripts,
         Mode::RedisExact,
@@ -144,6 +148,7 @@ impl Mode {
             Mode::Governor => "governor",
             Mode::GovernorHeaders => "governor-headers",
             Mode::Memory => "memory",
+            Mode::MemoryBare => "memory-bare",
             Mode::RedisAlone => "redis-alone",
             Mode::RedisScripts => "redis-scripts",
             Mode::RedisExact => "redis-exact",
@@ -163,7 +168,8 @@ impl Mode {
             Mode::None => Ok(none()),
             Mode::Governor => governor(scenario, false),
             Mode::GovernorHeaders => governor(scenario, true),
-            Mode::Memory => limited(scenario, MemoryStore::new()),
+            Mode::Memory => limited(scenario, MemoryStore::new(), HeaderFamilies::DEFAULT),
+            Mode::MemoryBare => limited(scenario, MemoryStore::new(), HeaderFamilies::NONE),
             Mode::RedisAlone => {
                 let store = RedisStore::builder(redis_url).denial_cache(0).batch(false);
                 redis(scenario, store).await
@@ -199,11 +205,16 @@ fn none() -> Router {
 ///
 /// Fails closed, so that a store call that missed its deadline shows as a 503 (which the report
 /// counts) instead of an admitted request that never asked Redis.
-fn limited(scenario: &Scenario, store: impl Store) -> Result<Router, BoxError> {
+fn limited(
+    scenario: &Scenario,
+    store: impl Store,
+    headers: HeaderFamilies,
+) -> Result<Router, BoxError> {
     let limit = RateLimitLayer::builder()
         .rule(scenario.rule())
         .key(HeaderKey::new("x-key"))
         .store(store)
+        .headers(headers)
         .failure_mode(FailureMode::Closed)
         .build()?;
     Ok(none().layer(limit))
@@ -217,7 +228,7 @@ async fn redis(scenario: &Scenario, store: RedisStoreBuilder) -> Result<Router, 
     store
         .check(&Key::from_static("warm-up"), &policy, 1)
         .await?;
-    limited(scenario, store)
+    limited(scenario, store, HeaderFamilies::DEFAULT)
 }
 
 fn governor(scenario: &Scenario, headers: bool) -> Result<Router, BoxError> {

@@ -141,10 +141,12 @@ pub(crate) fn print_targets(rows: &[Vec<Measured>]) {
         ratio(allowed, Mode::RedisLeases, Mode::Redis),
     );
     println!(
-        "| memory store ≥ 1.0 × tower_governor admitting | `memory` ÷ `governor`: {} (`allowed`), {} (`hot`); ÷ `governor-headers`: {} (`allowed`), {} (`hot`) |",
+        "| memory store ≥ 1.0 × tower_governor admitting | `memory` ÷ `governor`: {} (`allowed`), {} (`hot`); ÷ `governor-headers`: {} (`allowed`), {} (`hot`); `memory-bare` ÷ `governor`: {} (`allowed`), {} (`hot`) |",
         ratio(allowed, Mode::Memory, Mode::Governor),
         ratio(hot, Mode::Memory, Mode::Governor),
         ratio(allowed, Mode::Memory, Mode::GovernorHeaders),
         ratio(hot, Mode::Memory, Mode::GovernorHeaders),
+        ratio(allowed, Mode::MemoryBare, Mode::Governor),
+        ratio(hot, Mode::MemoryBare, Mode::Governor),
     );
 }

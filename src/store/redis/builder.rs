@@ -207,10 +207,10 @@ impl RedisStoreBuilder {
     /// default on): the library (`FUNCTION LOAD`) defines the shared helpers and every algorithm
     /// once, so a call (`FCALL`) runs only its own work; a server without the library (restarted
     /// without persistence, flushed, a new node) gets it loaded on the call that finds it
-    /// missing. Off, or on Redis 6.2 (a server that does not know `FCALL`), each call is an
-    /// `EVALSHA` of a script that defines what it uses on every call, loaded on `NOSCRIPT`. The
-    /// store's user then needs `FCALL` and `FUNCTION LOAD` rather than `EVALSHA` and `SCRIPT
-    /// LOAD` (`docs/operations.md`).
+    /// missing. Off, on Redis 6.2 (a server that does not know `FCALL`), or for a user the
+    /// server does not allow `FUNCTION LOAD`, each call is an `EVALSHA` of a script that defines
+    /// what it uses on every call, loaded on `NOSCRIPT`. On, the store's user needs `FCALL` and
+    /// `FUNCTION LOAD` rather than `EVALSHA` and `SCRIPT LOAD` (`docs/operations.md`).
     pub fn functions(mut self, functions: bool) -> Self {
         self.functions = functions;
         self
@@ -226,14 +226,22 @@ impl RedisStoreBuilder {
     /// [`RedisStore::return_leases`]. A hot key then costs Redis about two calls per lifetime
     /// rather than one per request.
     ///
+    /// For GCRA and the token bucket a slice is a rate: it may hold units past the bucket's
+    /// capacity, those that drain back within the lifetime, each spent no earlier than it
+    /// conforms (a request before then is refused here, with the wait to it). So a key offered
+    /// more than its rate stays local too: one grant per lifetime, its requests refused or
+    /// admitted here as Redis would pace them. A grant Redis refused is answered here until its
+    /// wait ends. A key asked less than twice a lifetime here costs the leases one atomic
+    /// counter, no lock and no entry.
+    ///
     /// The fleet never spends more than Redis granted, but exactness changes in two ways:
     /// - an instance may deny while others hold unspent slices: at most N ×
-    ///   [`max_share`](QuotaLeases::max_share) of a rule's capacity is held at once (N
-    ///   instances);
-    /// - for GCRA and the token bucket, a unit counts at the instant it was reserved and may be
-    ///   spent up to a lifetime later, so over any interval the fleet admits at most the rule's
-    ///   burst plus its rate over the interval and one lifetime. A fixed window's slices are
-    ///   spent within their window: no over-admission.
+    ///   [`max_share`](QuotaLeases::max_share) of what a rule gives in a lifetime (its capacity,
+    ///   and for a bucket what drains back meanwhile) is held at once (N instances);
+    /// - for GCRA and the token bucket, a unit counts at the instant it conforms in Redis and may
+    ///   be spent up to a lifetime later, so over any interval the fleet admits at most the
+    ///   rule's burst plus its rate over the interval and one lifetime. A fixed window's slices
+    ///   are spent within their window: no over-admission.
     ///
     /// Only policies whose rules are all fixed window, GCRA or token bucket are leased (the
     /// sliding algorithms remember when each unit was spent, which a slice cannot give back);

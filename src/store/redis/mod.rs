@@ -41,8 +41,10 @@ use crate::policy::Policy;
 
 /// State shared in Redis, so every replica of a service enforces one limit.
 ///
-/// - Every decision is one call of one Lua script (EVALSHA) over the keys of one hash slot: all
-///   rules of a policy are checked and counted atomically, all or nothing.
+/// - Every decision is decided by one Lua function (`FCALL`, or a script by `EVALSHA` where the
+///   server has no functions) over the keys of one hash slot: all rules of a policy are checked
+///   and counted atomically, all or nothing. Concurrent decisions of a policy travel together,
+///   one call deciding each in turn ([`batch`](RedisStoreBuilder::batch)).
 /// - Time is read inside the script (Redis `TIME`), so application hosts with skewed clocks
 ///   agree.
 /// - A denied request writes nothing; every write sets a TTL; long or binary client keys are
@@ -114,10 +116,11 @@ impl RedisStore {
 
     /// Settings for a store on a Redis Cluster reached through any of `nodes` (node URLs, as for
     /// [`builder`](Self::builder); one is enough, more survive one being down when the store
-    /// connects). Every script call touches one hash slot (the client key is the hash tag), so
-    /// every algorithm, multi-rule policy, concurrency limit and shedder works as on one server;
-    /// redis-rs follows MOVED and ASK, refreshes the slot map after a failover, and loads the
-    /// scripts on every primary on NOSCRIPT. Nothing connects until the first decision.
+    /// connects). Every call touches one hash slot (the client key is the hash tag; a batch holds
+    /// one slot's requests), so every algorithm, multi-rule policy, concurrency limit and shedder
+    /// works as on one server; redis-rs follows MOVED and ASK and refreshes the slot map after a
+    /// failover, and a node without the function library gets it (`FUNCTION LOAD` on every
+    /// primary). Nothing connects until the first decision.
     ///
     /// ```no_run
     /// use tower_redis_ratelimit::RedisStore;

@@ -1,7 +1,7 @@
 //! Redis Functions: the store's code is one library (`FUNCTION LOAD`, then `FCALL`) on Redis 7+,
 //! loaded again wherever it is missing (a restart without persistence, another version of it
 //! beside), kept by replicas across a Sentinel or a Cluster failover with no reload, and scripts
-//! (`EVALSHA`) where the server has no `FCALL` (as Redis 6.2).
+//! (`EVALSHA`) where the server has no `FCALL` (as Redis 6.2) or the user may not load functions.
 
 use std::time::Duration;
 
@@ -113,25 +113,53 @@ async fn a_server_without_fcall_is_sent_scripts() {
     assert_eq!(ran(&server, "function|load"), 0);
 }
 
+/// A user whose ACL does not allow `FUNCTION LOAD` (but allows scripts) gets scripts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_not_allowed_to_load_functions_is_sent_scripts() {
+    let server = RedisServer::start();
+    let created = server.cli(&[
+        "ACL",
+        "SETUSER",
+        "limiter",
+        "on",
+        ">s3cret",
+        "~*",
+        "&*",
+        "+@all",
+        "-function",
+    ]);
+    assert_eq!(created, "OK");
+    let url = format!("redis://limiter:s3cret@127.0.0.1:{}", server.port());
+    let store = RedisStore::open(&url).unwrap();
+    assert!(decided(&store, "a").await);
+    assert!(decided(&store, "b").await);
+    assert!(ran(&server, "evalsha") >= 2);
+    assert!(libraries(&server).is_empty());
+}
+
 #[cfg(feature = "sentinel")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sentinel_failover_needs_no_reload() {
     use crate::support::sentinel::{MASTER, RedisSentinels};
 
     let mut sentinels = RedisSentinels::start();
-    let urls: Vec<String> = sentinels
-        .sentinel_urls()
-        .split(',')
-        .map(str::to_owned)
-        .collect();
+    let urls = sentinels.urls();
     let store = RedisStore::sentinel(&urls, MASTER)
         .reconnect_backoff(Duration::from_millis(50), Duration::from_millis(200))
         .build()
         .unwrap();
     assert!(decided(&store, "a").await);
     assert_eq!(ran(sentinels.primary(), "function|load"), 1);
-    // The replica received the library by replication (which its own count shows); promoted,
+    // The replica receives the library by replication (which its own count shows); promoted,
     // it serves the calls as they are, with no load of the store's.
+    for server in sentinels.servers() {
+        eventually(
+            Duration::from_secs(10),
+            "the library on the replica",
+            || async { ran(server, "function|load") == 1 },
+        )
+        .await;
+    }
     let loads: Vec<(u16, u64)> = sentinels
         .servers()
         .iter()
@@ -165,9 +193,13 @@ async fn a_cluster_failover_needs_no_reload() {
     let mut cluster = RedisCluster::start();
     let store = RedisStore::cluster(cluster.urls()).build().unwrap();
     assert!(decided(&store, "victim").await);
-    // The library went to every primary at once (and to each replica by replication).
+    // The library went to every primary at once, and reaches each replica by replication.
     for node in 0..6 {
-        assert_eq!(ran(cluster.node(node), "function|load"), 1, "node {node}");
+        let what = format!("the library on node {node}");
+        eventually(Duration::from_secs(10), &what, || async {
+            ran(cluster.node(node), "function|load") == 1
+        })
+        .await;
     }
     let loads: Vec<u64> = (0..6)
         .map(|node| ran(cluster.node(node), "function|load"))

@@ -16,8 +16,9 @@ impl SharedConnection {
     /// Sends `call`, keeping the connection's health record: as `FCALL` while the server has
     /// functions (and the store uses them), else as `EVALSHA`; a function not found loads the
     /// library (`FUNCTION LOAD REPLACE`, on every primary of a cluster), `NOSCRIPT` the script,
-    /// and the call goes again; a server that does not know `FCALL` switches the store to
-    /// scripts until its connection is replaced.
+    /// and the call goes again; a server that does not know `FCALL`, or refuses to load the
+    /// library (an ACL without `FUNCTION LOAD`), switches the store to scripts until its
+    /// connection is replaced.
     pub(in crate::store::redis) async fn call<T: redis::FromRedisValue>(
         self: &Arc<Self>,
         call: &Call,
@@ -44,6 +45,21 @@ impl SharedConnection {
                     let loaded = load
                         .query_async::<redis::Value>(&mut checkout.connection)
                         .await;
+                    // A server that refuses the library (an ACL without `FUNCTION LOAD`) is sent
+                    // scripts instead; a connection that broke is the call's error.
+                    if let Err(refused) = &loaded
+                        && dialect == Dialect::Functions
+                        && !super::breaks_connection(refused)
+                    {
+                        tracing::warn!(
+                            error = %refused,
+                            "the Redis server refused the rate-limit function library: the store \
+                             calls scripts (EVALSHA) until its connection is replaced"
+                        );
+                        checkout.health.answered();
+                        self.set_dialect(Dialect::Scripts);
+                        continue;
+                    }
                     self.settle(&checkout, loaded)?;
                     tracing::debug!(
                         ?dialect,

@@ -5,10 +5,17 @@ use smallvec::SmallVec;
 use tokio::sync::watch;
 
 use super::script::{Granted, Mark, Pace};
-use super::table::Refund;
 use crate::decision::{Decision, Outcome};
 use crate::key::Key;
 use crate::policy::{MAX_RULES, Policy};
+
+/// Unspent units to give back.
+pub(super) struct Refund {
+    pub(super) key: Key,
+    pub(super) policy: Policy,
+    pub(super) units: u64,
+    pub(super) marks: SmallVec<[Mark; MAX_RULES]>,
+}
 
 /// One client key under one policy.
 pub(super) struct Entry {

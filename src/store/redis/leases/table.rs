@@ -6,17 +6,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use hashbrown::HashTable;
-use smallvec::SmallVec;
 use tokio::sync::watch;
 
 use super::config::QuotaLeases;
+pub(super) use super::entry::Refund;
 use super::entry::{Entry, Grant};
 use super::heat::Heat;
-use super::script::{Granted, Mark, horizon};
+use super::script::{Granted, horizon};
 use crate::algorithm::Algorithm;
 use crate::decision::Decision;
 use crate::key::Key;
-use crate::policy::{MAX_RULES, Policy};
+use crate::policy::Policy;
 use crate::sync::lock;
 
 /// How many shards the table is split into (each its own lock), at most.
@@ -75,14 +75,6 @@ pub(super) enum LeaseStep {
     /// Ask Redis about this request alone (a key not hot enough here, a policy that cannot be
     /// leased).
     Exact,
-}
-
-/// Unspent units to give back.
-pub(super) struct Refund {
-    pub(super) key: Key,
-    pub(super) policy: Policy,
-    pub(super) units: u64,
-    pub(super) marks: SmallVec<[Mark; MAX_RULES]>,
 }
 
 impl Leases {

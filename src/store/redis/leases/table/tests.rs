@@ -1,5 +1,7 @@
 use std::time::Duration;
 
+use smallvec::SmallVec;
+
 use super::super::script::Pace;
 use super::*;
 use crate::algorithm::RuleVerdict;
