@@ -22,7 +22,8 @@
 //!   `redis-exact` on `allowed`), 32 requests in flight, on a `redis-server` of its own: the
 //!   instructions of this process per request (Redis's own are not counted); `redis-keys-alone`
 //!   the same without batching (a call per request), `redis-keys-scripts` with scripts
-//!   (`EVALSHA`) instead of functions;
+//!   (`EVALSHA`) instead of functions, `redis-keys-leases` with quota leases (its keys are
+//!   never hot: what leases cost the keys they do not lease);
 //! - `redis-denied`: `layer-denied` on a `RedisStore` as it comes: refusals answered by its
 //!   denial cache (the HTTP bench's `redis` on `abusive`).
 
@@ -54,13 +55,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             runtime.block_on(layer("layer-denied", n, store))?
         }
         "governor-keys" => runtime.block_on(governor(n))?,
-        "redis-keys" | "redis-keys-alone" | "redis-keys-scripts" => {
+        "redis-keys" | "redis-keys-alone" | "redis-keys-scripts" | "redis-keys-leases" => {
             let redis = testkit::RedisServer::try_start().map_err(|err| err.to_string())?;
-            let store = RedisStore::builder(&redis.url())
+            let mut store = RedisStore::builder(&redis.url())
                 .denial_cache(0)
                 .batch(what != "redis-keys-alone")
-                .functions(what != "redis-keys-scripts")
-                .build()?;
+                .functions(what != "redis-keys-scripts");
+            if what == "redis-keys-leases" {
+                store = store.quota_leases(tower_redis_ratelimit::store::QuotaLeases::default());
+            }
+            let store = store.build()?;
             runtime.block_on(redis_keys(store, n))?
         }
         "gcra" | "fixed" | "denied" => {
@@ -69,8 +73,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         other => {
             let known = "layer, layer-keys, layer-denied, layer-counting, governor-keys, \
-                         redis-keys, redis-keys-alone, redis-keys-scripts, redis-denied, gcra, \
-                         fixed or denied";
+                         redis-keys, redis-keys-alone, redis-keys-scripts, redis-keys-leases, \
+                         redis-denied, gcra, fixed or denied";
             return Err(format!("unknown {other:?}: use {known}").into());
         }
     };
