@@ -17,7 +17,15 @@
 //! - `governor-keys`: `layer-keys` through tower_governor's layer instead (governor's keyed GCRA,
 //!   no header on an admitted response), the HTTP bench's in-process baseline;
 //! - `gcra`, `fixed` or `denied`: a `MemoryStore` decision on one key (GCRA admitted, fixed
-//!   window admitted, GCRA refused).
+//!   window admitted, GCRA refused);
+//! - `redis-keys`: `layer-keys` on a `RedisStore` without its denial cache (the HTTP bench's
+//!   `redis-exact` on `allowed`), 32 requests in flight, on a `redis-server` of its own: the
+//!   instructions of this process per request (Redis's own are not counted); `redis-keys-alone`
+//!   the same without batching (a call per request), `redis-keys-scripts` with scripts
+//!   (`EVALSHA`) instead of functions, `redis-keys-leases` with quota leases (its keys are
+//!   never hot: what leases cost the keys they do not lease);
+//! - `redis-denied`: `layer-denied` on a `RedisStore` as it comes: refusals answered by its
+//!   denial cache (the HTTP bench's `redis` on `abusive`).
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -28,7 +36,7 @@ use tower::{Layer, Service, ServiceExt};
 use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_redis_ratelimit::key::{GlobalKey, HeaderKey, Key};
-use tower_redis_ratelimit::{MemoryStore, Policy, Quota, RateLimitLayer, Rule, Store};
+use tower_redis_ratelimit::{MemoryStore, Policy, Quota, RateLimitLayer, RedisStore, Rule, Store};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = testkit::args().into_iter();
@@ -39,16 +47,34 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     let admitted = match what.as_str() {
         "layer" | "layer-keys" | "layer-denied" | "layer-counting" => {
-            runtime.block_on(layer(&what, n))?
+            runtime.block_on(layer(&what, n, MemoryStore::new()))?
+        }
+        "redis-denied" => {
+            let redis = testkit::RedisServer::try_start().map_err(|err| err.to_string())?;
+            let store = RedisStore::open(&redis.url())?;
+            runtime.block_on(layer("layer-denied", n, store))?
         }
         "governor-keys" => runtime.block_on(governor(n))?,
+        "redis-keys" | "redis-keys-alone" | "redis-keys-scripts" | "redis-keys-leases" => {
+            let redis = testkit::RedisServer::try_start().map_err(|err| err.to_string())?;
+            let mut store = RedisStore::builder(&redis.url())
+                .denial_cache(0)
+                .batch(what != "redis-keys-alone")
+                .functions(what != "redis-keys-scripts");
+            if what == "redis-keys-leases" {
+                store = store.quota_leases(tower_redis_ratelimit::store::QuotaLeases::default());
+            }
+            let store = store.build()?;
+            runtime.block_on(redis_keys(store, n))?
+        }
         "gcra" | "fixed" | "denied" => {
             let _inside = runtime.enter();
             store(&what, n)?
         }
         other => {
-            let known = "layer, layer-keys, layer-denied, layer-counting, governor-keys, gcra, \
-                         fixed or denied";
+            let known = "layer, layer-keys, layer-denied, layer-counting, governor-keys, \
+                         redis-keys, redis-keys-alone, redis-keys-scripts, redis-keys-leases, \
+                         redis-denied, gcra, fixed or denied";
             return Err(format!("unknown {other:?}: use {known}").into());
         }
     };
@@ -61,9 +87,9 @@ fn unreachable_quota() -> Quota {
     Quota::new(1_000_000_000, Duration::from_secs(1))
 }
 
-/// `n` requests through a `RateLimitLayer` on a `MemoryStore`, shaped by `what` (see the top).
-async fn layer(what: &str, n: u64) -> Result<u64, Box<dyn std::error::Error>> {
-    let builder = RateLimitLayer::builder();
+/// `n` requests through a `RateLimitLayer` on `store`, shaped by `what` (see the top).
+async fn layer(what: &str, n: u64, store: impl Store) -> Result<u64, Box<dyn std::error::Error>> {
+    let builder = RateLimitLayer::builder().store(store);
     let limit = match what {
         "layer-keys" => builder
             .rule(Rule::gcra(
@@ -107,6 +133,45 @@ async fn governor(n: u64) -> Result<u64, Box<dyn std::error::Error>> {
         Ok::<_, Infallible>(Response::new(axum::body::Body::empty()))
     }));
     requests(service, &keys()?, n).await
+}
+
+/// `layer-keys` on `store`, 32 requests in flight (each of 32 tasks sends its next request when
+/// the last is answered).
+async fn redis_keys(store: RedisStore, n: u64) -> Result<u64, Box<dyn std::error::Error>> {
+    const IN_FLIGHT: u64 = 32;
+    let limit = RateLimitLayer::builder()
+        .rule(Rule::gcra(
+            "allowed",
+            Quota::per_second(1_000_000).with_burst(1_000_000),
+        ))
+        .key(HeaderKey::new("x-key"))
+        .store(store)
+        .build()?;
+    let service = limit.layer(tower::service_fn(|_: Request<()>| async {
+        Ok::<_, Infallible>(Response::new(http_body_util::Empty::<bytes::Bytes>::new()))
+    }));
+    let keys: std::sync::Arc<[HeaderValue]> = keys()?.into();
+    let tasks: Vec<_> = (0..IN_FLIGHT)
+        .map(|task| {
+            let (service, keys) = (service.clone(), keys.clone());
+            tokio::spawn(async move {
+                let mut admitted = 0;
+                for i in (task..n).step_by(IN_FLIGHT as usize) {
+                    let mut request = Request::new(());
+                    let key = keys[i as usize % keys.len()].clone();
+                    request.headers_mut().insert("x-key", key);
+                    let response = service.clone().oneshot(request).await?;
+                    admitted += u64::from(response.status() == 200);
+                }
+                Ok::<_, Infallible>(admitted)
+            })
+        })
+        .collect();
+    let mut admitted = 0;
+    for task in tasks {
+        admitted += task.await??;
+    }
+    Ok(admitted)
 }
 
 /// The 10,000 `x-key` values, made before the loop, so that only the request that carries one is

@@ -1,6 +1,8 @@
--- Helpers shared by every algorithm. Not a script on its own: src/store/redis/script.rs
--- concatenates common.lua, one file per algorithm and check.lua (the entry point, which holds
--- the KEYS/ARGV/reply contract of the whole call) into the one script that Redis runs.
+-- Helpers shared by every algorithm. Not a script on its own: src/store/redis/script/ puts
+-- common.lua and one file per algorithm before the entry points (decide.lua, grant.lua,
+-- refund.lua, each holding the KEYS/ARGV/reply contract of its call), either as one function
+-- library (Redis 7+: the helpers and algorithms defined once, when it is loaded) or as one
+-- script per entry point (EVALSHA: defined again on every call).
 --
 -- Numbers: Lua numbers are doubles. Every value these scripts keep is an integer-valued double
 -- below 2^53 (times in microseconds, counts, bucket levels in scaled units), so arithmetic on
@@ -11,6 +13,11 @@
 -- only 14 significant digits and would corrupt microsecond timestamps.
 
 local ALGORITHMS = {}
+
+-- For the bucket algorithms (GCRA, token bucket), by the same ids: their state's level and the
+-- time it is evaluated at, for a request at `now` (see `bucket_at`), as the algorithm reads it:
+-- LEVELS[id](key, now, limit, capacity) returns level, at. For the quota lease scripts.
+local LEVELS = {}
 
 -- Verdicts, as returned to the caller.
 local ALLOWED, DENIED, NEVER = 1, 0, -1
@@ -77,19 +84,26 @@ end
 -- `period` arrive divided by their gcd, which keeps `burst * period` below 2^53.
 --   level: units in the bucket at the time it is evaluated (see `bucket_at`)
 --   lead: µs from now to that time (0 unless the clock went back); reported waits include it
+--   horizon: 0, except for a quota lease (grant.lua): levels up to this far above the capacity
+--     are admitted too, units that drain back within the lease's lifetime, reserved now and spent
+--     by the lessee no earlier than they conform (src/store/redis/leases/). The caller keeps
+--     `capacity + horizon` below 2^53. The Rust mirror (src/algorithm/bucket.rs) has none: the
+--     memory store leases nothing.
 -- Returns verdict, remaining, used, reset_after_us, retry_after_us, new level (nil if unchanged).
-local function bucket(level, lead, cost, limit, period, burst)
+local function bucket(level, lead, cost, limit, period, burst, horizon)
   local capacity = burst * period
   local need = cost * period
-  -- The level can exceed the capacity when a rule's burst was lowered while state was live.
+  -- The level can exceed the capacity when a rule's burst was lowered while state was live, or
+  -- units of a lease were reserved ahead.
   local room = math.max(0, capacity - level)
-  if need > capacity then
+  if need > capacity + horizon then
     return NEVER, floor_div(room, period), ceil_div(level, period),
       from_now(ceil_div(level, limit), lead), 0, nil
   end
-  -- `capacity - need` first: `level + need` could pass 2^53 when the level is near a capacity
-  -- close to it; this order keeps every intermediate value within [-capacity, capacity].
-  local excess = level - (capacity - need)
+  -- `capacity + horizon - need` first: `level + need` could pass 2^53 when the level is near a
+  -- capacity close to it; this order keeps every intermediate value within
+  -- [-(capacity + horizon), capacity + horizon].
+  local excess = level - (capacity + horizon - need)
   if excess > 0 then
     return DENIED, floor_div(room, period), ceil_div(level, period),
       from_now(ceil_div(level, limit), lead), from_now(ceil_div(excess, limit), lead), nil
@@ -99,7 +113,7 @@ local function bucket(level, lead, cost, limit, period, burst)
   if cost > 0 then
     changed = new_level
   end
-  return ALLOWED, floor_div(capacity - new_level, period), ceil_div(new_level, period),
+  return ALLOWED, floor_div(math.max(0, capacity - new_level), period), ceil_div(new_level, period),
     from_now(ceil_div(new_level, limit), lead), 0, changed
 end
 

@@ -6,7 +6,7 @@
 -- ARGV[1]:  the operation: 'acquire', 'release' or 'renew'.
 -- ARGV[2]:  the time in µs since the Unix epoch, or "" to read the Redis server clock (TIME).
 -- ARGV[3]:  lower bound for the key's TTL in ms (0 in production; raised by callers that drive a
---           clock slower than real time, as in check.lua).
+--           clock slower than real time, as in decide.lua).
 -- acquire:  ARGV[4] permit id, ARGV[5] limit, ARGV[6] the permit's TTL in µs. Admits only while fewer than
 --           `limit` permits are live. Reply: {admitted (1 or 0), live permits after the call, this
 --           one included when admitted}. A refusal writes nothing.

@@ -10,7 +10,7 @@
 --        rule's, or from before a clock step back by more than a period) and honouring it would
 --        deny for as long as it lies ahead; a window starts now instead. So no reported wait or
 --        TTL exceeds two periods.
--- Rule arguments (see check.lua): limit, period (µs); burst and the fourth are unused.
+-- Rule arguments (see decide.lua): limit, period (µs); burst and the fourth are unused.
 -- Returns verdict, remaining, used, reset_after_us, retry_after_us and a write function to run
 -- if every rule of the policy admits the request (nil when nothing is to be written).
 ALGORITHMS[1] = function(key, now, cost, limit, period)

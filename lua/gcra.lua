@@ -7,23 +7,27 @@
 -- State: a string "<t>:<level>" (t in µs since the epoch, level in units of 1/period request),
 --        written only when a request is admitted, with a TTL at the moment the bucket is empty.
 --        t never moves back (see `bucket_at` in common.lua).
--- Rule arguments (see check.lua): limit and period (µs) divided by their gcd, burst; the fourth
--- is unused.
+-- Rule arguments (see decide.lua): limit and period (µs) divided by their gcd, burst, and the
+-- horizon of a quota lease (0 for a decision; see `bucket` in common.lua).
 -- Returns verdict, remaining, used, reset_after_us, retry_after_us and a write function to run
 -- if every rule of the policy admits the request (nil when nothing is to be written).
-ALGORITHMS[2] = function(key, now, cost, limit, period, burst)
-  local level, at = 0, now
+LEVELS[2] = function(key, now, limit, capacity)
   local stored = redis.call('GET', key)
   if stored then
     local sep = string.find(stored, ':', 1, true)
     local since = sep and tonumber(string.sub(stored, 1, sep - 1))
     local previous = sep and tonumber(string.sub(stored, sep + 1))
     if since and previous then
-      level, at = bucket_at(previous, since, now, limit, burst * period)
+      return bucket_at(previous, since, now, limit, capacity)
     end
   end
+  return 0, now
+end
+
+ALGORITHMS[2] = function(key, now, cost, limit, period, burst, horizon)
+  local level, at = LEVELS[2](key, now, limit, burst * period)
   local verdict, remaining, used, reset_after, retry_after, new_level =
-    bucket(level, at - now, cost, limit, period, burst)
+    bucket(level, at - now, cost, limit, period, burst, horizon)
   local write = nil
   if new_level then
     write = function()

@@ -1,12 +1,13 @@
 -- Gives back the units of a quota lease (grant.lua) that were never spent. Composed after
--- common.lua (it uses no algorithm's decision, only their stored state).
+-- common.lua and the algorithms (it uses no algorithm's decision, only the buckets' stored
+-- levels, `LEVELS`).
 --
 -- KEYS[i]:  the state key of rule i, as for the grant.
 -- ARGV[1]:  the time in µs since the Unix epoch, or "" to read the Redis server clock (TIME).
 -- ARGV[2]:  the units to give back (>= 1).
--- ARGV[3]:  lower bound for written TTLs in ms, as in check.lua.
+-- ARGV[3]:  lower bound for written TTLs in ms, as in decide.lua.
 -- ARGV[4 + 6*(i-1) .. 9 + 6*(i-1)]: rule i: algorithm id (1 fixed window, 2 GCRA, 5 token
---           bucket), limit, period, burst (as in check.lua), then the two integers of the rule's
+--           bucket), limit, period, burst (as in decide.lua), then the two integers of the rule's
 --           state that the grant replied.
 -- Reply:    nothing.
 --
@@ -47,31 +48,18 @@ for i = 1, #KEYS do
     end
   elseif id == '2' or id == '5' then
     local capacity = burst * period
-    local since, level
-    if id == '2' then
-      local stored = redis.call('GET', key)
-      local sep = stored and string.find(stored, ':', 1, true)
-      since = sep and tonumber(string.sub(stored, 1, sep - 1))
-      level = sep and tonumber(string.sub(stored, sep + 1))
-    else
-      local state = redis.call('HMGET', key, 't', 'k')
-      since = tonumber(state[1])
-      level = state[2] and math.max(0, capacity - tonumber(state[2]))
-    end
-    if since and level then
-      local current, at = bucket_at(level, since, now, limit, capacity)
-      local refund = bucket_refund(limit, period, a, b)
-      if refund > 0 and current > 0 then
-        local new_level = math.max(0, current - refund)
-        local ttl = ttl_ms(from_now(ceil_div(new_level, limit), at - now))
-        if new_level == 0 then
-          redis.call('DEL', key)
-        elseif id == '2' then
-          redis.call('SET', key, num(at) .. ':' .. num(new_level), 'PX', ttl)
-        else
-          redis.call('HSET', key, 't', num(at), 'k', num(capacity - new_level))
-          redis.call('PEXPIRE', key, ttl)
-        end
+    local current, at = LEVELS[tonumber(id)](key, now, limit, capacity)
+    local refund = bucket_refund(limit, period, a, b)
+    if refund > 0 and current > 0 then
+      local new_level = math.max(0, current - refund)
+      local ttl = ttl_ms(from_now(ceil_div(new_level, limit), at - now))
+      if new_level == 0 then
+        redis.call('DEL', key)
+      elseif id == '2' then
+        redis.call('SET', key, num(at) .. ':' .. num(new_level), 'PX', ttl)
+      else
+        redis.call('HSET', key, 't', num(at), 'k', num(capacity - new_level))
+        redis.call('PEXPIRE', key, ttl)
       end
     end
   else

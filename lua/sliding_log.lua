@@ -13,7 +13,7 @@
 --        (another rule's, or from before a clock step back by more than a period) and honouring
 --        it would deny for as long as it lies ahead. It then counts as empty and the next
 --        admission replaces it, so no reported wait or TTL exceeds two periods.
--- Rule arguments (see check.lua): limit (at most 10,000, checked when the policy is built),
+-- Rule arguments (see decide.lua): limit (at most 10,000, checked when the policy is built),
 --        period (µs); burst and the fourth are unused.
 -- Returns verdict, remaining, used, reset_after_us, retry_after_us and a write function to run
 -- if every rule of the policy admits the request (nil when nothing is to be written).

@@ -21,7 +21,7 @@
 --        slot). Read first; written only when a request is admitted: HDEL of the sub-intervals
 --        that slid out (DEL of foreign counts), HINCRBY of the current one, TTL set to when the
 --        newest has slid out.
--- Rule arguments (see check.lua): limit, period (µs), burst (unused), sub-intervals (1 to 100,
+-- Rule arguments (see decide.lua): limit, period (µs), burst (unused), sub-intervals (1 to 100,
 --        dividing the period into whole µs, checked when the policy is built).
 -- Returns verdict, remaining, used, reset_after_us, retry_after_us and a write function to run
 -- if every rule of the policy admits the request (nil when nothing is to be written).

@@ -11,22 +11,27 @@
 --        race), with the TTL at the moment the bucket is full again: in ms, rounded up, at least
 --        1 ms (never the floor(2 * capacity / rate) of Stripe's sketch, which is 0 for a small bucket at a
 --        high rate).
--- Rule arguments (see check.lua): limit and period (µs) divided by their gcd, burst; the fourth
--- is unused.
+-- Rule arguments (see decide.lua): limit and period (µs) divided by their gcd, burst, and the
+-- horizon of a quota lease (0 for a decision; see `bucket` in common.lua). A lease reserved ahead
+-- leaves fewer than no tokens: `k` is then negative.
 -- Returns verdict, remaining, used, reset_after_us, retry_after_us and a write function to run
 -- if every rule of the policy admits the request (nil when nothing is to be written).
-ALGORITHMS[5] = function(key, now, cost, limit, period, burst)
-  local capacity = burst * period
-  local level, at = 0, now
+LEVELS[5] = function(key, now, limit, capacity)
   local state = redis.call('HMGET', key, 't', 'k')
   local since, tokens = tonumber(state[1]), tonumber(state[2])
   if since and tokens then
     -- More tokens than the capacity (the burst was lowered while the state was live) is a full
     -- bucket.
-    level, at = bucket_at(math.max(0, capacity - tokens), since, now, limit, capacity)
+    return bucket_at(math.max(0, capacity - tokens), since, now, limit, capacity)
   end
+  return 0, now
+end
+
+ALGORITHMS[5] = function(key, now, cost, limit, period, burst, horizon)
+  local capacity = burst * period
+  local level, at = LEVELS[5](key, now, limit, capacity)
   local verdict, remaining, used, reset_after, retry_after, new_level =
-    bucket(level, at - now, cost, limit, period, burst)
+    bucket(level, at - now, cost, limit, period, burst, horizon)
   local write = nil
   if new_level then
     write = function()

@@ -201,13 +201,32 @@ impl Decision {
 
     /// An admission answered from quota reserved in process: the store's decision on the
     /// reservation, with `unspent` units of it still held here (so remaining, not in use), aged
-    /// by `elapsed_us`.
+    /// by `elapsed_us`. Neither count passes the limit: a reservation of a rate holds units
+    /// past a bucket's capacity, which it spends only as they conform.
     #[cfg(feature = "redis")]
     pub(crate) fn leased(&self, unspent: u64, elapsed_us: u64) -> Decision {
         let aged = self.aged(elapsed_us);
+        let limit = u64::from(self.limit);
         Decision {
-            remaining: aged.remaining.saturating_add(unspent),
-            used: aged.used.saturating_sub(unspent),
+            remaining: aged.remaining.saturating_add(unspent).min(limit),
+            used: aged.used.saturating_sub(unspent).min(limit),
+            ..aged
+        }
+    }
+
+    /// A refusal answered from quota reserved in process: the reservation holds units for the
+    /// request, but the next conforms only `retry_after_us` from now. Its rule is full until
+    /// then, as the store would say; the reservation's decision aged by `elapsed_us`.
+    #[cfg(feature = "redis")]
+    pub(crate) fn leased_wait(&self, retry_after_us: u64, elapsed_us: u64) -> Decision {
+        let aged = self.aged(elapsed_us);
+        Decision {
+            outcome: Outcome::Denied,
+            remaining: 0,
+            used: u64::from(self.limit),
+            reset_after_us: aged.reset_after_us.max(retry_after_us),
+            retry_after_us,
+            refused_by: 1 << self.rule.min(7),
             ..aged
         }
     }

@@ -97,6 +97,8 @@ impl<P: Serialize> Problem<P> {
 pub(crate) fn problem_response(status: StatusCode, body: Bytes) -> Response<Bytes> {
     let mut response = Response::new(body);
     *response.status_mut() = status;
+    // Room for the headers the layer adds to a refusal, made once.
+    *response.headers_mut() = http::HeaderMap::with_capacity(12);
     response.headers_mut().insert(
         CONTENT_TYPE,
         HeaderValue::from_static("application/problem+json"),

@@ -18,7 +18,7 @@
 //!
 //! Settings, from the environment:
 //! - `HTTP_BENCH_SECONDS`: the length of one slice (default 3);
-//! - `HTTP_BENCH_ROUNDS`: how many rounds (default 4): with 3 scenarios and 7 modes, about five
+//! - `HTTP_BENCH_ROUNDS`: how many rounds (default 4): with 4 scenarios and 11 modes, about ten
 //!   minutes in all;
 //! - `HTTP_BENCH_CONNECTIONS`: concurrent connections, so requests in flight (default 32).
 
@@ -234,12 +234,16 @@ fn print_report(
         report::print_rows(scenario, rows);
     }
     println!();
+    report::print_targets(&rows);
+    println!();
     println!(
         "requests/s: all rounds' requests over their time; per round: the lowest and highest \
          round; ÷ none, ÷ floor: requests/s over that mode's in the same run; other status: \
-         answers neither 2xx nor 429 (a failed-closed store call is a 503); EVALSHA/req: round \
-         trips to Redis per request; other cmds/req: every other command Redis counted in \
-         INFO commandstats, which counts the commands a script runs (TIME, GET, SET) as well."
+         answers neither 2xx nor 429 (a failed-closed store call is a 503); calls/req: calls \
+         of functions and scripts (FCALL, EVALSHA: round trips to Redis) per request; Redis \
+         µs/req: Redis's own time in those calls per request (INFO commandstats usec); other \
+         cmds/req: every other command Redis counted in INFO commandstats, which counts the \
+         commands a function runs (TIME, GET, SET) as well."
     );
     Ok(())
 }

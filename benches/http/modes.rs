@@ -14,6 +14,7 @@ use axum::routing::get;
 use testkit::governor::XKey;
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_redis_ratelimit::admission::FailureMode;
+use tower_redis_ratelimit::headers::HeaderFamilies;
 use tower_redis_ratelimit::key::{HeaderKey, Key};
 use tower_redis_ratelimit::store::{QuotaLeases, RedisStoreBuilder};
 use tower_redis_ratelimit::{MemoryStore, Policy, Quota, RateLimitLayer, RedisStore, Rule, Store};
@@ -35,7 +36,7 @@ pub(crate) struct Scenario {
 }
 
 /// The scenarios every mode runs.
-pub(crate) const SCENARIOS: [Scenario; 3] = [
+pub(crate) const SCENARIOS: [Scenario; 4] = [
     Scenario {
         name: "allowed",
         about: "10,000 keys in turn, a quota far above what the run reaches (1,000,000/s, burst \
@@ -61,6 +62,16 @@ pub(crate) const SCENARIOS: [Scenario; 3] = [
         keys: 1,
         per_second: 100,
         burst: 100,
+    },
+    // A hot key offered a few times its rate (the share denied says how many): the leases'
+    // case of a saturated key, which reserve a rate and spend it as it conforms.
+    Scenario {
+        name: "saturated",
+        about: "one key, a quota of 10,000/s with a burst of 1,000, offered more (the share \
+                denied says how much more)",
+        keys: 1,
+        per_second: 10_000,
+        burst: 1_000,
     },
 ];
 
@@ -88,12 +99,22 @@ impl Scenario {
 pub(crate) enum Mode {
     /// No limiter: what the HTTP stack and the handler cost on their own.
     None,
-    /// tower_governor 0.8 (governor's keyed GCRA in process), keyed like ours.
+    /// tower_governor 0.8 (governor's keyed GCRA in process), keyed like ours, without headers
+    /// (its default).
     Governor,
+    /// The same with its `x-ratelimit-*` headers on (`use_headers`).
+    GovernorHeaders,
     /// `RateLimitLayer` on a `MemoryStore`.
     Memory,
-    /// `RateLimitLayer` on a `RedisStore` without its denial cache: every decision is one
-    /// `EVALSHA`.
+    /// The same writing no header (`HeaderFamilies::NONE`), as tower_governor by default.
+    MemoryBare,
+    /// `RateLimitLayer` on a `RedisStore` without its denial cache, nor batching: one call per
+    /// decision.
+    RedisAlone,
+    /// `redis-exact` with scripts (`EVALSHA`) instead of functions (`FCALL`), as on Redis 6.2.
+    RedisScripts,
+    /// `RateLimitLayer` on a `RedisStore` without its denial cache: every decision asks Redis,
+    /// concurrent decisions batched into one call.
     RedisExact,
     /// `RateLimitLayer` on a `RedisStore` as it comes: denials remembered and answered in process
     /// until they end.
@@ -107,10 +128,14 @@ pub(crate) enum Mode {
 
 impl Mode {
     /// Every mode, in the order of the report.
-    pub(crate) const ALL: [Mode; 7] = [
+    pub(crate) const ALL: [Mode; 11] = [
         Mode::None,
         Mode::Governor,
+        Mode::GovernorHeaders,
         Mode::Memory,
+        Mode::MemoryBare,
+        Mode::RedisAlone,
+        Mode::RedisScripts,
         Mode::RedisExact,
         Mode::Redis,
         Mode::RedisLeases,
@@ -121,7 +146,11 @@ impl Mode {
         match self {
             Mode::None => "none",
             Mode::Governor => "governor",
+            Mode::GovernorHeaders => "governor-headers",
             Mode::Memory => "memory",
+            Mode::MemoryBare => "memory-bare",
+            Mode::RedisAlone => "redis-alone",
+            Mode::RedisScripts => "redis-scripts",
             Mode::RedisExact => "redis-exact",
             Mode::Redis => "redis",
             Mode::RedisLeases => "redis-leases",
@@ -137,8 +166,20 @@ impl Mode {
     ) -> Result<Router, BoxError> {
         match self {
             Mode::None => Ok(none()),
-            Mode::Governor => governor(scenario),
-            Mode::Memory => limited(scenario, MemoryStore::new()),
+            Mode::Governor => governor(scenario, false),
+            Mode::GovernorHeaders => governor(scenario, true),
+            Mode::Memory => limited(scenario, MemoryStore::new(), HeaderFamilies::DEFAULT),
+            Mode::MemoryBare => limited(scenario, MemoryStore::new(), HeaderFamilies::NONE),
+            Mode::RedisAlone => {
+                let store = RedisStore::builder(redis_url).denial_cache(0).batch(false);
+                redis(scenario, store).await
+            }
+            Mode::RedisScripts => {
+                let store = RedisStore::builder(redis_url)
+                    .denial_cache(0)
+                    .functions(false);
+                redis(scenario, store).await
+            }
             Mode::RedisExact => {
                 redis(scenario, RedisStore::builder(redis_url).denial_cache(0)).await
             }
@@ -164,11 +205,16 @@ fn none() -> Router {
 ///
 /// Fails closed, so that a store call that missed its deadline shows as a 503 (which the report
 /// counts) instead of an admitted request that never asked Redis.
-fn limited(scenario: &Scenario, store: impl Store) -> Result<Router, BoxError> {
+fn limited(
+    scenario: &Scenario,
+    store: impl Store,
+    headers: HeaderFamilies,
+) -> Result<Router, BoxError> {
     let limit = RateLimitLayer::builder()
         .rule(scenario.rule())
         .key(HeaderKey::new("x-key"))
         .store(store)
+        .headers(headers)
         .failure_mode(FailureMode::Closed)
         .build()?;
     Ok(none().layer(limit))
@@ -182,14 +228,18 @@ async fn redis(scenario: &Scenario, store: RedisStoreBuilder) -> Result<Router, 
     store
         .check(&Key::from_static("warm-up"), &policy, 1)
         .await?;
-    limited(scenario, store)
+    limited(scenario, store, HeaderFamilies::DEFAULT)
 }
 
-fn governor(scenario: &Scenario) -> Result<Router, BoxError> {
-    let config = GovernorConfigBuilder::default()
-        .key_extractor(XKey)
+fn governor(scenario: &Scenario, headers: bool) -> Result<Router, BoxError> {
+    let mut config = GovernorConfigBuilder::default().key_extractor(XKey);
+    config
         .period(Duration::from_secs(1) / scenario.per_second)
-        .burst_size(scenario.burst)
+        .burst_size(scenario.burst);
+    if headers {
+        config.use_headers();
+    }
+    let config = config
         .finish()
         .ok_or("tower_governor refused the quota (a zero period or burst)")?;
     Ok(none().layer(tower_governor::GovernorLayer::new(config)))

@@ -34,7 +34,7 @@ impl Measured {
         Ok(())
     }
 
-    fn per_request(&self, count: u64) -> f64 {
+    pub(crate) fn per_request(&self, count: u64) -> f64 {
         count as f64 / self.total.requests().max(1) as f64
     }
 }
@@ -61,7 +61,7 @@ pub(crate) fn print_rows(scenario: &Scenario, rows: &[Measured]) {
                 (low.min(r), high.max(r))
             });
         println!(
-            "| {} | {} | {:.0} | {:.0} – {:.0} | {} | {} | {:.2}% | {} | {:.3} | {:.3} | {} | {} |",
+            "| {} | {} | {:.0} | {:.0} – {:.0} | {} | {} | {:.2}% | {} | {:.3} | {:.2} | {:.3} | {} | {} |",
             scenario.name,
             row.mode.name(),
             rate,
@@ -71,7 +71,8 @@ pub(crate) fn print_rows(scenario: &Scenario, rows: &[Measured]) {
             total.micros_at(0.99),
             100.0 * row.per_request(total.denied),
             total.other,
-            row.per_request(row.calls.evalsha),
+            row.per_request(row.calls.scripts),
+            row.per_request(row.calls.scripts_usec),
             row.per_request(row.calls.other),
             ratio(rate, none),
             ratio(rate, floor),
@@ -82,7 +83,70 @@ pub(crate) fn print_rows(scenario: &Scenario, rows: &[Measured]) {
 pub(crate) fn print_header() {
     println!(
         "| scenario | mode | requests/s | per round | p50 µs | p99 µs | denied | other status | \
-         EVALSHA/req | other cmds/req | ÷ none | ÷ floor |"
+         calls/req | Redis µs/req | other cmds/req | ÷ none | ÷ floor |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+}
+
+/// Prints the targets of `docs/performance.md` as this run measured them: `rows` by scenario, in
+/// [`SCENARIOS`](crate::modes::SCENARIOS)' order.
+pub(crate) fn print_targets(rows: &[Vec<Measured>]) {
+    let find = |scenario: usize, mode: Mode| rows[scenario].iter().find(|row| row.mode == mode);
+    let rate = |scenario: usize, mode: Mode| find(scenario, mode).map(|row| row.total.per_second());
+    let ratio = |scenario: usize, mode: Mode, base: Mode| match (
+        rate(scenario, mode),
+        rate(scenario, base),
+    ) {
+        (Some(rate), Some(base)) if base > 0.0 => format!("{:.2}", rate / base),
+        _ => "-".to_owned(),
+    };
+    let calls = |scenario: usize, mode: Mode| {
+        find(scenario, mode).map_or("-".to_owned(), |row| {
+            format!("{:.3}", row.per_request(row.calls.scripts))
+        })
+    };
+    let usec = |scenario: usize, mode: Mode| {
+        find(scenario, mode).map_or("-".to_owned(), |row| {
+            format!("{:.2}", row.per_request(row.calls.scripts_usec))
+        })
+    };
+    let (allowed, hot, abusive, saturated) = (0, 1, 2, 3);
+    println!("| target | measured |");
+    println!("|---|---|");
+    println!(
+        "| exact path on many keys ≥ 1.0 × the floor | `redis-exact` ÷ `floor` on `allowed`: {} (`redis-alone`: {}, `redis-scripts`: {}) |",
+        ratio(allowed, Mode::RedisExact, Mode::Floor),
+        ratio(allowed, Mode::RedisAlone, Mode::Floor),
+        ratio(allowed, Mode::RedisScripts, Mode::Floor),
+    );
+    println!(
+        "| what batching and functions save Redis | Redis µs/req on `allowed`: `redis-alone` {}, `redis-scripts` {}, `redis-exact` {}, `floor` {} |",
+        usec(allowed, Mode::RedisAlone),
+        usec(allowed, Mode::RedisScripts),
+        usec(allowed, Mode::RedisExact),
+        usec(allowed, Mode::Floor),
+    );
+    println!(
+        "| one abusive key ≥ 0.95 × no limiter | `redis` ÷ `none` on `abusive`: {}; `memory` ÷ `none`: {} |",
+        ratio(abusive, Mode::Redis, Mode::None),
+        ratio(abusive, Mode::Memory, Mode::None),
+    );
+    println!(
+        "| saturated hot key with leases ≤ 0.1 calls/req | `redis-leases` on `saturated`: {} (`redis`: {}) |",
+        calls(saturated, Mode::RedisLeases),
+        calls(saturated, Mode::Redis),
+    );
+    println!(
+        "| leases on many cold keys ≥ 0.98 × without | `redis-leases` ÷ `redis` on `allowed`: {} |",
+        ratio(allowed, Mode::RedisLeases, Mode::Redis),
+    );
+    println!(
+        "| memory store ≥ 1.0 × tower_governor admitting | `memory` ÷ `governor`: {} (`allowed`), {} (`hot`); ÷ `governor-headers`: {} (`allowed`), {} (`hot`); `memory-bare` ÷ `governor`: {} (`allowed`), {} (`hot`) |",
+        ratio(allowed, Mode::Memory, Mode::Governor),
+        ratio(hot, Mode::Memory, Mode::Governor),
+        ratio(allowed, Mode::Memory, Mode::GovernorHeaders),
+        ratio(hot, Mode::Memory, Mode::GovernorHeaders),
+        ratio(allowed, Mode::MemoryBare, Mode::Governor),
+        ratio(hot, Mode::MemoryBare, Mode::Governor),
+    );
 }

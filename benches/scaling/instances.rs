@@ -42,7 +42,7 @@ pub(crate) struct Point {
 
 impl Point {
     pub(crate) fn evalsha_per_request(&self) -> f64 {
-        self.calls.evalsha as f64 / self.total.requests().max(1) as f64
+        self.calls.scripts as f64 / self.total.requests().max(1) as f64
     }
 }
 
@@ -149,7 +149,7 @@ pub(crate) fn print(points: &[Point]) {
         "\nApp processes sharing one Redis (RateLimitLayer on RedisStore, GCRA, {KEYS} keys, \
          {CONNECTIONS} connections):\n"
     );
-    println!("| instances | requests/s | per round | p50 µs | p99 µs | EVALSHA/req |");
+    println!("| instances | requests/s | per round | p50 µs | p99 µs | calls/req |");
     println!("|---:|---:|---:|---:|---:|---:|");
     for point in points {
         let (low, high) = range(&point.per_round);

@@ -11,7 +11,7 @@
 //!
 //! A step reads the state and returns a verdict plus, when the request is admitted with a cost,
 //! a [`Write`]: the store applies it only if every rule of the policy admitted the request, the
-//! way the scripts return a write function that `lua/check.lua` runs only then.
+//! way the scripts return a write function that `lua/decide.lua` runs only then.
 
 mod arith;
 mod bucket;

@@ -92,7 +92,7 @@ impl Params {
         })
     }
 
-    /// The algorithm's id in `lua/check.lua`.
+    /// The algorithm's id in `lua/decide.lua`.
     #[cfg(feature = "redis")]
     pub(crate) fn script_id(&self) -> u8 {
         match self.algorithm {

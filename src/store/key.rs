@@ -53,23 +53,36 @@ fn keyed_digest(bytes: &[u8]) -> Vec<u8> {
     digest
 }
 
-/// A client key in the form of a Redis key part.
+/// A client key in the form of a Redis key part: the key itself when it is kept verbatim (a
+/// shared reference to its bytes, no copy), else its digest.
 #[cfg(feature = "redis")]
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct StorageKey(Box<str>);
+pub(crate) struct StorageKey(Form);
+
+#[cfg(feature = "redis")]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Form {
+    /// Printable ASCII, checked by `verbatim`.
+    Verbatim(Key),
+    Digest(Box<str>),
+}
 
 #[cfg(feature = "redis")]
 impl StorageKey {
     pub(crate) fn new(key: &Key) -> Self {
         let bytes = key.as_bytes();
         match verbatim(bytes) {
-            Some(text) => StorageKey(text.into()),
-            None => StorageKey(sha256_digest(bytes).into()),
+            Some(_) => StorageKey(Form::Verbatim(key.clone())),
+            None => StorageKey(Form::Digest(sha256_digest(bytes).into())),
         }
     }
 
     pub(crate) fn as_str(&self) -> &str {
-        &self.0
+        match &self.0 {
+            // Checked printable ASCII when made, so this never falls back.
+            Form::Verbatim(key) => std::str::from_utf8(key.as_bytes()).unwrap_or_default(),
+            Form::Digest(digest) => digest,
+        }
     }
 
     /// Whether `stored` is the storage form of `key`, without allocating for a short key (a

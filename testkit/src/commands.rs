@@ -1,5 +1,5 @@
 //! The commands a Redis server ran, read from `INFO commandstats`: how many round trips to Redis
-//! a request cost.
+//! a request cost, and how much of Redis's time.
 
 use std::collections::HashMap;
 
@@ -14,21 +14,40 @@ pub async fn connect(url: &str) -> Result<redis::aio::MultiplexedConnection, Box
         .map_err(|err| format!("could not connect to {url}: {err}").into())
 }
 
-/// How many times Redis has run each command since it started, from `INFO commandstats`
-/// (`cmdstat_evalsha:calls=12,...` becomes `"evalsha" => 12`).
+/// How many times Redis has run each command since it started, and for how long, from `INFO
+/// commandstats`.
 pub async fn command_calls(
     connection: &mut redis::aio::MultiplexedConnection,
-) -> Result<HashMap<String, u64>, BoxError> {
+) -> Result<HashMap<String, CommandStat>, BoxError> {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
         .query_async(connection)
         .await?;
-    parse_command_calls(&info)
+    parse_command_stats(&info)
 }
 
-/// The calls per command of an `INFO commandstats` answer.
+/// What Redis counted of one command.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommandStat {
+    /// Times it ran.
+    pub calls: u64,
+    /// Microseconds of Redis's time it took, in all (a script's or a function's includes the
+    /// commands it ran).
+    pub usec: u64,
+}
+
+/// The calls per command of an `INFO commandstats` answer (`cmdstat_evalsha:calls=12,...`
+/// becomes `"evalsha" => 12`).
 pub fn parse_command_calls(info: &str) -> Result<HashMap<String, u64>, BoxError> {
-    let mut calls = HashMap::new();
+    Ok(parse_command_stats(info)?
+        .into_iter()
+        .map(|(name, stat)| (name, stat.calls))
+        .collect())
+}
+
+/// The calls and time per command of an `INFO commandstats` answer.
+pub fn parse_command_stats(info: &str) -> Result<HashMap<String, CommandStat>, BoxError> {
+    let mut stats = HashMap::new();
     for line in info.lines() {
         let Some((name, fields)) = line
             .strip_prefix("cmdstat_")
@@ -36,35 +55,52 @@ pub fn parse_command_calls(info: &str) -> Result<HashMap<String, u64>, BoxError>
         else {
             continue;
         };
-        let count = fields
-            .split(',')
-            .find_map(|field| field.strip_prefix("calls="))
-            .and_then(|count| count.parse().ok())
-            .ok_or_else(|| format!("unexpected INFO commandstats line: {line}"))?;
-        calls.insert(name.to_owned(), count);
+        let field = |wanted: &str| {
+            fields
+                .split(',')
+                .find_map(|field| field.strip_prefix(wanted)?.strip_prefix('='))
+                .and_then(|value| value.parse().ok())
+                .ok_or_else(|| format!("unexpected INFO commandstats line: {line}"))
+        };
+        stats.insert(
+            name.to_owned(),
+            CommandStat {
+                calls: field("calls")?,
+                usec: field("usec")?,
+            },
+        );
     }
-    Ok(calls)
+    Ok(stats)
 }
 
-/// The commands Redis ran between two readings of [`command_calls`]: `EVALSHA`s, and all others
-/// except the `INFO` the readings themselves send.
+/// The commands Redis ran between two readings of [`command_calls`]: calls of scripts and
+/// functions, and all others except the `INFO` the readings themselves send.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Calls {
-    /// `EVALSHA` calls: the limiter's scripts.
-    pub evalsha: u64,
+    /// `FCALL` and `EVALSHA` calls: the limiter's round trips.
+    pub scripts: u64,
+    /// Microseconds of Redis's time those calls took (the commands they ran included).
+    pub scripts_usec: u64,
     /// Every other command but `INFO`.
     pub other: u64,
 }
 
 impl Calls {
     /// The calls from reading `before` to reading `after`.
-    pub fn between(before: &HashMap<String, u64>, after: &HashMap<String, u64>) -> Self {
+    pub fn between(
+        before: &HashMap<String, CommandStat>,
+        after: &HashMap<String, CommandStat>,
+    ) -> Self {
         let mut calls = Self::default();
-        for (name, &count) in after {
-            let delta = count.saturating_sub(before.get(name).copied().unwrap_or(0));
+        for (name, stat) in after {
+            let earlier = before.get(name).copied().unwrap_or_default();
+            let delta = stat.calls.saturating_sub(earlier.calls);
             match name.as_str() {
-                "evalsha" => calls.evalsha += delta,
                 "info" => {}
+                name if is_script_call(name) => {
+                    calls.scripts += delta;
+                    calls.scripts_usec += stat.usec.saturating_sub(earlier.usec);
+                }
                 _ => calls.other += delta,
             }
         }
@@ -73,7 +109,17 @@ impl Calls {
 
     /// Adds another interval's calls.
     pub fn add(&mut self, other: Self) {
-        self.evalsha += other.evalsha;
+        self.scripts += other.scripts;
+        self.scripts_usec += other.scripts_usec;
         self.other += other.other;
     }
+}
+
+/// Whether `INFO commandstats` names a call of a script or a function (`fcall`, `evalsha`, their
+/// read-only forms, `eval`).
+pub fn is_script_call(name: &str) -> bool {
+    matches!(
+        name,
+        "fcall" | "fcall_ro" | "evalsha" | "evalsha_ro" | "eval" | "eval_ro"
+    )
 }

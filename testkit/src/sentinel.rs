@@ -60,11 +60,15 @@ impl RedisSentinels {
 
     /// The sentinels' URLs, as `REDIS_SENTINEL_URLS` takes them: comma-separated.
     pub fn sentinel_urls(&self) -> String {
+        self.urls().join(",")
+    }
+
+    /// The sentinels' URLs, as `RedisStore::sentinel` takes them.
+    pub fn urls(&self) -> Vec<String> {
         self.sentinels
             .iter()
             .map(|sentinel| format!("redis://127.0.0.1:{}", sentinel.port))
-            .collect::<Vec<_>>()
-            .join(",")
+            .collect()
     }
 
     /// The port of the server the sentinels name as primary.

@@ -162,13 +162,21 @@ impl RedisServer {
             .unwrap_or_else(|| panic!("no {field} in INFO {section}: {info}"))
     }
 
-    /// How many `EVALSHA` calls the server has run (0 before the first).
-    pub fn evalsha_calls(&self) -> u64 {
+    /// How many calls of scripts and functions (`FCALL`, `EVALSHA`) the server has run (0
+    /// before the first): the limiter's round trips.
+    pub fn script_calls(&self) -> u64 {
+        self.command_calls()
+            .iter()
+            .filter(|(name, _)| crate::commands::is_script_call(name))
+            .map(|(_, calls)| calls)
+            .sum()
+    }
+
+    /// How many times the server has run each command (`INFO commandstats`), by the name it
+    /// gives (`fcall`, `function|load`, ...).
+    pub fn command_calls(&self) -> std::collections::HashMap<String, u64> {
         let info = self.cli(&["INFO", "commandstats"]);
-        crate::commands::parse_command_calls(&info)
-            .ok()
-            .and_then(|calls| calls.get("evalsha").copied())
-            .unwrap_or(0)
+        crate::commands::parse_command_calls(&info).unwrap_or_default()
     }
 
     fn signal(&self, signal: &str) {

@@ -12,7 +12,7 @@ pub(super) use self::target::Endpoint;
 pub(super) use self::target::Target;
 #[cfg(test)]
 pub(super) use self::target::pool;
-use super::coalesce::Coalescer;
+use super::batch::Batcher;
 use super::connection::SharedConnection;
 use super::denials::Denials;
 use super::fallback::{Degraded, Fallback};
@@ -42,7 +42,8 @@ pub struct RedisStoreBuilder {
     denial_cache: usize,
     quota_leases: Option<QuotaLeases>,
     fallback: Option<Fallback>,
-    coalesce: bool,
+    batch: bool,
+    functions: bool,
 }
 
 /// How many denials a store remembers unless told otherwise: at 200 bytes or so each, 20 MB.
@@ -60,7 +61,8 @@ impl RedisStoreBuilder {
             denial_cache: DEFAULT_DENIAL_CACHE,
             quota_leases: None,
             fallback: None,
-            coalesce: true,
+            batch: true,
+            functions: true,
         }
     }
 
@@ -179,13 +181,38 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// Whether decisions for a key with a call in flight wait and go to Redis together, as one
-    /// call that decides each of them in order (default on). Exact: Redis decides them one after
-    /// another in the order they arrived, as if each had been sent alone after the call before
-    /// it; a hot key then costs one round trip per batch (up to 64 requests) instead of one per
-    /// request, and an uncontended key is sent at once, as without it.
-    pub fn coalesce(mut self, coalesce: bool) -> Self {
-        self.coalesce = coalesce;
+    /// Whether decisions of a policy that arrive while a call of it is in flight wait and go to
+    /// Redis together, as one call that decides each of them in turn, whatever their keys
+    /// (default on). Exact: Redis decides them one after another in the order they arrived, as if
+    /// each had been sent alone after the one before it; a busy process then costs Redis one call
+    /// per batch (up to 64 requests) instead of one per request, a hot key one round trip per
+    /// batch, and a request of a policy with no call in flight is sent at once, as without it.
+    /// On a Redis Cluster a batch holds the requests of one hash slot (one client's, mostly).
+    pub fn batch(mut self, batch: bool) -> Self {
+        self.batch = batch;
+        self
+    }
+
+    /// The old name of [`batch`](Self::batch), which batches the requests of every key, not
+    /// only of one.
+    #[deprecated(
+        since = "0.2.0",
+        note = "renamed `batch`: requests of any key travel together"
+    )]
+    pub fn coalesce(self, coalesce: bool) -> Self {
+        self.batch(coalesce)
+    }
+
+    /// Whether to call the scripts as Redis Functions where the server has them (Redis 7+;
+    /// default on): the library (`FUNCTION LOAD`) defines the shared helpers and every algorithm
+    /// once, so a call (`FCALL`) runs only its own work; a server without the library (restarted
+    /// without persistence, flushed, a new node) gets it loaded on the call that finds it
+    /// missing. Off, on Redis 6.2 (a server that does not know `FCALL`), or for a user the
+    /// server does not allow `FUNCTION LOAD`, each call is an `EVALSHA` of a script that defines
+    /// what it uses on every call, loaded on `NOSCRIPT`. On, the store's user needs `FCALL` and
+    /// `FUNCTION LOAD` rather than `EVALSHA` and `SCRIPT LOAD` (`docs/operations.md`).
+    pub fn functions(mut self, functions: bool) -> Self {
+        self.functions = functions;
         self
     }
 
@@ -199,14 +226,22 @@ impl RedisStoreBuilder {
     /// [`RedisStore::return_leases`]. A hot key then costs Redis about two calls per lifetime
     /// rather than one per request.
     ///
+    /// For GCRA and the token bucket a slice is a rate: it may hold units past the bucket's
+    /// capacity, those that drain back within the lifetime, each spent no earlier than it
+    /// conforms (a request before then is refused here, with the wait to it). So a key offered
+    /// more than its rate stays local too: one grant per lifetime, its requests refused or
+    /// admitted here as Redis would pace them. A grant Redis refused is answered here until its
+    /// wait ends. A key asked less than twice a lifetime here costs the leases one atomic
+    /// counter, no lock and no entry.
+    ///
     /// The fleet never spends more than Redis granted, but exactness changes in two ways:
     /// - an instance may deny while others hold unspent slices: at most N ×
-    ///   [`max_share`](QuotaLeases::max_share) of a rule's capacity is held at once (N
-    ///   instances);
-    /// - for GCRA and the token bucket, a unit counts at the instant it was reserved and may be
-    ///   spent up to a lifetime later, so over any interval the fleet admits at most the rule's
-    ///   burst plus its rate over the interval and one lifetime. A fixed window's slices are
-    ///   spent within their window: no over-admission.
+    ///   [`max_share`](QuotaLeases::max_share) of what a rule gives in a lifetime (its capacity,
+    ///   and for a bucket what drains back meanwhile) is held at once (N instances);
+    /// - for GCRA and the token bucket, a unit counts at the instant it conforms in Redis and may
+    ///   be spent up to a lifetime later, so over any interval the fleet admits at most the
+    ///   rule's burst plus its rate over the interval and one lifetime. A fixed window's slices
+    ///   are spent within their window: no over-admission.
     ///
     /// Only policies whose rules are all fixed window, GCRA or token bucket are leased (the
     /// sliding algorithms remember when each unit was spent, which a slice cannot give back);
@@ -271,6 +306,10 @@ impl RedisStoreBuilder {
         if let Some(fallback) = &self.fallback {
             fallback.validate()?;
         }
+        #[cfg(feature = "cluster")]
+        let cluster = matches!(self.target, Target::Cluster(_));
+        #[cfg(not(feature = "cluster"))]
+        let cluster = false;
         let endpoint = target::connector(self.target, self.connect_timeout)?;
         // A store that remembers nothing (no denial cache, no leases) has nothing to forget on a
         // reset, and needs no listener.
@@ -297,7 +336,12 @@ impl RedisStoreBuilder {
         };
         Ok(RedisStore {
             inner: Arc::new(Inner {
-                connection: SharedConnection::new(endpoint.connect, self.stale_after, self.backoff),
+                connection: SharedConnection::new(
+                    endpoint.connect,
+                    self.stale_after,
+                    self.backoff,
+                    self.functions,
+                ),
                 prefix: self.prefix.into(),
                 local_clock: self
                     .clock
@@ -307,8 +351,9 @@ impl RedisStoreBuilder {
                 denials: (self.denial_cache > 0).then(|| Denials::new(self.denial_cache)),
                 leases: self.quota_leases.as_ref().map(Leases::new),
                 fallback,
-                coalescer: Coalescer::new(),
-                coalesce: self.coalesce,
+                batcher: Batcher::new(),
+                batch: self.batch,
+                cluster,
                 min_ttl_ms,
                 listener,
                 redacted_url: endpoint.shown.into(),

@@ -1,11 +1,14 @@
 //! Connections to a Redis Cluster: redis-rs's async cluster client behind the store's supervisor.
 //!
-//! Every script call touches the keys of one client under one hash tag (`{<client key>}`, and
-//! prefixes and rule names may hold no braces), so it runs on the primary of one slot: no
-//! CROSSSLOT, and clients spread over the cluster. redis-rs routes each call by its first key,
-//! follows MOVED and ASK (resharding) and refreshes its slot map, and answers NOSCRIPT (a new
-//! primary after a failover, a flushed node) by loading the script on every primary and calling
-//! again; the layer's deadline bounds all of it.
+//! Every call touches the keys of one hash slot: a client's keys share its hash tag
+//! (`{<client key>}`, and prefixes and rule names may hold no braces), and a batch holds the
+//! requests of one slot. So a call runs on the primary of one slot: no CROSSSLOT, and clients
+//! spread over the cluster. redis-rs routes each call by its first key, follows MOVED and ASK
+//! (resharding) and refreshes its slot map. A node that lacks the function library (a new one,
+//! a flushed one) answers that the function is not found, and the store loads it on every
+//! primary (`FUNCTION LOAD`); with functions off, `NOSCRIPT` loads the script on every node.
+//! Replicas receive the library by replication, so a failover needs no reload. The layer's
+//! deadline bounds all of it.
 
 use std::time::Duration;
 

@@ -45,7 +45,7 @@
 //! and spawned so it completes if they give up; and a reconnect task that dies does not wedge it
 //! (its callers drive the shared future themselves).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -55,10 +55,14 @@ use futures_util::future::{BoxFuture, Shared};
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 use tokio::task::JoinError;
 
+use super::script::Dialect;
 use crate::store::{StoreError, StoreErrorKind};
 use crate::sync::lock;
 
+mod call;
 mod link;
+
+use self::call::dialect_code;
 #[cfg(test)]
 mod tests;
 
@@ -133,6 +137,10 @@ enum State {
 
 pub(super) struct SharedConnection {
     connect: Connect,
+    /// How calls reach the entry points now (see `script::Dialect`): 0 functions, 1 scripts.
+    dialect: AtomicU8,
+    /// Whether to use functions where the server has them (`RedisStoreBuilder::functions`).
+    functions: bool,
     state: Mutex<State>,
     /// Consecutive failed attempts, for the backoff.
     failures: AtomicU64,
@@ -149,9 +157,16 @@ impl SharedConnection {
         connect: Connect,
         stale_after: Duration,
         backoff: (Duration, Duration),
+        functions: bool,
     ) -> Arc<Self> {
         Arc::new(Self {
             connect,
+            dialect: AtomicU8::new(dialect_code(if functions {
+                Dialect::Functions
+            } else {
+                Dialect::Scripts
+            })),
+            functions,
             state: Mutex::new(State::Idle),
             failures: AtomicU64::new(0),
             attempts: AtomicU64::new(0),
@@ -206,17 +221,6 @@ impl SharedConnection {
         }
     }
 
-    /// Runs one script call on the shared connection, keeping its health record.
-    pub(super) async fn invoke<T: redis::FromRedisValue>(
-        self: &Arc<Self>,
-        invocation: &redis::ScriptInvocation<'_>,
-    ) -> Result<T, StoreError> {
-        let mut checkout = self.get().await?;
-        checkout.health.sending(self.now_ms());
-        let reply = invocation.invoke_async::<T>(&mut checkout.connection).await;
-        self.settle(&checkout, reply)
-    }
-
     /// Runs one command on the shared connection, keeping its health record.
     pub(super) async fn query<T: redis::FromRedisValue>(
         self: &Arc<Self>,
@@ -229,7 +233,7 @@ impl SharedConnection {
     }
 
     /// Records the reply to a call made on `checkout`.
-    fn settle<T>(
+    pub(super) fn settle<T>(
         &self,
         checkout: &Checkout,
         reply: redis::RedisResult<T>,
@@ -244,7 +248,7 @@ impl SharedConnection {
     }
 
     /// Reports a failed call; connection-level failures drop the connection they happened on.
-    fn failed(&self, checkout: &Checkout, err: RedisError) -> StoreError {
+    pub(super) fn failed(&self, checkout: &Checkout, err: RedisError) -> StoreError {
         checkout.health.answered();
         if !breaks_connection(&err) {
             return StoreError::new(StoreErrorKind::Refused, err);
@@ -292,6 +296,10 @@ impl SharedConnection {
         match result {
             Ok(connection) => {
                 self.failures.store(0, Ordering::Relaxed);
+                // A new server may speak another dialect (a failover to an upgraded primary).
+                if self.functions {
+                    self.set_dialect(Dialect::Functions);
+                }
                 let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
                 *state = State::Connected {
                     connection,
@@ -327,7 +335,7 @@ impl SharedConnection {
     }
 
     /// Milliseconds since this connection manager was made, never 0 (0 means "nothing waiting").
-    fn now_ms(&self) -> u64 {
+    pub(super) fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64 + 1
     }
 

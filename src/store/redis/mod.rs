@@ -1,10 +1,10 @@
 //! The Redis store: state shared by every replica, one atomic script call per decision.
 
 mod address;
+mod batch;
 mod builder;
 #[cfg(feature = "cluster")]
 mod cluster;
-mod coalesce;
 mod connection;
 mod denials;
 mod fallback;
@@ -15,13 +15,14 @@ mod reset;
 mod script;
 #[cfg(feature = "sentinel")]
 mod sentinel;
+mod slot;
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use self::batch::Batcher;
 pub use self::builder::RedisStoreBuilder;
-use self::coalesce::{Coalescer, Turn};
 use self::connection::SharedConnection;
 use self::denials::Denials;
 use self::fallback::Degraded;
@@ -40,8 +41,10 @@ use crate::policy::Policy;
 
 /// State shared in Redis, so every replica of a service enforces one limit.
 ///
-/// - Every decision is one call of one Lua script (EVALSHA) over the keys of one hash slot: all
-///   rules of a policy are checked and counted atomically, all or nothing.
+/// - Every decision is decided by one Lua function (`FCALL`, or a script by `EVALSHA` where the
+///   server has no functions) over the keys of one hash slot: all rules of a policy are checked
+///   and counted atomically, all or nothing. Concurrent decisions of a policy travel together,
+///   one call deciding each in turn ([`batch`](RedisStoreBuilder::batch)).
 /// - Time is read inside the script (Redis `TIME`), so application hosts with skewed clocks
 ///   agree.
 /// - A denied request writes nothing; every write sets a TTL; long or binary client keys are
@@ -86,9 +89,11 @@ struct Inner {
     /// Hears the resets made by every instance (see `RedisStore::reset`); none when this store
     /// remembers nothing to forget.
     listener: Option<reset::Listener>,
-    /// Requests for a key with a call in flight, batched (see `RedisStoreBuilder::coalesce`).
-    coalescer: Coalescer,
-    coalesce: bool,
+    /// Decisions of a policy with a call in flight, batched (see `RedisStoreBuilder::batch`).
+    batcher: Batcher,
+    batch: bool,
+    /// Whether the store is on a Redis Cluster, where a batch holds the keys of one slot.
+    cluster: bool,
     min_ttl_ms: u64,
     /// The server's address, without its password: `redacted_url`.
     redacted_url: Box<str>,
@@ -111,10 +116,11 @@ impl RedisStore {
 
     /// Settings for a store on a Redis Cluster reached through any of `nodes` (node URLs, as for
     /// [`builder`](Self::builder); one is enough, more survive one being down when the store
-    /// connects). Every script call touches one hash slot (the client key is the hash tag), so
-    /// every algorithm, multi-rule policy, concurrency limit and shedder works as on one server;
-    /// redis-rs follows MOVED and ASK, refreshes the slot map after a failover, and loads the
-    /// scripts on every primary on NOSCRIPT. Nothing connects until the first decision.
+    /// connects). Every call touches one hash slot (the client key is the hash tag; a batch holds
+    /// one slot's requests), so every algorithm, multi-rule policy, concurrency limit and shedder
+    /// works as on one server; redis-rs follows MOVED and ASK and refreshes the slot map after a
+    /// failover, and a node without the function library gets it (`FUNCTION LOAD` on every
+    /// primary). Nothing connects until the first decision.
     ///
     /// ```no_run
     /// use tower_redis_ratelimit::RedisStore;
@@ -265,9 +271,10 @@ impl RedisStore {
 
     /// Gives back to Redis the quota this process holds in leases and has not spent (see
     /// [`RedisStoreBuilder::quota_leases`]), for a graceful shutdown: other instances can then use
-    /// it at once rather than when the leases would have expired. Requests checked afterwards
-    /// may take new leases. Returns the first error if some could not be given back; Redis then
-    /// returns those units with time. Without leases, does nothing.
+    /// it at once rather than when the leases would have expired. Grants in flight are waited for
+    /// and given back as they land (a call to a silent server ends within `stale_after`).
+    /// Requests checked afterwards may take new leases. Returns the first error if some could not
+    /// be given back; Redis then returns those units with time. Without leases, does nothing.
     pub async fn return_leases(&self) -> Result<(), StoreError> {
         leases::return_all(&self.inner).await
     }
@@ -304,7 +311,7 @@ impl Store for RedisStore {
             .and_then(|leases| leases::decide(inner, leases, key, policy, cost, asked))
         {
             Some(answer) => answer,
-            None => ask(inner, key, policy, cost, asked),
+            None => batch::decide(inner, key, policy, cost, asked),
         };
         fallback::guard(inner, decided, pass, key, policy, cost)
     }
@@ -342,52 +349,6 @@ impl Store for RedisStore {
     fn fallback_timeout(&self) -> Option<Duration> {
         self.inner.fallback.as_ref().map(Degraded::timeout)
     }
-}
-
-/// Redis's decision on one request: in the batch of its key's requests if a call for the key is
-/// in flight (and the store coalesces), else in a call of its own.
-fn ask(
-    inner: &Arc<Inner>,
-    key: &Key,
-    policy: &Policy,
-    cost: u32,
-    asked: u64,
-) -> StoreFuture<Decision> {
-    let lead = if inner.coalesce {
-        match Coalescer::turn(inner, key, policy, cost, asked) {
-            Turn::Wait(answer) => return coalesce::wait(answer),
-            Turn::Lead(lead) => Some(lead),
-            Turn::Alone => None,
-        }
-    } else {
-        None
-    };
-    let client = StorageKey::new(key);
-    let now = inner.clock.as_ref().map(|clock| clock.now_micros());
-    let invocation = script::invocation(
-        &inner.prefix,
-        client.as_str(),
-        policy,
-        cost,
-        now,
-        inner.min_ttl_ms,
-    );
-    let epoch = inner.denials.as_ref().map_or(0, Denials::epoch);
-    let (inner, key, policy) = (inner.clone(), key.clone(), policy.clone());
-    StoreFuture::new(async move {
-        let reply: Result<Vec<i64>, StoreError> = inner.connection.invoke(&invocation).await;
-        let reply = reply?;
-        let decision = script::decision(&reply, &policy);
-        if let (Ok(decision), Some(denials)) = (&decision, &inner.denials) {
-            denials.learn(&key, &policy, cost, (asked, epoch), decision, || {
-                script::rule_waits(&reply)
-            });
-        }
-        // The key's queue goes on once this call has been learned from (also when this future is
-        // dropped before: the guard's drop hands it on then).
-        drop(lead);
-        decision
-    })
 }
 
 impl fmt::Debug for RedisStore {

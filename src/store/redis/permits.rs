@@ -2,11 +2,9 @@
 //! invoked once per acquisition or release, and once per slot for a batch of renewals.
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
-use futures_util::future::join_all;
-use redis::{Script, ScriptInvocation};
-
+use super::script::{Call, Entry};
 use super::{Inner, RedisStore};
 use crate::clock::micros;
 use crate::store::key::StorageKey;
@@ -15,10 +13,7 @@ use crate::store::permits::{
     Acquired, PermitId, PermitStore, PermitTtl, Renewal, Slot, ttl_micros,
 };
 use crate::store::{StoreError, StoreFuture};
-
-/// The concurrency script (`lua/concurrency.lua`); `redis::Script` sends EVALSHA and loads it on NOSCRIPT.
-static CONCURRENCY: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../../lua/concurrency.lua")));
+use futures_util::future::join_all;
 
 /// The Redis key of a slot: `<prefix>:<limit name>:cc:{<client key>}`. The client key is the hash
 /// tag, so different clients' slots spread over a cluster.
@@ -30,16 +25,17 @@ pub(super) fn slot_key(prefix: &str, slot: &Slot) -> String {
     )
 }
 
-/// An invocation of `operation` on `key`, with the time arguments every operation takes.
-fn invocation(inner: &Inner, key: String, operation: &str) -> ScriptInvocation<'static> {
-    let mut invocation = CONCURRENCY.prepare_invoke();
-    invocation.key(key).arg(operation);
+/// A call of `operation` on `key` (`lua/concurrency.lua`), with the time arguments every
+/// operation takes.
+fn invocation(inner: &Inner, key: String, operation: &str) -> Call {
+    let mut call = Call::new(Entry::Concurrency, 0, 1);
+    call.key(key).arg(operation);
     match &inner.clock {
-        Some(clock) => invocation.arg(clock.now_micros()),
-        None => invocation.arg(""),
+        Some(clock) => call.arg(clock.now_micros()),
+        None => call.arg(""),
     };
-    invocation.arg(inner.min_ttl_ms);
-    invocation
+    call.arg(inner.min_ttl_ms);
+    call
 }
 
 fn acquire(
@@ -55,7 +51,7 @@ fn acquire(
         .arg(ttl_micros(ttl.duration()));
     let (inner, slot) = (inner.clone(), slot.clone());
     StoreFuture::new(async move {
-        let reply: Vec<i64> = inner.connection.invoke(&call).await?;
+        let reply: Vec<i64> = inner.connection.call(&call).await?;
         let (admitted, in_flight) = pair(&reply)?;
         if admitted {
             Heartbeat::hold(&inner, slot, permit, ttl);
@@ -72,7 +68,7 @@ fn release(inner: &Arc<Inner>, slot: &Slot, permit: PermitId) -> StoreFuture<boo
     call.arg(permit.to_string());
     let connection = inner.connection.clone();
     StoreFuture::new(async move {
-        let reply: Vec<i64> = connection.invoke(&call).await?;
+        let reply: Vec<i64> = connection.call(&call).await?;
         pair(&reply).map(|(held, _)| held)
     })
 }
@@ -110,8 +106,8 @@ impl Renews for Inner {
         &self.heartbeat
     }
 
-    /// One script call per slot and TTL, all sent at once over the multiplexed connection (so
-    /// they travel as one pipeline), each handling NOSCRIPT on its own. When some calls fail, the
+    /// One call per slot and TTL, all sent at once over the multiplexed connection (so they
+    /// travel as one pipeline), each loading the library or script on its own if needed. When some calls fail, the
     /// others still count: their gone permits are forgotten, then the first error is answered.
     fn renew(self: &Arc<Self>, renewals: &[Renewal]) -> StoreFuture<Vec<PermitId>> {
         let mut groups: HashMap<(String, u64), Vec<PermitId>> = HashMap::new();
@@ -132,7 +128,7 @@ impl Renews for Inner {
                 }
                 let connection = self.connection.clone();
                 async move {
-                    let reply: Vec<i64> = connection.invoke(&call).await?;
+                    let reply: Vec<i64> = connection.call(&call).await?;
                     if reply.len() != permits.len() {
                         return Err(StoreError::bad_reply(format!(
                             "renewing {} permits answered {} values",

@@ -9,12 +9,13 @@ use super::strategies::{Spec, trace};
 use super::{DAY, LATEST, T0};
 use crate::support::RedisServer;
 use futures_util::FutureExt;
+use futures_util::future::join_all;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use tower_redis_ratelimit::clock::ManualClock;
 use tower_redis_ratelimit::decision::Outcome;
 use tower_redis_ratelimit::key::Key;
-use tower_redis_ratelimit::{MemoryStore, Policy, RedisStore, Store};
+use tower_redis_ratelimit::{Decision, MemoryStore, Policy, RedisStore, Store};
 
 /// One Redis server for every property test: started by the first that needs it, stopped when
 /// the last one still running lets go of it.
@@ -53,6 +54,8 @@ struct Coverage {
     later_rule: AtomicU64,
     /// Several rules: one denied (or could never admit) while another would have admitted.
     partial: AtomicU64,
+    /// Several requests at one instant, sent to Redis together (one batch after the first).
+    batched: AtomicU64,
 }
 
 impl Coverage {
@@ -100,79 +103,138 @@ impl Harness {
             "case-{}",
             self.cases.fetch_add(1, Ordering::Relaxed)
         ));
+        // A second client in every batch, with requests of its own (cost 1), checked against the
+        // memory store too: a batch's decisions must stay apart by key.
+        let neighbour = Key::from(format!("{key:?}-neighbour"));
         let mut now = start;
         let mut forward = true;
-        for (index, &(advance, cost)) in trace.iter().enumerate() {
+        let mut index = 0;
+        while index < trace.len() {
+            let (advance, _) = trace[index];
             forward &= advance >= 0;
             now = now.saturating_add_signed(advance).clamp(T0, LATEST);
             self.clock.set(now);
+            // The steps at this instant: this one, and every following one that does not move the
+            // clock. The Redis store gets them at once (with the neighbour's between them), so
+            // that they travel as one batch after the first; the memory store one by one.
+            let end = index
+                + 1
+                + trace[index + 1..]
+                    .iter()
+                    .take_while(|(advance, _)| *advance == 0)
+                    .count();
+            let requests: Vec<(&Key, u32)> = trace[index..end]
+                .iter()
+                .flat_map(|&(_, cost)| [(&key, cost), (&neighbour, 1)])
+                .collect();
             // Asked outside the runtime, the memory store starts no background sweep: a sweep
             // in real time would drop state by the manual clock, which here also goes back.
-            let memory = self
-                .memory
-                .check(&key, &policy, cost)
-                .now_or_never()
-                .expect("the memory store answers at once")
-                .unwrap();
-            let redis = self
+            let memory: Vec<Decision> = requests
+                .iter()
+                .map(|(key, cost)| {
+                    self.memory
+                        .check(key, &policy, *cost)
+                        .now_or_never()
+                        .expect("the memory store answers at once")
+                        .unwrap()
+                })
+                .collect();
+            let checks: Vec<_> = requests
+                .iter()
+                .map(|(key, cost)| self.redis.check(key, &policy, *cost))
+                .collect();
+            let redis: Vec<Decision> = self
                 .runtime
-                .block_on(self.redis.check(&key, &policy, cost))
-                .unwrap();
-            let offset = i128::from(now) - i128::from(start);
+                .block_on(join_all(checks))
+                .into_iter()
+                .map(Result::unwrap)
+                .collect();
+            Coverage::count(&self.coverage.batched, end - index > 1);
+            for (step, (&(_, cost), pair)) in trace[index..end]
+                .iter()
+                .zip(memory.chunks_exact(2).zip(redis.chunks_exact(2)))
+                .enumerate()
+            {
+                let (memory, redis) = pair;
+                let offset = i128::from(now) - i128::from(start);
+                prop_assert_eq!(
+                    &memory[1],
+                    &redis[1],
+                    "request {} of the neighbour (at {:+} µs): memory and Redis disagree",
+                    index + step,
+                    offset
+                );
+                let redis = &redis[0];
+                prop_assert_eq!(
+                    &memory[0],
+                    redis,
+                    "request {} (cost {}, at {:+} µs): memory and Redis disagree",
+                    index + step,
+                    cost,
+                    offset
+                );
+                if forward {
+                    self.predict(&mut models, specs, (index + step, now, offset), cost, redis)?;
+                }
+            }
+            index = end;
+        }
+        Ok(())
+    }
+
+    /// Checks the decision `redis` on a request of `cost` at step `at.0`, time `at.1` (`at.2` µs
+    /// from the start) against the models, and has them follow what was admitted.
+    fn predict(
+        &self,
+        models: &mut [Box<dyn Model>],
+        specs: &[Spec],
+        (index, now, offset): (usize, u64, i128),
+        cost: u32,
+        redis: &Decision,
+    ) -> Result<(), TestCaseError> {
+        let cost = u64::from(cost);
+        let at = format!("request {index} (cost {cost}, at {offset:+} µs)");
+        let predictions: Vec<Prediction> = models
+            .iter()
+            .map(|model| model.predict(now, cost))
+            .collect();
+        if let [Prediction::Bounds(bounds)] = predictions.as_slice() {
+            bounds.check(redis).map_err(|problem| {
+                TestCaseError::fail(format!("{at}: {problem}; got {redis:?}"))
+            })?;
+        } else {
+            let verdicts = predictions
+                .into_iter()
+                .map(|prediction| match prediction {
+                    Prediction::Exact(verdict) => Ok(verdict),
+                    Prediction::Bounds(_) => Err(TestCaseError::fail(
+                        "approximate windows are only drawn as single rules",
+                    )),
+                })
+                .collect::<Result<Vec<Expected>, _>>()?;
             prop_assert_eq!(
-                &memory,
-                &redis,
-                "request {} (cost {}, at {:+} µs): memory and Redis disagree",
-                index,
-                cost,
-                offset
+                reported(redis),
+                expected_decision(specs, &verdicts),
+                "{}: the stores and the model disagree (outcome, rule, limit, remaining, \
+                 used, reset, retry); model verdicts {:?}",
+                at,
+                verdicts
             );
-            if forward {
-                let cost = u64::from(cost);
-                let at = format!("request {index} (cost {cost}, at {offset:+} µs)");
-                let predictions: Vec<Prediction> = models
-                    .iter()
-                    .map(|model| model.predict(now, cost))
-                    .collect();
-                if let [Prediction::Bounds(bounds)] = predictions.as_slice() {
-                    bounds.check(&redis).map_err(|problem| {
-                        TestCaseError::fail(format!("{at}: {problem}; got {redis:?}"))
-                    })?;
-                } else {
-                    let verdicts = predictions
-                        .into_iter()
-                        .map(|prediction| match prediction {
-                            Prediction::Exact(verdict) => Ok(verdict),
-                            Prediction::Bounds(_) => Err(TestCaseError::fail(
-                                "approximate windows are only drawn as single rules",
-                            )),
-                        })
-                        .collect::<Result<Vec<Expected>, _>>()?;
-                    prop_assert_eq!(
-                        reported(&redis),
-                        expected_decision(specs, &verdicts),
-                        "{}: the stores and the model disagree (outcome, rule, limit, remaining, \
-                         used, reset, retry); model verdicts {:?}",
-                        at,
-                        verdicts
-                    );
-                    let admitting = verdicts.iter().any(|v| v.outcome == Outcome::Allowed);
-                    let coverage = &self.coverage;
-                    Coverage::count(&coverage.several, verdicts.len() > 1);
-                    Coverage::count(&coverage.later_rule, redis.rule_index() > 0);
-                    Coverage::count(&coverage.partial, admitting && !redis.is_allowed());
-                }
-                let coverage = &self.coverage;
-                Coverage::count(&coverage.checked, true);
-                Coverage::count(&coverage.denied, redis.outcome() == Outcome::Denied);
-                Coverage::count(&coverage.never, redis.outcome() == Outcome::Never);
-                // The models follow what the stores admitted (identical to the models' own
-                // verdicts where those are exact, checked above).
-                if redis.is_allowed() && cost > 0 {
-                    for model in &mut models {
-                        model.admit(now, cost);
-                    }
-                }
+            let admitting = verdicts.iter().any(|v| v.outcome == Outcome::Allowed);
+            let coverage = &self.coverage;
+            Coverage::count(&coverage.several, verdicts.len() > 1);
+            Coverage::count(&coverage.later_rule, redis.rule_index() > 0);
+            Coverage::count(&coverage.partial, admitting && !redis.is_allowed());
+        }
+        let coverage = &self.coverage;
+        Coverage::count(&coverage.checked, true);
+        Coverage::count(&coverage.denied, redis.outcome() == Outcome::Denied);
+        Coverage::count(&coverage.never, redis.outcome() == Outcome::Never);
+        // The models follow what the stores admitted (identical to the models' own verdicts
+        // where those are exact, checked above).
+        if redis.is_allowed() && cost > 0 {
+            for model in models.iter_mut() {
+                model.admit(now, cost);
             }
         }
         Ok(())
@@ -204,6 +266,7 @@ pub(super) fn check(name: &str, cases: u32, specs: impl Strategy<Value = Vec<Spe
     let mut missing = vec![
         ("a denial", &coverage.denied),
         ("a request that can never pass", &coverage.never),
+        ("a batch of several requests", &coverage.batched),
     ];
     if Coverage::get(&coverage.several) > 0 {
         missing.push((

@@ -2,7 +2,8 @@
 //! algorithm.
 //!
 //! - The `MemoryStore` and the `RedisStore` give identical decisions, also when the clock goes
-//!   back.
+//!   back, and also when the Redis store gets the requests of one instant at once (batched into
+//!   one call after the first, a second client's requests between them).
 //! - While time runs forward, both give the decision of a brute-force reference model written
 //!   here independently of the crate: exact integer arithmetic in `u128`, no scaling tricks (the
 //!   log model keeps every admitted time forever, the window model recounts its sub-intervals

@@ -45,27 +45,27 @@ async fn an_abusive_key_costs_redis_one_call_per_retry_period() {
     // The first call also loads the script (a NOSCRIPT answer, then EVALSHA again): count from
     // after it.
     assert!(check(&store, "abuser", &policy, 1).await.is_allowed());
-    let start = server.evalsha_calls();
+    let start = server.script_calls();
     for _ in 0..4 {
         assert!(check(&store, "abuser", &policy, 1).await.is_allowed());
     }
-    assert_eq!(server.evalsha_calls() - start, 4);
+    assert_eq!(server.script_calls() - start, 4);
     // The first denial asks Redis; a thousand more each second, until the window ends, do not.
     for second in 0..5 {
         for _ in 0..1_000 {
             assert!(!check(&store, "abuser", &policy, 1).await.is_allowed());
         }
         clock.advance(Duration::from_secs(1));
-        assert_eq!(server.evalsha_calls() - start, 5, "after {} s", second + 1);
+        assert_eq!(server.script_calls() - start, 5, "after {} s", second + 1);
     }
     // A request of another cost, or of another key, asks Redis.
     assert!(!check(&store, "abuser", &policy, 2).await.is_allowed());
     assert!(check(&store, "another", &policy, 1).await.is_allowed());
-    assert_eq!(server.evalsha_calls() - start, 7);
+    assert_eq!(server.script_calls() - start, 7);
     // The window ends: the key asks Redis again, and is admitted.
     clock.set(T0 + 10 * SECOND);
     assert!(check(&store, "abuser", &policy, 1).await.is_allowed());
-    assert_eq!(server.evalsha_calls() - start, 8);
+    assert_eq!(server.script_calls() - start, 8);
 }
 
 /// A small deterministic generator (xorshift64*), so a failing trace can be replayed.
@@ -165,12 +165,12 @@ async fn a_cached_store_decides_exactly_as_an_uncached_one_on_random_traces() {
         let uncached = store(&server, &format!("uncached{round}"), &clock, 0);
         let cached = store(&server, &format!("cached{round}"), &clock, 1_000);
         // Each store's first call also loads the script: take it out of the count.
-        let before = server.evalsha_calls();
+        let before = server.script_calls();
         let expected = run(&uncached, &clock, &policies, &trace).await;
-        let asked = server.evalsha_calls() - before;
-        let before = server.evalsha_calls();
+        let asked = server.script_calls() - before;
+        let before = server.script_calls();
         let answers = run(&cached, &clock, &policies, &trace).await;
-        let cached_asked = server.evalsha_calls() - before;
+        let cached_asked = server.script_calls() - before;
         for (index, (answer, expected)) in answers.iter().zip(&expected).enumerate() {
             let step = &trace[index];
             // The rules that refused, which a 429's `violated-policies` names, are compared too

@@ -66,7 +66,7 @@ async fn a_hot_key_costs_redis_a_few_calls_not_one_per_request() {
     let clock = ManualClock::new(T0);
     let store = store(&server, &clock, QuotaLeases::default());
     let policy = policy(Rule::fixed_window("api", Quota::per_minute(100_000)));
-    let before = server.evalsha_calls();
+    let before = server.script_calls();
     let key = Key::from("hot");
     for n in 1..=5_000 {
         let decision = store.check(&key, &policy, 1).await.unwrap();
@@ -77,7 +77,7 @@ async fn a_hot_key_costs_redis_a_few_calls_not_one_per_request() {
     }
     // The slices double as the key proves hot (2, 4, ... units), then follow its demand; every
     // call, grants in the background included, is counted.
-    let spent = server.evalsha_calls() - before;
+    let spent = server.script_calls() - before;
     assert!(spent <= 100, "{spent} calls for 5,000 requests");
     // Every unit Redis counts was spent, or is held here and goes back on shutdown.
     store.return_leases().await.unwrap();
@@ -187,9 +187,9 @@ async fn sliding_algorithms_are_decided_by_redis_one_call_per_request() {
     ] {
         let policy = policy(rule);
         admitted(&store, "warm", &policy, 1).await;
-        let before = server.evalsha_calls();
+        let before = server.script_calls();
         assert_eq!(admitted(&store, "k", &policy, 200).await, 200);
-        assert_eq!(server.evalsha_calls() - before, 200);
+        assert_eq!(server.script_calls() - before, 200);
     }
 }
 
@@ -246,4 +246,69 @@ async fn an_outage_fails_grants_promptly_and_leasing_resumes_after_it() {
             .is_ok_and(|d| d.is_allowed())
     })
     .await;
+}
+
+/// The burst the requests admitted at `admitted` (µs) needed under a GCRA of `per_second`:
+/// virtual scheduling without denials, as `benches/lease_accuracy.rs` measures it.
+fn burst_needed(admitted: &[u64], per_second: u64) -> u64 {
+    let emission = 1_000_000.0 / per_second as f64;
+    let (mut tat, mut needed) = (0.0_f64, 0_u64);
+    for &at in admitted {
+        let at = at as f64;
+        tat = tat.max(at) + emission;
+        needed = needed.max(((tat - at) / emission).ceil() as u64);
+    }
+    needed
+}
+
+/// A key offered twice its rate, on one instance and on two: the leases reserve a rate (units
+/// that drain back within their lifetime, spent only as they conform), so the key stays local,
+/// at most a tenth of a Redis call per request, and the admitted requests never need more than
+/// the rule's burst.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saturated_hot_key_costs_a_tenth_of_a_call_per_request_and_never_exceeds_its_rule() {
+    let server = RedisServer::start();
+    for rule in [
+        Rule::gcra("gcra", Quota::per_second(1_000).with_burst(100)),
+        Rule::token_bucket("tb", Quota::per_second(1_000).with_burst(100)),
+    ] {
+        for instances in [1, 2] {
+            let clock = ManualClock::new(T0);
+            let stores: Vec<RedisStore> = (0..instances)
+                .map(|_| store(&server, &clock, QuotaLeases::default()))
+                .collect();
+            let policy = policy(rule.clone());
+            let key = Key::from(format!("saturated-{instances}"));
+            let before = server.script_calls();
+            // 2,000 requests a second (every 500 µs) for 3 simulated seconds.
+            let mut admitted = Vec::new();
+            for n in 0..6_000_u64 {
+                let at = n * 500;
+                clock.set(T0 + at);
+                let store = &stores[usize::try_from(n).unwrap() % instances];
+                if store.check(&key, &policy, 1).await.unwrap().is_allowed() {
+                    admitted.push(at);
+                }
+                // Let grants asked in the background land, as they would between requests.
+                tokio::task::yield_now().await;
+            }
+            let calls = server.script_calls() - before;
+            let name = format!("{} on {instances}", policy.rules()[0].name());
+            assert!(calls <= 600, "{name}: {calls} calls for 6,000 requests");
+            assert!(
+                burst_needed(&admitted, 1_000) <= 100,
+                "{name}: a burst of {} needed",
+                burst_needed(&admitted, 1_000)
+            );
+            // 100 at once, then the rate (3,000 in 3 s), less what leases hold at the end.
+            assert!(
+                admitted.len() >= 2_900,
+                "{name}: {} admitted",
+                admitted.len()
+            );
+            for store in &stores {
+                store.return_leases().await.unwrap();
+            }
+        }
+    }
 }

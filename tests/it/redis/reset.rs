@@ -217,11 +217,7 @@ async fn a_reset_reaches_every_instance_across_a_sentinel_failover() {
     use crate::support::sentinel::{MASTER, RedisSentinels};
 
     let sentinels = RedisSentinels::start();
-    let urls: Vec<String> = sentinels
-        .sentinel_urls()
-        .split(',')
-        .map(str::to_owned)
-        .collect();
+    let urls = sentinels.urls();
     let instance = || {
         RedisStore::sentinel(&urls, MASTER)
             .prefix("reset")

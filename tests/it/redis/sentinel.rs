@@ -36,11 +36,7 @@ async fn counted_again(store: &RedisStore, key: &str) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_store_follows_the_primary_across_a_failover_and_a_killed_primary() {
     let mut sentinels = RedisSentinels::start();
-    let urls: Vec<String> = sentinels
-        .sentinel_urls()
-        .split(',')
-        .map(str::to_owned)
-        .collect();
+    let urls = sentinels.urls();
     let store = RedisStore::sentinel(&urls, MASTER)
         .reconnect_backoff(Duration::from_millis(50), Duration::from_millis(200))
         .build()

@@ -10,7 +10,8 @@ pub(in crate::store::redis) enum Link {
     /// One server: standalone, or the primary a Sentinel named when the link was made.
     Server(MultiplexedConnection),
     /// A Redis Cluster: each command goes to the primary of its keys' slot; redis-rs follows
-    /// MOVED and ASK, refreshes the slot map, and loads scripts on every primary on NOSCRIPT.
+    /// MOVED and ASK and refreshes the slot map; `FUNCTION LOAD` and `SCRIPT LOAD` go to every
+    /// primary.
     #[cfg(feature = "cluster")]
     Cluster(redis::cluster_async::ClusterConnection),
 }

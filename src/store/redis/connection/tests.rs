@@ -23,7 +23,7 @@ fn pool_to(addr: SocketAddr, connect_timeout: Duration) -> Pool {
 }
 
 fn supervisor(connect: Connect, stale_after: Duration, backoff: Duration) -> Arc<SharedConnection> {
-    SharedConnection::new(connect, stale_after, (backoff, backoff))
+    SharedConnection::new(connect, stale_after, (backoff, backoff), true)
 }
 
 /// A supervisor of connections to `addr`, as a store makes them.

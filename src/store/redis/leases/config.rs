@@ -53,10 +53,10 @@ impl QuotaLeases {
         self
     }
 
-    /// The largest lease, as a share of each rule's capacity (its limit, or its burst for GCRA
-    /// and the token bucket), in (0, 1] (default 0.1). With N instances, at most N times this
-    /// share of a key's quota is held in leases at once: what an instance may be denied while
-    /// others still hold unspent quota.
+    /// The largest lease, as a share of what each rule gives in a lifetime (its limit; for GCRA
+    /// and the token bucket its burst and what its rate returns within the lifetime), in (0, 1]
+    /// (default 0.1). With N instances, at most N times this share of a key's quota is held in
+    /// leases at once: what an instance may be denied while others still hold unspent quota.
     pub fn max_share(mut self, share: f64) -> Self {
         self.max_share = share;
         self

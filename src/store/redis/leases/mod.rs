@@ -1,32 +1,42 @@
 //! Quota leases: a hot key's quota reserved in Redis a slice at a time and spent in process.
 //!
 //! An instance that sees a key often reserves a slice of the key's remaining quota under every
-//! rule of its policy with one script call (`lua/grant.lua`), then answers the key's next
-//! requests from the slice with no network call, until it is spent or a lifetime has passed; the
-//! units it did not spend then go back (`lua/refund.lua`). Because a slice is taken from Redis
-//! before it is spent, the fleet never spends more than Redis granted; the price is that one
-//! instance may deny while others hold unspent slices.
+//! rule of its policy with one call (`lua/grant.lua`), then answers the key's next requests from
+//! the slice with no network call, until it is spent or a lifetime has passed; the units it did
+//! not spend then go back (`lua/refund.lua`). Because a slice is taken from Redis before it is
+//! spent, the fleet never spends more than Redis granted; the price is that one instance may
+//! deny while others hold unspent slices.
 //!
+//! - **Heat.** A key first counts itself in a lock-free counter ([`heat`]): only one asked twice
+//!   in a lifetime here reaches the table, which then measures its demand itself. Keys asked
+//!   less often (most keys of a public API) cost the leases one atomic load and store.
 //! - **Sizing.** A slice is what the key asked of this instance in the last lifetime, at most
-//!   [`max_share`](QuotaLeases::max_share) of each rule's capacity. A key seen once, or asking a
-//!   unit per lifetime, is not leased: it is decided by Redis, exactly.
+//!   [`max_share`](QuotaLeases::max_share) of what each rule gives in a lifetime. A key seen
+//!   once, or asking a unit per lifetime, is not leased: it is decided by Redis, exactly.
+//! - **Rates.** A GCRA or token-bucket slice may reserve ahead: units past the bucket's capacity
+//!   up to what drains back within a lifetime (the rule's horizon), each with the time it
+//!   conforms ([`Pace`](script::Pace)). The lessee spends a unit no earlier, and refuses a
+//!   request whose unit is not due yet, with the wait to it: a key offered more than its rate
+//!   costs one grant per lifetime, not a call per request.
 //! - **Flow.** The request that finds no slice asks for one and is answered from it; when a slice
 //!   runs low (a quarter of the next slice's size left) the next one is asked for in the
 //!   background, so a hot key's requests do not wait. While a grant is in flight, requests the
-//!   slice cannot cover are decided by Redis one by one.
+//!   slice cannot cover wait for it. A grant Redis refused is answered here until its wait ends.
 //! - **Giving back.** A slice's unspent units go back when its lifetime ends (a background task
 //!   sweeps every half lifetime), when a fixed window it was reserved in ends (those units are
 //!   lost with the window, never spent in the next), and on
-//!   [`RedisStore::return_leases`](super::RedisStore::return_leases) at shutdown. A refund never
-//!   returns more than the slice took: a fixed window's units go back only to the window they
-//!   came from; a bucket's only as far as the grant's own level has not already drained.
+//!   [`RedisStore::return_leases`](super::RedisStore::return_leases) at shutdown, which waits for
+//!   grants in flight. A refund never returns more than the slice took: a fixed window's units go
+//!   back only to the window they came from; a bucket's only as far as the grant's own level has
+//!   not already drained.
 //! - **What it costs in exactness.** Fixed window: no over-admission (a slice is spent within its
-//!   window). GCRA and token bucket: a unit counts in Redis at the instant it was reserved, and is
-//!   spent up to a lifetime later, so over any interval the fleet admits at most the rule's burst
-//!   plus its rate over the interval *and one lifetime*. Under-admission: at most N × `max_share`
-//!   of a rule's capacity (N instances) is held in slices at once, for at most a lifetime after
-//!   its instance stops using it. Remembered denials (the denial cache) can outlast capacity
-//!   that a refund gave back. `docs/performance.md` measures both against the exact mode.
+//!   window). GCRA and token bucket: a unit counts in Redis at the instant it conforms there, and
+//!   is spent up to a lifetime later, so over any interval the fleet admits at most the rule's
+//!   burst plus its rate over the interval *and one lifetime*. Under-admission: at most N ×
+//!   `max_share` of what a rule gives in a lifetime (N instances) is held in slices at once, for
+//!   at most a lifetime after its instance stops using it. Remembered denials (the denial cache,
+//!   a refused grant) can outlast capacity that a refund gave back. `docs/performance.md`
+//!   measures both against the exact mode.
 //! - **Not leased:** the sliding log and the sliding window. Both remember *when* each unit was
 //!   spent and give it back a whole period later; a slice would record its units at the grant,
 //!   and a refund would have to find and remove them from a log, or from a sub-window of a
@@ -34,6 +44,8 @@
 //!   by Redis, exactly, one call per request.
 
 mod config;
+mod entry;
+mod heat;
 mod script;
 mod table;
 
@@ -116,14 +128,17 @@ pub(super) async fn return_all(inner: &Inner) -> Result<(), StoreError> {
     let Some(leases) = &inner.leases else {
         return Ok(());
     };
+    // The epoch moves on, so that grants in flight give their units back as they land; then
+    // they are waited for (a call to a silent server ends within `stale_after`).
     let mut refunds = Vec::new();
-    leases.sweep(u64::MAX, &mut refunds);
+    leases.forget_all(&mut refunds);
     let mut first_error = None;
     for refund in refunds {
         if let Err(err) = send_refund(inner, &refund).await {
             first_error.get_or_insert(err);
         }
     }
+    leases.settled().await;
     first_error.map_or(Ok(()), Err)
 }
 
@@ -149,6 +164,7 @@ async fn grant(
     asked: u64,
 ) -> Result<Decision, StoreError> {
     let leases = inner.leases.as_ref().expect("a store with leases");
+    let _in_flight = leases.in_flight();
     let epochs = (
         leases.epoch(),
         inner.denials.as_ref().map_or(0, Denials::epoch),
@@ -160,10 +176,11 @@ async fn grant(
         &policy,
         cost.max(1),
         want,
+        leases.lifetime_us(),
         inner.clock.as_ref().map(|clock| clock.now_micros()),
         inner.min_ttl_ms,
     );
-    let granted = match inner.connection.invoke::<Vec<i64>>(&invocation).await {
+    let granted = match inner.connection.call::<Vec<i64>>(&invocation).await {
         Ok(reply) => script::granted(&reply, &policy),
         Err(err) => Err(err),
     };
@@ -179,16 +196,29 @@ async fn grant(
         }
     };
     start_sweeping(&inner);
-    let waits: smallvec::SmallVec<[u64; 8]> = granted
-        .verdicts
-        .iter()
-        .map(|verdict| verdict.retry_after_us)
-        .collect();
-    let (decision, refund) = leases.install(&key, &policy, cost, (asked, epochs.0), granted);
+    // The denial cache learns what Redis said (a refusal, or a reservation that makes a
+    // remembered refusal stale), not what the lease answers the request.
     if let Some(denials) = inner.denials.as_ref().filter(|_| cost > 0) {
-        denials.learn(&key, &policy, cost, (asked, epochs.1), &decision, || waits);
+        let said = granted.decision(&policy);
+        let waits = granted
+            .verdicts
+            .iter()
+            .map(|verdict| verdict.retry_after_us);
+        denials.learn(&key, &policy, cost, (asked, epochs.1), &said, || waits);
     }
-    give_back(&inner, refund.into_iter().collect());
+    // The units' paces count from now, when Redis's answer is here: no earlier than Redis
+    // reckoned them.
+    let landed = inner.local_clock.now_micros();
+    let (decision, refund) =
+        leases.install(&key, &policy, cost, (asked, epochs.0), landed, granted);
+    // Rare (the key was forgotten, or a reset came, while the grant was in flight): sent before
+    // the grant counts as settled, so that `return_leases` returns once it is back.
+    if let Some(refund) = refund
+        && let Err(err) = send_refund(&inner, &refund).await
+    {
+        background_error(&err);
+        tracing::warn!(error = %err, "could not give back unspent quota leases; Redis returns them with time");
+    }
     Ok(decision)
 }
 
@@ -235,7 +265,7 @@ async fn send_refund(inner: &Inner, refund: &Refund) -> Result<(), StoreError> {
         inner.clock.as_ref().map(|clock| clock.now_micros()),
         inner.min_ttl_ms,
     );
-    inner.connection.invoke::<()>(&invocation).await
+    inner.connection.call::<()>(&invocation).await
 }
 
 /// Starts, once per store, the task that gives back expired leases of keys that went quiet. It

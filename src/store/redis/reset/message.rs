@@ -7,7 +7,7 @@
 //! are printable ASCII, rule names and state codes narrower still.
 
 use crate::key::Key;
-use crate::policy::{Policy, Rule};
+use crate::policy::Policy;
 use crate::store::key::StorageKey;
 
 /// The first word: a message format of another version is ignored rather than misread.
@@ -25,11 +25,7 @@ impl Reset {
     pub(in crate::store::redis) fn new(client: &str, policy: &Policy) -> Self {
         Self {
             client: client.into(),
-            states: policy
-                .rules()
-                .iter()
-                .map(|rule| format!("{}:{}", rule.name(), rule.state_code()).into())
-                .collect(),
+            states: policy.state_names().into(),
         }
     }
 
@@ -60,22 +56,18 @@ impl Reset {
     /// deleted: the same client, and a rule of the policy among the reset ones (a policy that
     /// shares one rule with the reset one shares its state).
     pub(in crate::store::redis) fn covers(&self, key: &Key, policy: &Policy) -> bool {
-        policy.rules().iter().any(|rule| self.names(rule)) && StorageKey::names(&self.client, key)
-    }
-
-    fn names(&self, rule: &Rule) -> bool {
-        self.states.iter().any(|state| {
-            state.split_once(':').is_some_and(|(name, code)| {
-                // The name first: the state code is formatted only for a rule of the same name.
-                name == rule.name() && code == rule.state_code().to_string()
-            })
-        })
+        policy
+            .state_names()
+            .iter()
+            .any(|state| self.states.contains(state))
+            && StorageKey::names(&self.client, key)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::Rule;
     use crate::quota::Quota;
 
     fn policy(rules: impl IntoIterator<Item = Rule>) -> Policy {

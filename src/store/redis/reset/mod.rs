@@ -29,21 +29,17 @@ mod listener;
 mod message;
 pub(super) mod subscribe;
 
-use std::sync::{Arc, LazyLock};
-
-use redis::Script;
+use std::sync::Arc;
 
 pub(super) use self::listener::Listener;
 use self::message::Reset;
-use super::{Inner, leases, script};
+use super::script::decide::StateKey;
+use super::script::{Call, Entry};
+use super::{Inner, leases};
 use crate::key::Key;
 use crate::policy::Policy;
 use crate::store::StoreError;
 use crate::store::key::StorageKey;
-
-/// Deletes a client's state and publishes it (`lua/reset.lua`); it calls no algorithm.
-static RESET: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../../../lua/reset.lua")));
 
 /// The channel the stores of key prefix `prefix` hear resets on.
 pub(super) fn channel(prefix: &str) -> String {
@@ -55,12 +51,17 @@ pub(super) async fn reset(inner: Arc<Inner>, key: Key, policy: Policy) -> Result
     Listener::ensure(&inner);
     let client = StorageKey::new(&key);
     let reset = Reset::new(client.as_str(), &policy);
-    let mut invocation = RESET.prepare_invoke();
-    for rule in policy.rules() {
-        invocation.key(script::state_key(&inner.prefix, rule, client.as_str()));
+    let states = policy.state_names();
+    let mut call = Call::new(Entry::Reset, 0, states.len());
+    for state in states {
+        call.key(StateKey {
+            prefix: &inner.prefix,
+            state,
+            client: client.as_str(),
+        });
     }
-    invocation.arg(channel(&inner.prefix)).arg(reset.encode());
-    let deleted = inner.connection.invoke::<i64>(&invocation).await;
+    call.arg(channel(&inner.prefix)).arg(reset.encode());
+    let deleted = inner.connection.call::<i64>(&call).await;
     // Whatever the outcome (a call that timed out may have been applied), this instance forgets;
     // its own listener hears the message too, when it was published.
     forget(&inner, &reset);

@@ -1,5 +1,5 @@
-//! What the decision script does to Redis: it survives `SCRIPT FLUSH` (NOSCRIPT is answered by
-//! loading the script again), every key it writes carries a TTL, a request that is not admitted
+//! What the decision script does to Redis: it survives `FUNCTION FLUSH` and `SCRIPT FLUSH` (the
+//! store loads its code again), every key it writes carries a TTL, a request that is not admitted
 //! (denied, never admissible, or a cost-0 peek) writes nothing at all, and state found far ahead
 //! of the server's clock is replaced rather than honoured.
 //!
@@ -86,19 +86,43 @@ fn writes(redis: &RedisServer) -> u64 {
     redis.info("persistence", "rdb_changes_since_last_save")
 }
 
-fn cached_scripts(redis: &RedisServer) -> u64 {
-    redis.info("memory", "number_of_cached_scripts")
+/// What the server holds of the store's code: cached scripts, or function libraries.
+fn loaded(redis: &RedisServer, functions: bool) -> u64 {
+    if functions {
+        redis.info("memory", "number_of_libraries")
+    } else {
+        redis.info("memory", "number_of_cached_scripts")
+    }
 }
 
-/// After `SCRIPT FLUSH` the next EVALSHA gets NOSCRIPT; `redis::Script` loads the script again
-/// and retries, so decisions go on, counting from where they were: at the start, in the middle,
-/// right before a denial, and under concurrency (every concurrent caller hits NOSCRIPT).
+/// After `FUNCTION FLUSH` the next `FCALL` finds no function, and after `SCRIPT FLUSH` the next
+/// `EVALSHA` gets `NOSCRIPT` (a store with functions off, as on Redis 6.2): either way the store
+/// loads its code again and sends the call again, so decisions go on, counting from where they
+/// were: at the start, in the middle, right before a denial, and under concurrency (every
+/// concurrent caller finds the code gone).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn decisions_continue_after_script_flush() {
-    let redis = RedisServer::start();
-    let store = RedisStore::open(&redis.url()).unwrap();
+async fn decisions_continue_after_the_code_is_flushed() {
+    for functions in [true, false] {
+        let redis = RedisServer::start();
+        let store = RedisStore::builder(&redis.url())
+            .functions(functions)
+            .build()
+            .unwrap();
+        flushed_and_reloaded(&redis, &store, functions).await;
+        let calls = redis.command_calls();
+        let (used, unused) = if functions {
+            ("fcall", "evalsha")
+        } else {
+            ("evalsha", "fcall")
+        };
+        assert!(calls.get(used).is_some_and(|&n| n > 0), "{calls:?}");
+        assert_eq!(calls.get(unused), None, "{calls:?}");
+    }
+}
+
+async fn flushed_and_reloaded(redis: &RedisServer, store: &RedisStore, functions: bool) {
     let layer = layer(
-        &store,
+        store,
         vec![
             Rule::fixed_window("fw", Quota::per_hour(5)),
             Rule::gcra("g", Quota::per_hour(5)),
@@ -119,15 +143,16 @@ async fn decisions_continue_after_script_flush() {
         );
     };
     let flush = || {
-        assert_eq!(redis.cli(&["SCRIPT", "FLUSH"]), "OK");
-        assert_eq!(cached_scripts(&redis), 0);
+        let kind = if functions { "FUNCTION" } else { "SCRIPT" };
+        assert_eq!(redis.cli(&[kind, "FLUSH"]), "OK");
+        assert_eq!(loaded(redis, functions), 0);
     };
 
     counted(1).await;
-    assert_eq!(cached_scripts(&redis), 1);
+    assert_eq!(loaded(redis, functions), 1);
     flush();
     counted(2).await;
-    assert_eq!(cached_scripts(&redis), 1, "the script was loaded again");
+    assert_eq!(loaded(redis, functions), 1, "loaded again");
     counted(3).await;
     counted(4).await;
     flush();
@@ -138,7 +163,7 @@ async fn decisions_continue_after_script_flush() {
     assert_eq!(header(&response, "rate-limiting-state"), "Deny");
     assert_eq!(redis.cli(&["HGET", "ratelimit:fw:fw-1h:{alice}", "n"]), "5");
 
-    // Twenty concurrent callers all meet NOSCRIPT; the quota of 5 still holds exactly.
+    // Twenty concurrent callers all find the code gone; the quota of 5 still holds exactly.
     flush();
     let concurrent: Vec<_> = (0..20)
         .map(|_| {

@@ -26,6 +26,7 @@ fn each_failed_attempt_backs_off_longer() {
         from_pool(pool_to(addr, LONG)),
         LONG,
         (Duration::from_secs(60), Duration::from_secs(600)),
+        true,
     );
     for (failures, wait) in [(0, 60), (1, 120), (2, 240), (3, 480), (4, 600), (5, 600)] {
         let before = Instant::now();

@@ -5,6 +5,7 @@ use std::io;
 
 use super::support::{FakeRedis, Ping, RedisServer, refusing_port};
 use super::*;
+use crate::store::redis::script::{Call, Entry};
 
 #[test]
 fn health_records_the_oldest_unanswered_request() {
@@ -142,10 +143,10 @@ async fn a_real_replica_answers_readonly_and_the_connection_is_replaced() {
     let connection = supervisor_of(replica.addr(), LONG, LONG);
     assert_eq!(ping(&connection).await.unwrap(), "PONG");
 
-    let write = redis::Script::new("return redis.call('SET', KEYS[1], 'v')");
-    let mut invocation = write.prepare_invoke();
-    invocation.key("k");
-    let error = connection.invoke::<()>(&invocation).await.unwrap_err();
+    // A reset writes (DEL): on a replica, loading the library is refused first.
+    let mut reset = Call::new(Entry::Reset, 0, 1);
+    reset.key("k").arg("channel").arg("message");
+    let error = connection.call::<()>(&reset).await.unwrap_err();
     assert!(
         matches!(
             error.kind(),

@@ -1,0 +1,67 @@
+-- Rate-limit decisions of k requests under one policy, in one atomic call: each request is
+-- decided exactly as if it had been sent alone after the ones before it (a request is admitted
+-- only if every rule admits it, and only then are its writes made, before the next request is
+-- decided), so a denied request writes nothing and an abusive client cannot push its own window
+-- forward. A lone request is a call of k = 1; the store sends the requests that queued up while
+-- a call of their policy was in flight as one call (src/store/redis/batch.rs), whatever their
+-- keys: a key may appear several times, and its requests are then decided in order.
+--
+-- KEYS[n*(r-1) + i]: request r's state key of rule i (n rules). A request's keys carry its
+--           client's key as their hash tag; on a cluster every key of one call is in one slot.
+-- ARGV[1]:  the time in µs since the Unix epoch, or "" to read the Redis server clock (TIME), so
+--           application hosts with skewed clocks still agree.
+-- ARGV[2]:  k, the number of requests.
+-- ARGV[3]:  lower bound for written TTLs in ms (0 in production; raised by callers that drive a
+--           clock slower than real time, so Redis does not expire state that is still live).
+-- ARGV[4 .. 3 + k]: each request's cost, an integer >= 0 (0 reports without consuming or
+--           writing), in order.
+-- ARGV[4 + k + 5*(i-1) .. 8 + k + 5*(i-1)]: rule i, five integers: algorithm id (1 fixed
+--           window, 2 GCRA, 3 sliding log, 4 sliding window, 5 token bucket), limit, period in µs
+--           (for GCRA and the token bucket, limit and period divided by their gcd: only the rate
+--           matters there), burst, and a parameter of the algorithm's own (the sliding window's
+--           sub-intervals; 0 for the others).
+-- Reply:    one string of integers separated by spaces (a string parses far faster in the
+--           client than an array of integers): for each request in order, 5 per rule in rule
+--           order: verdict (1 allowed, 0 denied, -1 can never be allowed), remaining, used,
+--           reset_after in µs, retry_after in µs (0 unless denied).
+local now = call_time(ARGV[1])
+local k = tonumber(ARGV[2])
+MIN_TTL_MS = tonumber(ARGV[3])
+
+local rules = #KEYS / k
+local algorithms, params = {}, {}
+for i = 1, rules do
+  local base = 4 + k + 5 * (i - 1)
+  algorithms[i] = ALGORITHMS[tonumber(ARGV[base])]
+  if algorithms[i] == nil then
+    return redis.error_reply('unknown rate-limit algorithm ' .. tostring(ARGV[base]))
+  end
+  params[i] = { tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3]),
+    tonumber(ARGV[base + 4]) }
+end
+
+local reply, writes = {}, {}
+for request = 1, k do
+  local cost = tonumber(ARGV[3 + request])
+  local first = rules * (request - 1)
+  local admitted = true
+  for i = 1, rules do
+    local p = params[i]
+    local verdict, remaining, used, reset_after, retry_after, write =
+      algorithms[i](KEYS[first + i], now, cost, p[1], p[2], p[3], p[4])
+    if verdict ~= ALLOWED then
+      admitted = false
+    end
+    writes[i] = write
+    reply[first + i] = string.format('%d %d %d %d %d', verdict, remaining, used, reset_after,
+      retry_after)
+  end
+  if admitted then
+    for i = 1, rules do
+      if writes[i] then
+        writes[i]()
+      end
+    end
+  end
+end
+return table.concat(reply, ' ')
