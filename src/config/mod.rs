@@ -43,20 +43,23 @@
 //! reference.
 
 mod concurrency;
-mod duration;
+pub mod duration;
 mod error;
+mod file;
 mod key;
 mod load;
 mod paths;
 mod policy;
 mod route;
 mod store;
+mod stores;
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
 pub use self::concurrency::ConcurrencyConfig;
+pub use self::file::ConfigFile;
 pub use self::key::{ClientIpConfig, KeyConfig};
 pub use self::load::{Format, LoadError};
 use self::paths::Paths;
@@ -64,6 +67,7 @@ pub use self::policy::{PolicyConfig, RuleConfig};
 pub use self::route::{ListConfig, RouteConfig};
 use self::store::BuiltStore;
 pub use self::store::{FallbackConfig, LeasesConfig, StoreConfig, StoreKind};
+pub use self::stores::IN_PROCESS_STORE;
 #[cfg(feature = "concurrency")]
 use crate::concurrency::ConcurrencyLimitLayer;
 use crate::error::ConfigError;

@@ -8,7 +8,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::ConnectInfo;
 use http::header::{CONNECTION, CONTENT_TYPE, HeaderName, UPGRADE};
 use http::uri::{Authority, Scheme};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri};
@@ -17,7 +16,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tower_redis_ratelimit::concurrency::ConcurrencyPermit;
 
-use crate::BoxError;
+use crate::server::{BoxError, InFlight};
 
 /// Headers about one connection, not the message: never forwarded (RFC 9110, 7.6.1), except
 /// `Connection` and `Upgrade` on an upgrade.
@@ -99,10 +98,9 @@ impl tower::Service<Request<Body>> for Forward {
             let client_side = upgrade.then(|| hyper::upgrade::on(&mut request));
             // Held by the tunnel, when a concurrency limit admitted the upgrade.
             let permit = request.extensions().get::<ConcurrencyPermit>().cloned();
-            let peer = request
-                .extensions()
-                .get::<ConnectInfo<SocketAddr>>()
-                .map(|ConnectInfo(peer)| peer.ip());
+            // Keeps the client connection's timers off while the tunnel lives.
+            let in_flight = request.extensions().get::<InFlight>().cloned();
+            let peer = request.extensions().get::<SocketAddr>().map(SocketAddr::ip);
             if this.prepare(&mut request, peer, upgrade).is_err() {
                 return Ok(problem(
                     StatusCode::BAD_REQUEST,
@@ -120,7 +118,7 @@ impl tower::Service<Request<Body>> for Forward {
             {
                 let upstream_side = hyper::upgrade::on(&mut response);
                 tokio::spawn(async move {
-                    let _permit = permit;
+                    let _held = (permit, in_flight);
                     if let (Ok(client), Ok(upstream)) = (client_side.await, upstream_side.await) {
                         let (mut client, mut upstream) =
                             (TokioIo::new(client), TokioIo::new(upstream));
@@ -236,7 +234,7 @@ fn gateway_timeout(timeout: Duration) -> Response<Body> {
     )
 }
 
-fn problem(status: StatusCode, detail: &str) -> Response<Body> {
+pub(crate) fn problem(status: StatusCode, detail: &str) -> Response<Body> {
     let body = serde_json::json!({
         "type": "about:blank",
         "title": status.canonical_reason().unwrap_or("Error"),

@@ -1,0 +1,12 @@
+//! `ratelimit-gateway proxy`, run as a process (the binary cargo built for these tests) in front
+//! of a small upstream started here. A module per area; [`support`] starts the upstream and the
+//! proxy, each on a free port, and stops them when the test ends.
+
+mod admin;
+mod files;
+mod lifecycle;
+mod limits;
+mod streaming;
+mod support;
+mod upstream;
+mod websockets;
