@@ -13,9 +13,9 @@ async fn main() -> Result<(), BoxError> {
     let path = std::env::args()
         .nth(1)
         .ok_or("usage: embed CONFIG_FILE (see docs/proxy.md)")?;
-    let proxy = Proxy::bind(path).await?;
-    println!("{}", proxy.describe()?);
     let (trigger, shutdown) = ShutdownTrigger::new();
+    let proxy = Proxy::bind(path, shutdown).await?;
+    println!("{}", proxy.describe()?);
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             trigger.drain();
@@ -23,6 +23,6 @@ async fn main() -> Result<(), BoxError> {
             trigger.cut();
         }
     });
-    proxy.run(shutdown).await;
+    proxy.run().await;
     Ok(())
 }

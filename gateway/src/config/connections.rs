@@ -1,6 +1,7 @@
 //! The settings of a listener that `proxy` and `serve` share, as their tables write them
 //! (`connections = { ... }`, `access_log`).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -102,4 +103,14 @@ pub enum AccessLogFormat {
     Json,
     /// No access log.
     Off,
+}
+
+/// `tls = { certificate = "...", private_key = "..." }`: TLS on a listener, from PEM files.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// The certificate chain, the server's first.
+    pub certificate: PathBuf,
+    /// Its private key (PKCS#8, PKCS#1 or SEC1).
+    pub private_key: PathBuf,
 }

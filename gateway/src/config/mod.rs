@@ -9,8 +9,9 @@ use tower_redis_ratelimit::config::{ConfigFile, LimitsConfig, LoadError};
 
 mod connections;
 mod proxy;
+mod size;
 
-pub use self::connections::{AccessLogFormat, Connections, ConnectionsConfig};
+pub use self::connections::{AccessLogFormat, Connections, ConnectionsConfig, TlsConfig};
 pub use self::proxy::{ProxyTable, WebSocketsConfig};
 use crate::paths::normalise;
 

@@ -1,12 +1,13 @@
 //! The `[proxy]` table: what `ratelimit-gateway proxy` runs.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
 use tower_redis_ratelimit::config::{ConcurrencyConfig, KeyConfig, duration};
 
-use super::{AccessLogFormat, ConnectionsConfig};
+use super::{AccessLogFormat, ConnectionsConfig, TlsConfig, size};
 
 /// How long a WebSocket tunnel's permit lives without renewal (the store's heartbeat renews it
 /// while the tunnel is open).
@@ -25,6 +26,17 @@ pub struct ProxyTable {
     /// request's body (default 60 s); then 504.
     #[serde(default, deserialize_with = "duration::optional")]
     pub upstream_timeout: Option<Duration>,
+    /// A PEM file of the certificates an `https://` upstream's must chain to (default:
+    /// Mozilla's roots).
+    #[serde(default)]
+    pub upstream_ca: Option<PathBuf>,
+    /// The largest request body forwarded, in bytes or as `"10MiB"` (default: no limit); a
+    /// larger one is answered 413.
+    #[serde(default, deserialize_with = "size::optional")]
+    pub max_body_size: Option<u64>,
+    /// TLS on the listener (default: none, plain HTTP).
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
     /// Where `/healthz`, `/readyz` and `/metrics` are served (none by default).
     #[serde(default)]
     pub admin: Option<SocketAddr>,

@@ -1,11 +1,17 @@
 //! A file loaded for the proxy: its `[proxy]` table's settings and the built limits.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
+use tokio_rustls::TlsAcceptor;
 use tower_redis_ratelimit::ConcurrencyLimitLayer;
 use tower_redis_ratelimit::config::Limits;
+use tower_redis_ratelimit::key::KeyExtractor;
 
+use super::upstream::Upstream;
 use crate::config::{Connections, FieldError, File, FileError, ProxyTable};
+use crate::server::tls;
 
 /// How long the upstream may take to start its answer unless the file says otherwise: as long
 /// as common proxies wait (nginx's `proxy_read_timeout`).
@@ -19,10 +25,16 @@ pub struct Loaded {
     pub connections: Connections,
     /// The upstream timeout with its default.
     pub upstream_timeout: Duration,
+    /// The upstream and a client for it.
+    pub(crate) upstream: Upstream,
+    /// TLS on the listener.
+    pub(crate) tls: Option<TlsAcceptor>,
     /// The limits, built.
     pub limits: Limits,
     /// The WebSocket limit, counted in the limits' store.
     pub websockets: Option<ConcurrencyLimitLayer>,
+    /// Each route's key extractor, for the access log.
+    pub(crate) keys: BTreeMap<String, Arc<dyn KeyExtractor>>,
 }
 
 /// Checks and builds `file` for the proxy; on a reload, keeping the stores of `previous` whose
@@ -45,6 +57,15 @@ pub fn load(file: &File, previous: Option<&Limits>) -> Result<Loaded, FileError>
             "must be longer than 0",
         )));
     }
+    let upstream = Upstream::new(&table.upstream, table.upstream_ca.as_deref())
+        .map_err(|err| file.field_error(err))?;
+    let tls = match &table.tls {
+        Some(config) => Some(
+            tls::acceptor(&config.certificate, &config.private_key)
+                .map_err(|err| file.field_error(FieldError::new("proxy.tls", err)))?,
+        ),
+        None => None,
+    };
     let limits = match previous {
         Some(previous) => file.limits.rebuild(previous),
         None => file.limits.build(),
@@ -64,10 +85,19 @@ pub fn load(file: &File, previous: Option<&Limits>) -> Result<Loaded, FileError>
         ),
         None => None,
     };
+    let keys = file
+        .limits
+        .routes
+        .iter()
+        .filter_map(|(name, route)| Some((name.clone(), route.key.extractor().ok()?)))
+        .collect();
     Ok(Loaded {
+        keys,
         table,
         connections,
         upstream_timeout,
+        upstream,
+        tls,
         limits,
         websockets,
     })

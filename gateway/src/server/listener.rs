@@ -10,23 +10,26 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 #[cfg(unix)]
 use tokio::net::{UnixListener, UnixStream};
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
 
 /// A bound listener.
-#[derive(Debug)]
 pub enum Listener {
-    /// A TCP address.
-    Tcp(TcpListener),
+    /// A TCP address, with TLS or without.
+    Tcp(TcpListener, Option<TlsAcceptor>),
     /// A Unix domain socket, and its path (removed when the listener is dropped).
     #[cfg(unix)]
     Unix(UnixListener, PathBuf),
 }
 
-/// Where a listener is, for logs and the start-up line: `http://127.0.0.1:8080` or
-/// `unix:/run/ratelimit.sock`.
+/// Where a listener is, for logs and the start-up line: `http://127.0.0.1:8080`,
+/// `https://127.0.0.1:8443` or `unix:/run/ratelimit.sock`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Address {
     /// A TCP address.
     Tcp(SocketAddr),
+    /// A TCP address with TLS.
+    Tls(SocketAddr),
     /// A Unix domain socket's path.
     Unix(PathBuf),
 }
@@ -35,7 +38,17 @@ impl std::fmt::Display for Address {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Address::Tcp(addr) => write!(f, "http://{addr}"),
+            Address::Tls(addr) => write!(f, "https://{addr}"),
             Address::Unix(path) => write!(f, "unix:{}", path.display()),
+        }
+    }
+}
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.address() {
+            Ok(address) => write!(f, "Listener({address})"),
+            Err(err) => write!(f, "Listener({err})"),
         }
     }
 }
@@ -46,7 +59,21 @@ impl Listener {
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|err| io::Error::new(err.kind(), format!("cannot listen on {addr}: {err}")))?;
-        Ok(Listener::Tcp(listener))
+        Ok(Listener::Tcp(listener, None))
+    }
+
+    /// This TCP listener with TLS: the handshake is the first thing each connection does, within
+    /// the header timeout.
+    pub fn with_tls(mut self, acceptor: TlsAcceptor) -> Self {
+        if let Listener::Tcp(_, tls) = &mut self {
+            *tls = Some(acceptor);
+        }
+        self
+    }
+
+    /// Whether clients speak TLS to it.
+    pub fn is_tls(&self) -> bool {
+        matches!(self, Listener::Tcp(_, Some(_)))
     }
 
     /// Listens on a Unix domain socket at `path`, replacing a socket file left there by a
@@ -81,25 +108,30 @@ impl Listener {
     /// Where it listens (a TCP port 0 resolved).
     pub fn address(&self) -> io::Result<Address> {
         match self {
-            Listener::Tcp(listener) => listener.local_addr().map(Address::Tcp),
+            Listener::Tcp(listener, None) => listener.local_addr().map(Address::Tcp),
+            Listener::Tcp(listener, Some(_)) => listener.local_addr().map(Address::Tls),
             #[cfg(unix)]
             Listener::Unix(_, path) => Ok(Address::Unix(path.clone())),
         }
     }
 
     /// The next connection, and the client's address (none on a Unix socket).
-    pub(crate) async fn accept(&self) -> io::Result<(Stream, Option<SocketAddr>)> {
+    pub(crate) async fn accept(&self) -> io::Result<(Accepted, Option<SocketAddr>)> {
         match self {
-            Listener::Tcp(listener) => {
+            Listener::Tcp(listener, tls) => {
                 let (stream, peer) = listener.accept().await?;
                 // Answers are small and written whole: no reason to wait for more.
                 stream.set_nodelay(true)?;
-                Ok((Stream::Tcp(stream), Some(peer)))
+                let accepted = match tls {
+                    None => Accepted::Ready(Stream::Tcp(stream)),
+                    Some(tls) => Accepted::Handshake(tls.clone(), stream),
+                };
+                Ok((accepted, Some(peer)))
             }
             #[cfg(unix)]
             Listener::Unix(listener, _) => {
                 let (stream, _) = listener.accept().await?;
-                Ok((Stream::Unix(stream), None))
+                Ok((Accepted::Ready(Stream::Unix(stream)), None))
             }
         }
     }
@@ -114,10 +146,29 @@ impl Drop for Listener {
     }
 }
 
+/// An accepted connection, before its TLS handshake if it has one.
+pub(crate) enum Accepted {
+    Ready(Stream),
+    Handshake(TlsAcceptor, TcpStream),
+}
+
+impl Accepted {
+    /// The stream, its handshake done.
+    pub(crate) async fn stream(self) -> io::Result<Stream> {
+        match self {
+            Accepted::Ready(stream) => Ok(stream),
+            Accepted::Handshake(tls, stream) => {
+                Ok(Stream::Tls(Box::new(tls.accept(stream).await?)))
+            }
+        }
+    }
+}
+
 /// An accepted connection.
 #[derive(Debug)]
 pub(crate) enum Stream {
     Tcp(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
     #[cfg(unix)]
     Unix(UnixStream),
 }
@@ -126,6 +177,7 @@ macro_rules! each {
     ($stream:expr, $inner:ident => $body:expr) => {
         match $stream {
             Stream::Tcp($inner) => $body,
+            Stream::Tls($inner) => $body,
             #[cfg(unix)]
             Stream::Unix($inner) => $body,
         }

@@ -24,10 +24,14 @@ use super::{BoxError, Connections};
 /// spinning on it.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
+/// How long connections (tunnels) may take to close once the drain is cut.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
 /// Serves `handler` on `listener` until `shutdown` drains it, then waits for the connections to
-/// finish their requests, at most the drain timeout. `handler` receives each request with the
-/// client's [`SocketAddr`] in its extensions (none on a Unix socket), and an upgrade request
-/// also with an [`InFlight`] that keeps the connection's timers off while the tunnel lives.
+/// finish their requests and tunnels, until the drain is cut (and a short grace to close).
+/// `handler` receives each request with the client's [`SocketAddr`] in its extensions (none on
+/// a Unix socket), and an upgrade request also with an [`InFlight`] that keeps the connection's
+/// timers off, and its slot among the `connections.max` taken, while the tunnel lives.
 pub async fn serve<H, F, B>(
     listener: Listener,
     connections: Connections,
@@ -55,7 +59,7 @@ pub async fn serve<H, F, B>(
             _ = shutdown.draining() => break,
             accepted = listener.accept() => accepted,
         };
-        let (stream, peer) = match accepted {
+        let (accepted, peer) = match accepted {
             Ok(accepted) => accepted,
             Err(err) => {
                 tracing::warn!(error = %err, "cannot accept a connection");
@@ -63,27 +67,48 @@ pub async fn serve<H, F, B>(
                 continue;
             }
         };
-        metrics::gauge!("gateway_connections_open").increment(1.0);
+        let activity = Arc::new(Activity::new(permit));
         let (builder, handler, shutdown) =
             (Arc::clone(&builder), handler.clone(), shutdown.clone());
         tokio::spawn(async move {
-            connection(&builder, stream, peer, connections, handler, shutdown).await;
-            metrics::gauge!("gateway_connections_open").decrement(1.0);
-            drop(permit);
+            let handshake = tokio::time::timeout(connections.header_timeout, accepted.stream());
+            let stream = match handshake.await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(err)) => {
+                    tracing::debug!(error = %err, ?peer, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(?peer, "TLS handshake timed out");
+                    return;
+                }
+            };
+            connection(
+                &builder,
+                stream,
+                peer,
+                activity,
+                connections,
+                handler,
+                shutdown,
+            )
+            .await;
         });
     }
     drop(listener);
-    // Every connection holds a slot: all of them back means all connections closed.
+    // Every connection (and tunnel) holds a slot: all of them back means all closed.
     let all = u32::try_from(connections.max).unwrap_or(u32::MAX);
-    let closed = slots.acquire_many(all);
-    if tokio::time::timeout(connections.drain_timeout, closed)
-        .await
-        .is_err()
-    {
-        tracing::warn!(
-            open = connections.max - slots.available_permits(),
-            "connections still open at the drain deadline are cut"
-        );
+    tokio::select! {
+        _ = slots.acquire_many(all) => {}
+        () = async {
+            shutdown.cut().await;
+            tokio::time::sleep(CLOSE_GRACE).await;
+        } => {
+            tracing::warn!(
+                open = connections.max - slots.available_permits(),
+                "connections still open after the drain deadline are dropped"
+            );
+        }
     }
 }
 
@@ -103,6 +128,7 @@ async fn connection<H, F, B>(
     builder: &auto::Builder<TokioExecutor>,
     stream: Stream,
     peer: Option<SocketAddr>,
+    activity: Arc<Activity>,
     settings: Connections,
     handler: H,
     mut shutdown: Shutdown,
@@ -112,7 +138,6 @@ async fn connection<H, F, B>(
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    let activity = Arc::new(Activity::default());
     let io = Watched::new(
         stream,
         Arc::clone(&activity),

@@ -10,14 +10,39 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
+use futures_util::task::AtomicWaker;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, Sleep};
 
-/// The requests of one connection that have not ended: from their head read until their
-/// response's body has been sent (or, for an upgrade, until the tunnel closes).
-#[derive(Debug, Default)]
+/// One client connection's state shared by its I/O, its requests and its tunnel: the requests
+/// that have not ended (from their head read until their response's body has been sent, or,
+/// for an upgrade, until the tunnel closes), and its slot among the connections allowed, given
+/// back when the connection and its tunnel are both gone.
+#[derive(Debug)]
 pub(crate) struct Activity {
     in_flight: AtomicUsize,
+    /// The connection's task, woken when its last request ends: hyper does not read from an
+    /// idle connection until bytes come, so the idle timer must be started from outside.
+    connection: AtomicWaker,
+    _slot: OwnedSemaphorePermit,
+}
+
+impl Activity {
+    pub(crate) fn new(slot: OwnedSemaphorePermit) -> Self {
+        metrics::gauge!("gateway_connections_open").increment(1.0);
+        Self {
+            in_flight: AtomicUsize::new(0),
+            connection: AtomicWaker::new(),
+            _slot: slot,
+        }
+    }
+}
+
+impl Drop for Activity {
+    fn drop(&mut self) {
+        metrics::gauge!("gateway_connections_open").decrement(1.0);
+    }
 }
 
 /// One request of a connection in flight, until dropped.
@@ -26,7 +51,7 @@ pub struct InFlight(Arc<Activity>);
 
 impl InFlight {
     pub(crate) fn new(activity: &Arc<Activity>) -> Self {
-        activity.in_flight.fetch_add(1, Ordering::Relaxed);
+        activity.in_flight.fetch_add(1, Ordering::AcqRel);
         Self(Arc::clone(activity))
     }
 }
@@ -39,7 +64,9 @@ impl Clone for InFlight {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.connection.wake();
+        }
     }
 }
 
@@ -118,7 +145,11 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Watched<IO> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
-        if this.activity.in_flight.load(Ordering::Relaxed) > 0 {
+        if this.phase != Phase::Busy {
+            // Registered before the check below, so that a request ending after it wakes us.
+            this.activity.connection.register(cx.waker());
+        }
+        if this.activity.in_flight.load(Ordering::Acquire) > 0 {
             this.phase = Phase::Busy;
             return Pin::new(&mut this.io).poll_read(cx, buf);
         }

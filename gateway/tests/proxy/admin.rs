@@ -36,6 +36,29 @@ async fn decisions_are_served_as_prometheus_metrics() {
         (sample("allowed"), sample("denied")),
         ("2".to_owned(), "1".to_owned())
     );
+    // The gateway's own: requests by decision and status, upstream answers, latencies.
+    let line = |prefix: &str| {
+        text.lines()
+            .find(|line| line.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in:\n{text}"))
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(
+        line(r#"gateway_requests_total{decision="allowed",status="2xx"}"#),
+        "2"
+    );
+    assert_eq!(
+        line(r#"gateway_requests_total{decision="denied",status="4xx"}"#),
+        "1"
+    );
+    assert_eq!(
+        line(r#"gateway_upstream_responses_total{status="2xx"}"#),
+        "2"
+    );
+    assert_eq!(line("gateway_request_duration_seconds_count"), "3");
 }
 
 async fn status_and_text(url: String) -> (u16, String) {

@@ -14,6 +14,9 @@ async fn limits_headers_forwarding_and_upstream_errors() {
         ("x-api-key", "k1"),
         ("x-forwarded-for", "203.0.113.1"),
         ("x-forwarded-for", "198.51.100.9"),
+        // Replaced: the proxy says how the client reached it.
+        ("x-forwarded-proto", "https"),
+        ("x-request-id", "req-1"),
     ];
     for remaining in [2, 1, 0] {
         let response = get_with(&proxy.url("/api/echo"), &key).await;
@@ -23,15 +26,21 @@ async fn limits_headers_forwarding_and_upstream_errors() {
             format!("\"api\";r={remaining};t=60").as_str()
         );
         assert_eq!(response.headers()["ratelimit-policy"], "\"api\";q=3;w=60");
+        // The request id passed on both ways.
+        assert_eq!(response.headers()["x-request-id"], "req-1");
         // The client's address appended to the X-Forwarded-For it sent, and as a Forwarded
-        // element.
+        // element; how the client reached the proxy (plain HTTP, this host).
         assert_eq!(
             response.text().await.unwrap(),
-            "203.0.113.1, 198.51.100.9, 127.0.0.1|for=127.0.0.1"
+            format!(
+                "203.0.113.1, 198.51.100.9, 127.0.0.1|for=127.0.0.1;proto=http|http|{}|req-1",
+                proxy.addr
+            )
         );
     }
     let refused = get_with(&proxy.url("/api/echo"), &key).await;
     assert_eq!(refused.status(), 429);
+    assert_eq!(refused.headers()["x-request-id"], "req-1");
     assert_eq!(refused.headers()["retry-after"], "60");
     // Paths of no route pass unlimited, without rate-limit headers.
     for _ in 0..5 {

@@ -4,9 +4,14 @@
 
 mod admin;
 mod files;
+mod http2;
 mod lifecycle;
 mod limits;
+mod logs;
+mod paths;
 mod streaming;
 mod support;
+mod timeouts;
+mod tls;
 mod upstream;
 mod websockets;

@@ -38,3 +38,39 @@ async fn bodies_stream_both_ways() {
         .unwrap();
     assert_eq!(uploaded.text().await.unwrap(), (8 << 20).to_string());
 }
+
+/// A body larger than `max_body_size` is refused with 413: at once when its length is declared,
+/// as soon as it passes the limit when it is streamed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_beyond_the_maximum_are_refused() {
+    let upstream = upstream().await;
+    let proxy = Proxy::start(&crate::support::config_with(
+        upstream,
+        3,
+        r#"max_body_size = "1KiB""#,
+    ));
+    let declared = client()
+        .post(proxy.url("/open/upload"))
+        .body(vec![b'x'; 1025])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(declared.status(), 413);
+    let chunks =
+        futures_util::stream::iter((0..4).map(|_| Ok::<_, std::io::Error>(vec![b'x'; 400])));
+    let streamed = client()
+        .post(proxy.url("/open/upload"))
+        .body(reqwest::Body::wrap_stream(chunks))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(streamed.status(), 413);
+    // At the limit, it passes.
+    let fits = client()
+        .post(proxy.url("/open/upload"))
+        .body(vec![b'x'; 1024])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(fits.text().await.unwrap(), "1024");
+}

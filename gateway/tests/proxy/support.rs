@@ -17,7 +17,7 @@ use futures_util::StreamExt;
 /// The installed program, as cargo built it for this test binary.
 pub(crate) const BINARY: &str = env!("CARGO_BIN_EXE_ratelimit-gateway");
 
-/// The upstream: echoes forwarding headers, streams, counts uploads, fails, echoes WebSockets.
+/// The upstream: echoes forwarding headers and the request id, streams, counts uploads, fails, echoes WebSockets.
 pub(crate) async fn upstream() -> SocketAddr {
     let app = Router::new()
         .route(
@@ -30,7 +30,14 @@ pub(crate) async fn upstream() -> SocketAddr {
                         .unwrap_or("-")
                         .to_owned()
                 };
-                format!("{}|{}", header("x-forwarded-for"), header("forwarded"))
+                format!(
+                    "{}|{}|{}|{}|{}",
+                    header("x-forwarded-for"),
+                    header("forwarded"),
+                    header("x-forwarded-proto"),
+                    header("x-forwarded-host"),
+                    header("x-request-id"),
+                )
             }),
         )
         .route(
@@ -181,7 +188,11 @@ impl Proxy {
         let mut line = String::new();
         stdout.read_line(&mut line).unwrap();
         let rest = line
-            .strip_prefix("proxy: listening on http://")
+            .strip_prefix("proxy: listening on ")
+            .and_then(|rest| {
+                rest.strip_prefix("http://")
+                    .or_else(|| rest.strip_prefix("https://"))
+            })
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
         let (addr, first_line) = rest.split_once(',').unwrap_or((rest, ""));
         let proxy = Proxy {
