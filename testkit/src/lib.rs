@@ -7,6 +7,7 @@
 //! - [`commands`]: how many commands a server ran, read on a connection of the caller's own;
 //! - [`load`]: a closed-loop HTTP/1.1 load generator, and [`app_process`]: apps in processes of
 //!   their own for it to drive;
+//! - [`nginx::Nginx`]: a private nginx on a free port, for the gateway's tests and benchmark;
 //! - [`governor`]: tower_governor keyed as the benchmarks key ours, their in-process baseline;
 //! - [`traces`]: seeded request traces for the algorithm studies.
 //!
@@ -17,6 +18,7 @@ pub mod cluster;
 pub mod commands;
 pub mod governor;
 pub mod load;
+pub mod nginx;
 pub mod sentinel;
 mod server;
 mod temp_dir;
