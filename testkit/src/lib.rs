@@ -50,3 +50,16 @@ pub fn run_by_cargo_bench(name: &str) -> bool {
 
 /// Errors of a benchmark run: each says what failed in words a user can act on.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The number in the environment variable `name`, or `default` when it is not set: a
+/// benchmark's settings. A value that does not parse is an error naming the variable.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> Result<T, BoxError> {
+    match std::env::var(name) {
+        Ok(value) => value
+            .trim()
+            .parse()
+            .map_err(|_| format!("{name}={value:?} is not a valid number").into()),
+        Err(std::env::VarError::NotPresent) => Ok(default),
+        Err(err) => Err(format!("{name}: {err}").into()),
+    }
+}

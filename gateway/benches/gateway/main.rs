@@ -23,13 +23,12 @@ mod report;
 mod upstream;
 
 use std::process::ExitCode;
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use http::HeaderValue;
 use testkit::load::{self, Load, drive};
-use testkit::{BoxError, RedisServer};
+use testkit::{BoxError, RedisServer, env_or};
 
 use crate::modes::{Mode, Target};
 use crate::report::Measured;
@@ -81,17 +80,6 @@ impl Settings {
             return Err("rounds, connections and workers must be at least 1".into());
         }
         Ok(settings)
-    }
-}
-
-fn env_or<T: FromStr>(name: &str, default: T) -> Result<T, BoxError> {
-    match std::env::var(name) {
-        Ok(value) => value
-            .trim()
-            .parse()
-            .map_err(|_| format!("{name}={value:?} is not a valid number").into()),
-        Err(std::env::VarError::NotPresent) => Ok(default),
-        Err(err) => Err(format!("{name}: {err}").into()),
     }
 }
 

@@ -208,6 +208,22 @@ impl Proxy {
         format!("http://{}{path}", self.addr)
     }
 
+    /// Waits for the process to exit with status 0, failing the test after `within`.
+    pub(crate) async fn exits_successfully_within(&mut self, within: Duration) {
+        let deadline = std::time::Instant::now() + within;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "still running {within:?} later"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(status.success(), "{status}");
+    }
+
     pub(crate) fn signal(&self, signal: &str) {
         let status = Command::new("kill")
             .args([signal, &self.child.id().to_string()])
