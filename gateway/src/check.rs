@@ -52,7 +52,8 @@ fn describe_proxy(out: &mut String, proxy: &Loaded) {
         human(connections.idle_timeout),
         human(connections.drain_timeout),
     );
-    let _ = writeln!(out, "  access log: {:?}", table.access_log);
+    let access_log = format!("{:?}", table.access_log).to_lowercase();
+    let _ = writeln!(out, "  access log: {access_log}");
     match table.admin {
         Some(admin) => {
             let _ = writeln!(out, "  admin: http://{admin} (/healthz, /readyz, /metrics)");

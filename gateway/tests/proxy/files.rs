@@ -96,6 +96,7 @@ fn check_says_what_a_file_would_run() {
         "examples/proxy.toml: the configuration is valid",
         "proxy: listen http://127.0.0.1:8080, upstream http://127.0.0.1:3000, upstream timeout 1m",
         "  connections: at most 10000, header timeout 10s, idle timeout 1m, drain timeout 30s",
+        "  access log: text",
         "  websockets: at most 2 open per key, key client address",
         "stores: none named: counts are kept in process (one instance)",
         "  api: api-burst Gcra 10/1s burst 20; api-hourly FixedWindow 5000/1h",
