@@ -22,7 +22,7 @@ pub mod configuration {}
 #[doc = include_str!("../docs/operations.md")]
 pub mod operations {}
 
-/// The rate-limiting reverse proxy (`examples/proxy`): the limits of a file in front of a
+/// `ratelimit-gateway proxy`, the rate-limiting reverse proxy: the limits of a file in front of a
 /// service in any language; streaming, forwarding headers, WebSockets, reload and shutdown.
 #[doc = include_str!("../docs/proxy.md")]
 pub mod proxy {}

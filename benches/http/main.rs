@@ -27,7 +27,6 @@ mod modes;
 mod report;
 
 use std::process::ExitCode;
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,7 +37,7 @@ use crate::modes::{Mode, SCENARIOS};
 use crate::report::Measured;
 use testkit::commands::{self, Calls, command_calls};
 use testkit::load::{self, Load, drive};
-use testkit::{BoxError, RedisServer};
+use testkit::{BoxError, RedisServer, env_or};
 
 /// Each app's unmeasured first slice.
 const WARM_UP: Duration = Duration::from_millis(500);
@@ -82,17 +81,6 @@ impl Settings {
             rounds,
             connections,
         })
-    }
-}
-
-fn env_or<T: FromStr>(name: &str, default: T) -> Result<T, BoxError> {
-    match std::env::var(name) {
-        Ok(value) => value
-            .trim()
-            .parse()
-            .map_err(|_| format!("{name}={value:?} is not a valid number").into()),
-        Err(std::env::VarError::NotPresent) => Ok(default),
-        Err(err) => Err(format!("{name}: {err}").into()),
     }
 }
 

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use serde::de::DeserializeOwned;
+
 use super::LimitsConfig;
 
 /// The formats [`LimitsConfig::from_file`] reads, each behind a cargo feature of the same name
@@ -52,7 +54,7 @@ impl fmt::Display for Format {
 }
 
 /// A configuration file that cannot be read: it is missing, its format is unknown, or it does
-/// not parse into a [`LimitsConfig`] (bad syntax, a misspelled field, a wrong type, a bad
+/// not parse into a [`LimitsConfig`] or a [`ConfigFile`](super::ConfigFile) (bad syntax, a misspelled field, a wrong type, a bad
 /// duration). Printed as `path:line:column: what is wrong`, with `{:?}` too.
 ///
 /// Mistakes found once the file has parsed (a policy that does not exist, a limit of 0) are
@@ -87,7 +89,7 @@ pub enum LoadError {
         /// The format.
         format: Format,
     },
-    /// The text does not parse into a [`LimitsConfig`].
+    /// The text does not parse (into a [`LimitsConfig`] or a [`ConfigFile`](super::ConfigFile)).
     #[error("{}{message}", prefix(path.as_deref(), *line_column))]
     Parse {
         /// The file, if read from one.
@@ -125,15 +127,7 @@ impl LimitsConfig {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn from_file(path: impl AsRef<Path>) -> Result<LimitsConfig, LoadError> {
-        let path = path.as_ref();
-        let format = Format::from_path(path).ok_or_else(|| LoadError::UnknownFormat {
-            path: path.to_owned(),
-        })?;
-        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        Self::parse(&text, format).map_err(|error| error.in_file(path))
+        read(path.as_ref())
     }
 
     /// Parses `text` written in `format`.
@@ -148,11 +142,29 @@ impl LimitsConfig {
     /// );
     /// ```
     pub fn parse(text: &str, format: Format) -> Result<LimitsConfig, LoadError> {
-        match format {
-            Format::Toml => parse_toml(text),
-            Format::Yaml => parse_yaml(text),
-            Format::Json => parse_json(text),
-        }
+        parse(text, format)
+    }
+}
+
+/// Reads the file at `path` into a `C` (a [`LimitsConfig`], a
+/// [`ConfigFile`](super::ConfigFile)), in the format its extension names.
+pub(super) fn read<C: DeserializeOwned>(path: &Path) -> Result<C, LoadError> {
+    let format = Format::from_path(path).ok_or_else(|| LoadError::UnknownFormat {
+        path: path.to_owned(),
+    })?;
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse(&text, format).map_err(|error| error.in_file(path))
+}
+
+/// Parses `text` written in `format` into a `C`.
+pub(super) fn parse<C: DeserializeOwned>(text: &str, format: Format) -> Result<C, LoadError> {
+    match format {
+        Format::Toml => parse_toml(text),
+        Format::Yaml => parse_yaml(text),
+        Format::Json => parse_json(text),
     }
 }
 
@@ -195,7 +207,7 @@ fn parse_error(format: Format, line_column: Option<(usize, usize)>, message: Str
 }
 
 #[cfg(feature = "toml")]
-fn parse_toml(text: &str) -> Result<LimitsConfig, LoadError> {
+fn parse_toml<C: DeserializeOwned>(text: &str) -> Result<C, LoadError> {
     toml::from_str(text).map_err(|error| {
         let line_column = error.span().map(|span| line_column(text, span.start));
         parse_error(Format::Toml, line_column, error.message().to_owned())
@@ -203,12 +215,12 @@ fn parse_toml(text: &str) -> Result<LimitsConfig, LoadError> {
 }
 
 #[cfg(not(feature = "toml"))]
-fn parse_toml(_: &str) -> Result<LimitsConfig, LoadError> {
+fn parse_toml<C>(_: &str) -> Result<C, LoadError> {
     Err(disabled(Format::Toml))
 }
 
 #[cfg(feature = "yaml")]
-fn parse_yaml(text: &str) -> Result<LimitsConfig, LoadError> {
+fn parse_yaml<C: DeserializeOwned>(text: &str) -> Result<C, LoadError> {
     serde_yaml_ng::from_str(text).map_err(|error| {
         let line_column = error
             .location()
@@ -222,12 +234,12 @@ fn parse_yaml(text: &str) -> Result<LimitsConfig, LoadError> {
 }
 
 #[cfg(not(feature = "yaml"))]
-fn parse_yaml(_: &str) -> Result<LimitsConfig, LoadError> {
+fn parse_yaml<C>(_: &str) -> Result<C, LoadError> {
     Err(disabled(Format::Yaml))
 }
 
 #[cfg(feature = "json")]
-fn parse_json(text: &str) -> Result<LimitsConfig, LoadError> {
+fn parse_json<C: DeserializeOwned>(text: &str) -> Result<C, LoadError> {
     serde_json::from_str(text).map_err(|error| {
         // serde_json says line 0 when it knows no position.
         let line_column = (error.line() > 0).then(|| (error.line(), error.column()));
@@ -240,7 +252,7 @@ fn parse_json(text: &str) -> Result<LimitsConfig, LoadError> {
 }
 
 #[cfg(not(feature = "json"))]
-fn parse_json(_: &str) -> Result<LimitsConfig, LoadError> {
+fn parse_json<C>(_: &str) -> Result<C, LoadError> {
     Err(disabled(Format::Json))
 }
 

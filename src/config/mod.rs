@@ -43,8 +43,9 @@
 //! reference.
 
 mod concurrency;
-mod duration;
+pub mod duration;
 mod error;
+mod file;
 mod key;
 mod load;
 mod paths;
@@ -52,12 +53,14 @@ mod policy;
 mod route;
 mod shadow;
 mod store;
+mod stores;
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
 pub use self::concurrency::ConcurrencyConfig;
+pub use self::file::ConfigFile;
 pub use self::key::{ClientIpConfig, KeyConfig};
 pub use self::load::{Format, LoadError};
 use self::paths::Paths;
@@ -66,6 +69,7 @@ pub use self::route::{ListConfig, RouteConfig};
 use self::shadow::Shadows;
 use self::store::BuiltStore;
 pub use self::store::{FallbackConfig, LeasesConfig, StoreConfig, StoreKind};
+pub use self::stores::IN_PROCESS_STORE;
 #[cfg(feature = "concurrency")]
 use crate::concurrency::ConcurrencyLimitLayer;
 pub use crate::error::SettingError;

@@ -140,6 +140,9 @@ pub(super) struct BuiltStore {
     pub(super) rate: Arc<dyn Store>,
     #[cfg(feature = "concurrency")]
     pub(super) permits: Arc<dyn PermitStore>,
+    /// A Redis store, kept as itself too, to be pinged ([`Limits::ping_stores`](super::Limits::ping_stores)).
+    #[cfg(feature = "redis")]
+    pub(super) redis: Option<crate::store::RedisStore>,
 }
 
 impl BuiltStore {
@@ -149,6 +152,8 @@ impl BuiltStore {
         Self {
             permits: store.clone(),
             rate: store,
+            #[cfg(feature = "redis")]
+            redis: None,
         }
     }
 
@@ -156,6 +161,8 @@ impl BuiltStore {
     pub(super) fn new<S: Store>(store: S) -> Self {
         Self {
             rate: Arc::new(store),
+            #[cfg(feature = "redis")]
+            redis: None,
         }
     }
 }
@@ -266,7 +273,10 @@ mod redis {
         let store = apply(builder, config)
             .build()
             .map_err(|err| error::at(field, err, setting))?;
-        Ok(BuiltStore::new(store))
+        Ok(BuiltStore {
+            redis: Some(store.clone()),
+            ..BuiltStore::new(store)
+        })
     }
 
     /// The setting of a store that an error of its builder is about.

@@ -7,6 +7,7 @@
 //! - [`commands`]: how many commands a server ran, read on a connection of the caller's own;
 //! - [`load`]: a closed-loop HTTP/1.1 load generator, and [`app_process`]: apps in processes of
 //!   their own for it to drive;
+//! - [`nginx::Nginx`]: a private nginx on a free port, for the gateway's tests and benchmark;
 //! - [`governor`]: tower_governor keyed as the benchmarks key ours, their in-process baseline;
 //! - [`traces`]: seeded request traces for the algorithm studies;
 //! - [`harness`]: tests in a binary without libtest's harness, answering `cargo test` alike.
@@ -19,6 +20,7 @@ pub mod commands;
 pub mod governor;
 pub mod harness;
 pub mod load;
+pub mod nginx;
 pub mod sentinel;
 mod server;
 mod temp_dir;
@@ -50,3 +52,16 @@ pub fn run_by_cargo_bench(name: &str) -> bool {
 
 /// Errors of a benchmark run: each says what failed in words a user can act on.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The number in the environment variable `name`, or `default` when it is not set: a
+/// benchmark's settings. A value that does not parse is an error naming the variable.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> Result<T, BoxError> {
+    match std::env::var(name) {
+        Ok(value) => value
+            .trim()
+            .parse()
+            .map_err(|_| format!("{name}={value:?} is not a valid number").into()),
+        Err(std::env::VarError::NotPresent) => Ok(default),
+        Err(err) => Err(format!("{name}: {err}").into()),
+    }
+}

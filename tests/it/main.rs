@@ -8,6 +8,7 @@
 mod client;
 mod concurrency;
 mod config;
+mod config_file;
 mod conformance;
 mod decision_log;
 mod docs_names;
@@ -23,7 +24,6 @@ mod multi_quota;
 mod never;
 mod plans;
 mod properties;
-mod proxy;
 mod quickstart;
 mod redis;
 mod reset;

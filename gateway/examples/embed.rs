@@ -1,0 +1,28 @@
+//! Run with: cargo run -p tower-redis-ratelimit-gateway --example embed -- gateway/examples/proxy.toml
+//!
+//! The proxy inside a program of your own, rather than the `ratelimit-gateway` binary: bind it,
+//! run it, and decide yourself when it drains (here on Ctrl-C, with five seconds to finish).
+
+use std::time::Duration;
+
+use ratelimit_gateway::proxy::Proxy;
+use ratelimit_gateway::server::{BoxError, ShutdownTrigger};
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    let path = std::env::args()
+        .nth(1)
+        .ok_or("usage: embed CONFIG_FILE (see docs/proxy.md)")?;
+    let (trigger, shutdown) = ShutdownTrigger::new();
+    let proxy = Proxy::bind(path, shutdown).await?;
+    println!("{}", proxy.describe()?);
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            trigger.drain();
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            trigger.cut();
+        }
+    });
+    proxy.run().await;
+    Ok(())
+}

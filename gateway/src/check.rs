@@ -1,0 +1,221 @@
+//! `ratelimit-gateway check CONFIG`: validates a file without starting anything (as `nginx -t`
+//! does) and says what it would run.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use tower_redis_ratelimit::config::{KeyConfig, LimitsConfig, RuleConfig, StoreConfig};
+
+use crate::config::{File, FileError};
+use crate::proxy::{self, Loaded};
+
+/// Reads and builds the file at `path` as `proxy` would (stores are built, not connected), and
+/// returns what it would run; or the first mistake, named by its field or its line.
+pub fn check(path: &Path) -> Result<String, FileError> {
+    let file = File::read(path)?;
+    // The limits are built either way: a file for `serve` has mistakes in them too.
+    file.limits.build().map_err(|err| file.limits_error(err))?;
+    let proxy = match &file.tables.proxy {
+        Some(_) => Some(proxy::load(&file, None)?),
+        None => None,
+    };
+    Ok(describe(&file, proxy.as_ref()))
+}
+
+fn describe(file: &File, proxy: Option<&Loaded>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}: the configuration is valid", file.path.display());
+    match proxy {
+        Some(proxy) => describe_proxy(&mut out, proxy),
+        None => out.push_str("proxy: none (no [proxy] table)\n"),
+    }
+    describe_limits(&mut out, &file.limits);
+    out
+}
+
+fn describe_proxy(out: &mut String, proxy: &Loaded) {
+    let table = &proxy.table;
+    let connections = &proxy.connections;
+    let _ = writeln!(
+        out,
+        "proxy: listen http://{}, upstream {}, upstream timeout {}",
+        table.listen,
+        table.upstream,
+        human(proxy.upstream_timeout),
+    );
+    let _ = writeln!(
+        out,
+        "  connections: at most {}, header timeout {}, idle timeout {}, drain timeout {}",
+        connections.max,
+        human(connections.header_timeout),
+        human(connections.idle_timeout),
+        human(connections.drain_timeout),
+    );
+    let access_log = format!("{:?}", table.access_log).to_lowercase();
+    let _ = writeln!(out, "  access log: {access_log}");
+    match table.admin {
+        Some(admin) => {
+            let _ = writeln!(out, "  admin: http://{admin} (/healthz, /readyz, /metrics)");
+        }
+        None => out.push_str("  admin: none\n"),
+    }
+    if let Some(websockets) = &table.websockets {
+        let _ = writeln!(
+            out,
+            "  websockets: at most {} open per key, key {}",
+            websockets.max_per_key,
+            key(&websockets.key)
+        );
+    }
+}
+
+fn describe_limits(out: &mut String, limits: &LimitsConfig) {
+    if limits.stores.is_empty() {
+        out.push_str("stores: none named: counts are kept in process (one instance)\n");
+    } else {
+        out.push_str("stores:\n");
+        for (name, store) in &limits.stores {
+            let _ = writeln!(out, "  {name}: {}", self::store(store));
+        }
+    }
+    out.push_str("policies:\n");
+    for (name, policy) in &limits.policies {
+        let rules: Vec<String> = policy.rules.iter().map(rule).collect();
+        let _ = writeln!(out, "  {name}: {}", rules.join("; "));
+    }
+    out.push_str("routes (matched on the normalised path, longest prefix first):\n");
+    for (name, route) in &limits.routes {
+        let _ = writeln!(
+            out,
+            "  {name}: paths {:?}, policy {}, key {}{}{}",
+            route.paths,
+            route.policy,
+            key(&route.key),
+            route
+                .store
+                .as_ref()
+                .map_or(String::new(), |store| format!(", store {store}")),
+            if route.shadow || limits.shadow {
+                ", shadow"
+            } else {
+                ""
+            },
+        );
+    }
+    if !limits.concurrency.is_empty() {
+        out.push_str("concurrency limits:\n");
+        for (name, limit) in &limits.concurrency {
+            let _ = writeln!(
+                out,
+                "  {name}: paths {:?}, at most {} in flight per key, key {}",
+                limit.paths,
+                limit.max_in_flight,
+                key(&limit.key)
+            );
+        }
+    }
+}
+
+fn store(store: &StoreConfig) -> String {
+    let mut text = store.kind.to_string();
+    let urls: Vec<String> = [
+        store.url.iter().cloned().collect::<Vec<_>>(),
+        store.nodes.clone().unwrap_or_default(),
+        store.sentinels.clone().unwrap_or_default(),
+    ]
+    .concat()
+    .iter()
+    .map(|url| redact(url))
+    .collect();
+    if !urls.is_empty() {
+        let _ = write!(text, " {}", urls.join(", "));
+    }
+    if let Some(master) = &store.master {
+        let _ = write!(text, ", master {master}");
+    }
+    text
+}
+
+/// `url` with the password of its user information replaced by `***`.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((user_info, host)) => {
+            let user = user_info
+                .split_once(':')
+                .map_or(user_info, |(user, _)| user);
+            let hidden = if user_info.contains(':') { ":***" } else { "" };
+            format!("{scheme}://{user}{hidden}@{host}{path}")
+        }
+        None => url.to_owned(),
+    }
+}
+
+fn rule(rule: &RuleConfig) -> String {
+    let mut text = format!(
+        "{} {:?} {}/{}",
+        rule.name,
+        rule.algorithm,
+        rule.limit,
+        human(rule.period)
+    );
+    if let Some(burst) = rule.burst {
+        let _ = write!(text, " burst {burst}");
+    }
+    if let Some(sub) = rule.sub_intervals {
+        let _ = write!(text, " sub-intervals {sub}");
+    }
+    text
+}
+
+fn key(key: &KeyConfig) -> String {
+    let mut text = if let Some(header) = &key.header {
+        format!("header {header}")
+    } else if let Some(headers) = &key.headers {
+        format!("headers {}", headers.join(" + "))
+    } else if let Some(client_ip) = &key.client_ip {
+        if client_ip.trusted_proxies.is_empty() {
+            "client address".to_owned()
+        } else {
+            format!(
+                "client address behind {}",
+                client_ip.trusted_proxies.join(", ")
+            )
+        }
+    } else if key.user_id.is_some() {
+        "user id".to_owned()
+    } else if let Some(global) = &key.global {
+        format!("global {global}")
+    } else {
+        "none".to_owned()
+    };
+    if let Some(or) = &key.or {
+        let _ = write!(text, ", or {}", self::key(or));
+    }
+    text
+}
+
+fn human(duration: Duration) -> String {
+    humantime::format_duration(duration).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_are_hidden() {
+        assert_eq!(redact("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+        assert_eq!(
+            redact("redis://app:s3cret@redis.internal:6379/2"),
+            "redis://app:***@redis.internal:6379/2"
+        );
+        assert_eq!(redact("redis://:s3cret@h/0"), "redis://:***@h/0");
+        assert_eq!(redact("redis://app@h"), "redis://app@h");
+    }
+}

@@ -1,0 +1,116 @@
+//! The settings of a listener that `proxy` and `serve` share, as their tables write them
+//! (`connections = { ... }`, `access_log`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+use tower_redis_ratelimit::config::duration;
+
+use super::FieldError;
+
+/// `connections = { ... }` in a command's table: how many connections it keeps and how long it
+/// waits for them. Every field is optional.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectionsConfig {
+    /// The most client connections open at once (default 10,000); beyond it, new connections
+    /// wait in the listen queue until one closes.
+    #[serde(default)]
+    pub max: Option<usize>,
+    /// How long a client may take to send a request head, counted from its first byte (or from
+    /// the connection's opening, for its first request); then the connection is closed
+    /// (default `"10s"`).
+    #[serde(default, deserialize_with = "duration::optional")]
+    pub header_timeout: Option<Duration>,
+    /// How long a keep-alive connection may stay idle between two requests (default `"60s"`).
+    #[serde(default, deserialize_with = "duration::optional")]
+    pub idle_timeout: Option<Duration>,
+    /// On SIGTERM, how long requests in flight and open tunnels may go on before they are cut
+    /// (tunnels with a WebSocket close frame) and the process exits (default `"30s"`).
+    #[serde(default, deserialize_with = "duration::optional")]
+    pub drain_timeout: Option<Duration>,
+}
+
+/// [`ConnectionsConfig`] with its defaults filled in and checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Connections {
+    /// The most client connections open at once.
+    pub max: usize,
+    /// How long a request head may take.
+    pub header_timeout: Duration,
+    /// How long a keep-alive connection may stay idle.
+    pub idle_timeout: Duration,
+    /// How long a shutdown waits for what is in flight.
+    pub drain_timeout: Duration,
+}
+
+impl Connections {
+    /// The defaults: 10,000 connections, 10 s for a head, 60 s idle, 30 s to drain.
+    pub const DEFAULT: Connections = Connections {
+        max: 10_000,
+        header_timeout: Duration::from_secs(10),
+        idle_timeout: Duration::from_secs(60),
+        drain_timeout: Duration::from_secs(30),
+    };
+}
+
+impl ConnectionsConfig {
+    /// The settings, the defaults filled in; a mistake is named from `field`
+    /// (`proxy.connections`).
+    pub fn settings(&self, field: &str) -> Result<Connections, FieldError> {
+        let default = Connections::DEFAULT;
+        let positive = |name: &str, value: Option<Duration>, default: Duration| match value {
+            Some(value) if value.is_zero() => Err(FieldError::new(
+                format!("{field}.{name}"),
+                "must be longer than 0 (write e.g. \"10s\")",
+            )),
+            Some(value) => Ok(value),
+            None => Ok(default),
+        };
+        let max = match self.max {
+            Some(0) => {
+                return Err(FieldError::new(
+                    format!("{field}.max"),
+                    "must be at least 1",
+                ));
+            }
+            Some(max) => max,
+            None => default.max,
+        };
+        Ok(Connections {
+            max,
+            header_timeout: positive(
+                "header_timeout",
+                self.header_timeout,
+                default.header_timeout,
+            )?,
+            idle_timeout: positive("idle_timeout", self.idle_timeout, default.idle_timeout)?,
+            // Zero is allowed: cut at once.
+            drain_timeout: self.drain_timeout.unwrap_or(default.drain_timeout),
+        })
+    }
+}
+
+/// `access_log = "..."` in a command's table: one line per request on standard output.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum AccessLogFormat {
+    /// `key=value` pairs (the default).
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+    /// No access log.
+    Off,
+}
+
+/// `tls = { certificate = "...", private_key = "..." }`: TLS on a listener, from PEM files.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// The certificate chain, the server's first.
+    pub certificate: PathBuf,
+    /// Its private key (PKCS#8, PKCS#1 or SEC1).
+    pub private_key: PathBuf,
+}

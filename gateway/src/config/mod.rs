@@ -1,0 +1,151 @@
+//! The configuration file: the limits (read by the library's `config` module) and the gateway's
+//! own tables, read together in one pass ([`ConfigFile`]), so that a mistake anywhere is named
+//! by its path, line and column, or by its field.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use tower_redis_ratelimit::config::{ConfigFile, LimitsConfig, LoadError};
+
+mod connections;
+mod proxy;
+mod size;
+
+pub use self::connections::{AccessLogFormat, Connections, ConnectionsConfig, TlsConfig};
+pub use self::proxy::{ProxyTable, WebSocketsConfig};
+use crate::paths::normalise;
+
+/// The gateway's own top-level tables; the limits' tables (`stores`, `policies`, `routes`,
+/// `concurrency`, `shadow`) sit beside them.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Tables {
+    /// `[proxy]`: what `ratelimit-gateway proxy` runs.
+    #[serde(default)]
+    pub proxy: Option<ProxyTable>,
+}
+
+/// A configuration file, read.
+#[derive(Clone, Debug)]
+pub struct File {
+    /// Where it was read from.
+    pub path: PathBuf,
+    /// The limits.
+    pub limits: LimitsConfig,
+    /// The gateway's tables.
+    pub tables: Tables,
+}
+
+/// A mistake in a field of the gateway's tables found once the file has parsed: printed as
+/// `` `proxy.connections.max`: must be at least 1 ``.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{field}`: {message}")]
+pub struct FieldError {
+    /// The field, as a path of names (`proxy.upstream`).
+    pub field: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl FieldError {
+    /// The mistake `message` in `field`.
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Why a configuration file cannot run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FileError {
+    /// It cannot be read or parsed (the message says `path:line:column`).
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// A limit is wrong (a policy that does not exist, a limit of 0).
+    #[error("{}: {error}", path.display())]
+    Limits {
+        /// The file.
+        path: PathBuf,
+        /// The mistake, named by its field.
+        error: tower_redis_ratelimit::ConfigError,
+    },
+    /// A field of the gateway's tables is wrong.
+    #[error("{}: {error}", path.display())]
+    Field {
+        /// The file.
+        path: PathBuf,
+        /// The mistake.
+        error: FieldError,
+    },
+}
+
+impl File {
+    /// Reads the file at `path` (`.toml`, `.yaml` or `.yml`, `.json`), and checks what can be
+    /// checked without building anything: the routes' paths are normalised paths.
+    pub fn read(path: impl AsRef<Path>) -> Result<File, FileError> {
+        let path = path.as_ref().to_owned();
+        let ConfigFile { limits, tables, .. } = ConfigFile::<Tables>::from_file(&path)?;
+        let file = File {
+            path,
+            limits,
+            tables,
+        };
+        file.check_paths()
+            .map_err(|error| file.field_error(error))?;
+        Ok(file)
+    }
+
+    /// `error` as this file's.
+    pub fn field_error(&self, error: FieldError) -> FileError {
+        FileError::Field {
+            path: self.path.clone(),
+            error,
+        }
+    }
+
+    /// `error` of the limits as this file's.
+    pub fn limits_error(&self, error: tower_redis_ratelimit::ConfigError) -> FileError {
+        FileError::Limits {
+            path: self.path.clone(),
+            error,
+        }
+    }
+
+    /// Requests are matched on their normalised path: a prefix that is not one would never
+    /// match, or match less than it says.
+    fn check_paths(&self) -> Result<(), FieldError> {
+        let routes = self
+            .limits
+            .routes
+            .iter()
+            .map(|(name, route)| (format!("routes.{name}.paths"), &route.paths));
+        let concurrency = self
+            .limits
+            .concurrency
+            .iter()
+            .map(|(name, limit)| (format!("concurrency.{name}.paths"), &limit.paths));
+        for (field, paths) in routes.chain(concurrency) {
+            for (index, path) in paths.iter().enumerate() {
+                let field = || format!("{field}[{index}]");
+                match normalise(path) {
+                    Ok(normal) if normal == path.as_str() => {}
+                    Ok(normal) => {
+                        return Err(FieldError::new(
+                            field(),
+                            format!(
+                                "{path:?} is not a normalised path, and requests are matched \
+                                 normalised: write {normal:?}"
+                            ),
+                        ));
+                    }
+                    Err(err) => return Err(FieldError::new(field(), format!("{path:?}: {err}"))),
+                }
+            }
+        }
+        Ok(())
+    }
+}

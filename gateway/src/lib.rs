@@ -1,0 +1,19 @@
+//! `ratelimit-gateway`: the limits of [`tower_redis_ratelimit`] in front of a service written
+//! in any language, run from one configuration file.
+//!
+//! - `ratelimit-gateway proxy CONFIG`: a rate-limiting reverse proxy ([`proxy`]).
+//! - `ratelimit-gateway check CONFIG`: validates a file and says what it would run ([`check`]).
+//!
+//! The file holds the library's limits (`stores`, `policies`, `routes`, `concurrency`,
+//! `shadow`: the crate's `docs/configuration.md`) and the gateway's own tables (`[proxy]`),
+//! read together ([`config`]). `docs/proxy.md` in the repository is the reference.
+//!
+//! Install it from a clone of the repository with `cargo install --locked --path gateway`.
+//! This library is the same program in parts, for a test or an example that embeds the proxy
+//! ([`proxy::Proxy`]).
+
+pub mod check;
+pub mod config;
+pub mod paths;
+pub mod proxy;
+pub mod server;

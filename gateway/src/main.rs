@@ -1,0 +1,81 @@
+//! `ratelimit-gateway`: see the crate's documentation, or `ratelimit-gateway --help`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Rate limits from a configuration file, in front of a service in any language.
+#[derive(Parser)]
+#[command(name = "ratelimit-gateway", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs a rate-limiting reverse proxy in front of the file's `[proxy] upstream`.
+    ///
+    /// SIGHUP reloads the file's limits; SIGTERM or Ctrl-C stops accepting, finishes what is in
+    /// flight (at most `[proxy.connections] drain_timeout`) and exits.
+    Proxy {
+        /// The configuration file (.toml, .yaml, .yml or .json).
+        config: PathBuf,
+    },
+    /// Validates a configuration file without starting anything and prints what it would run
+    /// (listeners, stores, policies, routes); exits 1 with the mistake on a bad file.
+    Check {
+        /// The configuration file (.toml, .yaml, .yml or .json).
+        config: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Check { config } => match ratelimit_gateway::check::check(&config) {
+            Ok(summary) => {
+                print!("{summary}");
+                ExitCode::SUCCESS
+            }
+            Err(err) => {
+                eprintln!("ratelimit-gateway: {err}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Proxy { config } => {
+            init_logs();
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(err) => {
+                    eprintln!("ratelimit-gateway: cannot start the runtime: {err}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match runtime.block_on(ratelimit_gateway::proxy::run(config)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => {
+                    eprintln!("ratelimit-gateway: {err}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+/// Logs on standard error, filtered by `RUST_LOG` (default `info`); the access log has
+/// standard output to itself.
+fn init_logs() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        // Colours for a terminal only: escape codes in a log file or a pipe are noise.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}

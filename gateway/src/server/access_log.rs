@@ -1,0 +1,159 @@
+//! The access log: one line per request on standard output, as text or JSON. Lines are handed
+//! to a thread of their own through a bounded queue, so a slow or full output never holds a
+//! request up: when the queue is full, lines are dropped and counted
+//! (`gateway_access_log_dropped_total`).
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::net::IpAddr;
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::time::Duration;
+
+use http::Method;
+use sha2::{Digest, Sha256};
+
+use crate::config::AccessLogFormat;
+
+/// Lines waiting for the writer before new ones are dropped.
+const QUEUE: usize = 16 * 1024;
+
+/// What one line says about a request.
+#[derive(Debug)]
+pub struct Entry<'a> {
+    /// The request id (`X-Request-Id`).
+    pub request_id: &'a str,
+    /// The client's address, when it came over TCP.
+    pub peer: Option<IpAddr>,
+    /// The method.
+    pub method: &'a Method,
+    /// The path as routes matched it (normalised), without the query.
+    pub path: &'a str,
+    /// The status sent to the client.
+    pub status: u16,
+    /// The route that limited it, if any.
+    pub route: Option<&'a str>,
+    /// The digest of its key ([`AccessLog::key_digest`]), if it has one.
+    pub key: Option<&'a str>,
+    /// What the limits decided: `allowed`, `denied`, `skipped` (a limit could not decide and let
+    /// it through) or `unlimited` (no route).
+    pub decision: &'a str,
+    /// From the request's head read to its response's head ready.
+    pub latency: Duration,
+    /// The upstream's status, when it answered.
+    pub upstream_status: Option<u16>,
+}
+
+/// Where the lines go: cheap to clone.
+#[derive(Clone, Debug)]
+pub struct AccessLog {
+    lines: Option<SyncSender<String>>,
+    format: AccessLogFormat,
+    /// Keys are logged as digests salted with this, so a log never holds a client's key (an
+    /// address, an API key), nor a digest that a list of guesses could reverse. The same key
+    /// has the same digest in one process's log until it restarts.
+    secret: [u8; 16],
+}
+
+impl AccessLog {
+    /// A log in `format`; `Off` writes nothing and starts no thread.
+    pub fn new(format: AccessLogFormat) -> AccessLog {
+        let lines = (format != AccessLogFormat::Off).then(|| {
+            let (sender, receiver) = std::sync::mpsc::sync_channel::<String>(QUEUE);
+            std::thread::Builder::new()
+                .name("access-log".to_owned())
+                .spawn(move || {
+                    let stdout = std::io::stdout();
+                    while let Ok(line) = receiver.recv() {
+                        // Locked per batch, not for good: the program prints on it too. A
+                        // closed or broken output stops nothing: the lines are lost.
+                        let mut out = std::io::BufWriter::new(stdout.lock());
+                        let _ = out.write_all(line.as_bytes());
+                        while let Ok(line) = receiver.try_recv() {
+                            let _ = out.write_all(line.as_bytes());
+                        }
+                        let _ = out.flush();
+                    }
+                })
+                .map(|_| sender)
+                .ok()
+        });
+        let mut secret = [0; 16];
+        fastrand::fill(&mut secret);
+        AccessLog {
+            lines: lines.flatten(),
+            format,
+            secret,
+        }
+    }
+
+    /// Whether lines are written.
+    pub fn is_on(&self) -> bool {
+        self.lines.is_some()
+    }
+
+    /// The digest of a key as the log shows it: 16 hexadecimal digits.
+    pub fn key_digest(&self, key: &[u8]) -> String {
+        let digest = Sha256::new()
+            .chain_update(self.secret)
+            .chain_update(key)
+            .finalize();
+        digest[..8]
+            .iter()
+            .fold(String::with_capacity(16), |mut hex, byte| {
+                let _ = write!(hex, "{byte:02x}");
+                hex
+            })
+    }
+
+    /// Writes `entry`'s line (or drops it, counted, when the writer is behind).
+    pub fn record(&self, entry: &Entry<'_>) {
+        let Some(lines) = &self.lines else {
+            return;
+        };
+        let line = match self.format {
+            AccessLogFormat::Json => json(entry),
+            _ => text(entry),
+        };
+        if let Err(TrySendError::Full(_)) = lines.try_send(line) {
+            metrics::counter!("gateway_access_log_dropped_total").increment(1);
+        }
+    }
+}
+
+fn json(entry: &Entry<'_>) -> String {
+    let mut line = serde_json::json!({
+        "time": humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+        "request_id": entry.request_id,
+        "client": entry.peer.map(|peer| peer.to_string()),
+        "method": entry.method.as_str(),
+        "path": entry.path,
+        "status": entry.status,
+        "route": entry.route,
+        "key": entry.key,
+        "decision": entry.decision,
+        "latency_ms": entry.latency.as_secs_f64() * 1000.0,
+        "upstream_status": entry.upstream_status,
+    })
+    .to_string();
+    line.push('\n');
+    line
+}
+
+fn text(entry: &Entry<'_>) -> String {
+    let dash = |value: Option<String>| value.unwrap_or_else(|| "-".to_owned());
+    format!(
+        "time={} request_id={} client={} method={} path={:?} status={} route={} key={} \
+         decision={} latency_ms={:.3} upstream_status={}\n",
+        humantime::format_rfc3339_millis(std::time::SystemTime::now()),
+        entry.request_id,
+        dash(entry.peer.map(|peer| peer.to_string())),
+        entry.method,
+        entry.path,
+        entry.status,
+        entry.route.unwrap_or("-"),
+        entry.key.unwrap_or("-"),
+        entry.decision,
+        entry.latency.as_secs_f64() * 1000.0,
+        dash(entry.upstream_status.map(|status| status.to_string())),
+    )
+}

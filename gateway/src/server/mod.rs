@@ -1,0 +1,24 @@
+//! What `proxy` and `serve` share: listeners on TCP addresses and Unix domain sockets, a cap on
+//! connections, the header and idle timers of each connection, the drain on shutdown, and the
+//! admin address (`/healthz`, `/readyz`, `/metrics`).
+
+mod access_log;
+mod admin;
+mod listener;
+mod request_id;
+mod serve;
+mod shutdown;
+pub mod tls;
+mod watch;
+
+pub use self::access_log::{AccessLog, Entry};
+pub use self::admin::{Readiness, install_metrics, serve_admin};
+pub use self::listener::{Address, Listener};
+pub use self::request_id::{X_REQUEST_ID, request_id};
+pub use self::serve::serve;
+pub use self::shutdown::{Shutdown, ShutdownTrigger};
+pub use self::watch::{InFlight, Tracked};
+pub use crate::config::Connections;
+
+/// An error of any kind, with a message that says what failed.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

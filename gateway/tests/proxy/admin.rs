@@ -1,0 +1,124 @@
+//! The admin address: `/metrics`, `/healthz`, `/readyz`.
+
+use std::time::{Duration, Instant};
+
+use crate::support::{Proxy, client, config_with, free_addr, get_with, upstream};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_are_served_as_prometheus_metrics() {
+    let upstream = upstream().await;
+    let metrics = free_addr();
+    let proxy = Proxy::start(&config_with(upstream, 2, &format!("admin = \"{metrics}\"")));
+    for _ in 0..3 {
+        get_with(&proxy.url("/api/echo"), &[("x-api-key", "m")]).await;
+    }
+    let text = client()
+        .get(format!("http://{metrics}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let sample = |outcome: &str| {
+        text.lines()
+            .find(|line| {
+                line.starts_with("ratelimit_decisions_total{")
+                    && line.contains(&format!("outcome=\"{outcome}\""))
+            })
+            .unwrap_or_else(|| panic!("no {outcome} decisions in:\n{text}"))
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(
+        (sample("allowed"), sample("denied")),
+        ("2".to_owned(), "1".to_owned())
+    );
+    // The gateway's own: requests by decision and status, upstream answers, latencies.
+    let line = |prefix: &str| {
+        text.lines()
+            .find(|line| line.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in:\n{text}"))
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(
+        line(r#"gateway_requests_total{decision="allowed",status="2xx"}"#),
+        "2"
+    );
+    assert_eq!(
+        line(r#"gateway_requests_total{decision="denied",status="4xx"}"#),
+        "1"
+    );
+    assert_eq!(
+        line(r#"gateway_upstream_responses_total{status="2xx"}"#),
+        "2"
+    );
+    assert_eq!(line("gateway_request_duration_seconds_count"), "3");
+}
+
+async fn status_and_text(url: String) -> (u16, String) {
+    let response = client().get(url).send().await.unwrap();
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+/// `/healthz` says the process is up; `/readyz` that its stores answer: not while Redis is down,
+/// and again once it is back. Neither is forwarded nor limited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_and_readyz_follow_the_store() {
+    let upstream = upstream().await;
+    let mut redis = testkit::RedisServer::start();
+    let admin = free_addr();
+    let config = format!(
+        "{}\n[stores.shared]\ntype = \"redis\"\nurl = \"{}\"\nconnect_timeout = \"200ms\"\n",
+        config_with(upstream, 100, &format!("admin = \"{admin}\"")),
+        redis.url()
+    );
+    let proxy = Proxy::start(&config);
+    assert!(
+        proxy
+            .first_line
+            .contains(&format!("admin on http://{admin}")),
+        "{}",
+        proxy.first_line
+    );
+    let url = |path: &str| format!("http://{admin}{path}");
+    assert_eq!(
+        status_and_text(url("/healthz")).await,
+        (200, "ok\n".to_owned())
+    );
+    assert_eq!(
+        status_and_text(url("/readyz")).await,
+        (200, "ready\n".to_owned())
+    );
+    // Not forwarded: the upstream answers any path with "path ...".
+    assert_eq!(status_and_text(url("/api/echo")).await.0, 404);
+
+    redis.kill();
+    let (status, text) = status_and_text(url("/readyz")).await;
+    assert_eq!(status, 503, "{text}");
+    assert!(text.starts_with("not ready: store shared: "), "{text}");
+    // Still up.
+    assert_eq!(status_and_text(url("/healthz")).await.0, 200);
+
+    redis.restart();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while status_and_text(url("/readyz")).await.0 != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "not ready again after Redis came back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The proxy's own traffic is unaffected by all this.
+    assert_eq!(
+        get_with(&proxy.url("/api/echo"), &[("x-api-key", "h")])
+            .await
+            .status(),
+        200
+    );
+}

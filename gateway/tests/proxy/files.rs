@@ -1,0 +1,178 @@
+//! The configuration files README and the docs show run as documented.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::support::{BINARY, Proxy, TempFile, client, get_with, upstream};
+
+/// A file of the repository, from the gateway crate's directory.
+fn repository_file(path: &str) -> String {
+    std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()
+}
+
+/// README's proxy configuration (its section's TOML block) loads and runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_configuration_runs() {
+    let upstream = upstream().await;
+    let readme = repository_file("../README.md");
+    let section = readme
+        .split("## In front of a service in any language")
+        .nth(1)
+        .expect("README's proxy section");
+    let block = section
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a TOML block in README's proxy section");
+    let config = block
+        .replace(r#"listen = "127.0.0.1:8080""#, r#"listen = "127.0.0.1:0""#)
+        .replace(
+            r#"upstream = "http://127.0.0.1:3000""#,
+            &format!(r#"upstream = "http://{upstream}""#),
+        );
+    assert_ne!(config, block, "README's listen and upstream lines changed");
+    let proxy = Proxy::start(&config);
+    let response = get_with(&proxy.url("/api/echo"), &[("x-api-key", "readme")]).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["ratelimit-policy"],
+        "\"api-burst\";q=20;w=2, \"api-hourly\";q=5000;w=3600"
+    );
+}
+
+/// `gateway/examples/proxy.toml`, the file README and `docs/proxy.md` show, runs as documented.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_configuration_runs() {
+    let upstream = upstream().await;
+    let example = repository_file("examples/proxy.toml");
+    let config = example
+        .replace(r#"listen = "127.0.0.1:8080""#, r#"listen = "127.0.0.1:0""#)
+        .replace(
+            r#"upstream = "http://127.0.0.1:3000""#,
+            &format!(r#"upstream = "http://{upstream}""#),
+        );
+    assert_ne!(
+        config, example,
+        "the example's listen and upstream lines changed"
+    );
+    let proxy = Proxy::start(&config);
+    // The API: a GCRA burst of 20 and an hourly window of 5000 per key.
+    let response = get_with(&proxy.url("/api/echo"), &[("x-api-key", "ex")]).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["ratelimit-policy"],
+        "\"api-burst\";q=20;w=2, \"api-hourly\";q=5000;w=3600"
+    );
+    // Login: 5 a minute per client address, then 429.
+    for _ in 0..5 {
+        let response = client().get(proxy.url("/login")).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.text().await.unwrap(), "path /login");
+    }
+    let refused = client().get(proxy.url("/login")).send().await.unwrap();
+    assert_eq!(refused.status(), 429);
+    assert_eq!(
+        refused.headers()["content-type"],
+        "application/problem+json"
+    );
+}
+
+/// `check` on a good file: exit 0 and what would run. The example file's own listen and upstream
+/// addresses are fine: nothing is bound nor connected.
+#[test]
+fn check_says_what_a_file_would_run() {
+    let output = Command::new(BINARY)
+        .args(["check", "examples/proxy.toml"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for line in [
+        "examples/proxy.toml: the configuration is valid",
+        "proxy: listen http://127.0.0.1:8080, upstream http://127.0.0.1:3000, upstream timeout 1m",
+        "  connections: at most 10000, header timeout 10s, idle timeout 1m, drain timeout 30s",
+        "  access log: text",
+        "  websockets: at most 2 open per key, key client address",
+        "stores: none named: counts are kept in process (one instance)",
+        "  api: api-burst Gcra 10/1s burst 20; api-hourly FixedWindow 5000/1h",
+        "  api: paths [\"/api/\"], policy api, key header x-api-key, or client address",
+        "  reports: paths [\"/reports/\"], at most 4 in flight per key, key client address",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "no line {line:?} in:\n{stdout}"
+        );
+    }
+}
+
+/// `check` on bad files: exit 1, and the mistake named by its line or its field.
+#[test]
+fn check_names_the_mistake() {
+    let cases = [
+        (
+            "toml",
+            "[proxy]\nlisten = \"127.0.0.1:8080\"\nupstream = \"http://127.0.0.1:3000\"\nupstream_timeout = \"soon\"\n",
+            ":4:20: invalid duration \"soon\"",
+        ),
+        (
+            "yaml",
+            "proxy:\n  listen: 127.0.0.1:8080\n  upstrem: http://127.0.0.1:3000\n",
+            ":3:3: proxy: unknown field `upstrem`",
+        ),
+        (
+            "toml",
+            "[proxy]\nlisten = \"127.0.0.1:8080\"\nupstream = \"http://127.0.0.1:3000\"\nconnections = { max = 0 }\n",
+            ": `proxy.connections.max`: must be at least 1",
+        ),
+        (
+            "toml",
+            "[routes.api]\npaths = [\"/%61pi/\"]\npolicy = \"api\"\nkey = { global = \"all\" }\n",
+            ": `routes.api.paths[0]`: \"/%61pi/\" is not a normalised path, and requests are matched normalised: write \"/api/\"",
+        ),
+        (
+            "toml",
+            "[routes.api]\npaths = [\"/api/\"]\npolicy = \"ap1\"\nkey = { global = \"all\" }\n",
+            ": `routes.api.policy`: no policy named \"ap1\" (there are none)",
+        ),
+    ];
+    for (extension, text, mistake) in cases {
+        let file = TempFile::new(extension, text);
+        let output = Command::new(BINARY)
+            .arg("check")
+            .arg(&file.0)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        assert_eq!(output.status.code(), Some(1), "{text}: {stderr}");
+        let expected = format!("ratelimit-gateway: {}{mistake}", file.0.display());
+        assert!(
+            stderr.starts_with(&expected),
+            "expected {expected:?}, got {stderr:?}"
+        );
+        assert!(output.stdout.is_empty());
+    }
+}
+
+/// `--version` and `--help` say what the program is.
+#[test]
+fn version_and_help() {
+    let version = Command::new(BINARY).arg("--version").output().unwrap();
+    assert_eq!(
+        String::from_utf8(version.stdout).unwrap(),
+        format!("ratelimit-gateway {}\n", env!("CARGO_PKG_VERSION"))
+    );
+    let help = Command::new(BINARY).arg("--help").output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    for command in ["proxy", "check"] {
+        assert!(
+            help.lines()
+                .any(|line| line.trim_start().starts_with(command)),
+            "{help}"
+        );
+    }
+}

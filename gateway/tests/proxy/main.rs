@@ -1,0 +1,17 @@
+//! `ratelimit-gateway proxy`, run as a process (the binary cargo built for these tests) in front
+//! of a small upstream started here. A module per area; [`support`] starts the upstream and the
+//! proxy, each on a free port, and stops them when the test ends.
+
+mod admin;
+mod files;
+mod http2;
+mod lifecycle;
+mod limits;
+mod logs;
+mod paths;
+mod streaming;
+mod support;
+mod timeouts;
+mod tls;
+mod upstream;
+mod websockets;

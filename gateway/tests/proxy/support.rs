@@ -1,0 +1,259 @@
+//! The upstream, the proxy process, and a client whose requests cannot hang a test.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::WebSocketUpgrade;
+use axum::extract::ws::Message;
+use axum::http::HeaderMap;
+use axum::routing::{any, get, post};
+use futures_util::StreamExt;
+
+/// The installed program, as cargo built it for this test binary.
+pub(crate) const BINARY: &str = env!("CARGO_BIN_EXE_ratelimit-gateway");
+
+/// The upstream: echoes forwarding headers and the request id, streams, counts uploads, fails, echoes WebSockets.
+pub(crate) async fn upstream() -> SocketAddr {
+    let app = Router::new()
+        .route(
+            "/api/echo",
+            get(|headers: HeaderMap| async move {
+                let header = |name: &str| {
+                    headers
+                        .get(name)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("-")
+                        .to_owned()
+                };
+                format!(
+                    "{}|{}|{}|{}|{}",
+                    header("x-forwarded-for"),
+                    header("forwarded"),
+                    header("x-forwarded-proto"),
+                    header("x-forwarded-host"),
+                    header("x-request-id"),
+                )
+            }),
+        )
+        .route(
+            "/open/stream",
+            get(|| async {
+                let chunks = futures_util::stream::unfold(0, |step| async move {
+                    match step {
+                        0 => Some((Ok::<_, std::io::Error>(Bytes::from("first;")), 1)),
+                        1 => {
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                            Some((Ok(Bytes::from("last")), 2))
+                        }
+                        _ => None,
+                    }
+                });
+                Body::from_stream(chunks)
+            }),
+        )
+        .route(
+            "/open/upload",
+            // Counted frame by frame: nothing is buffered here either.
+            post(|body: Body| async move {
+                let mut stream = body.into_data_stream();
+                let mut length = 0;
+                while let Some(chunk) = stream.next().await {
+                    length += chunk.expect("the upload's frames").len();
+                }
+                length.to_string()
+            }),
+        )
+        .route("/open/hang", get(std::future::pending::<&'static str>))
+        .route(
+            "/open/fail",
+            get(|| async {
+                (
+                    http::StatusCode::INTERNAL_SERVER_ERROR,
+                    [("x-upstream", "yes")],
+                    "upstream broke",
+                )
+            }),
+        )
+        .route(
+            "/ws",
+            get(|upgrade: WebSocketUpgrade| async move {
+                upgrade.on_upgrade(|mut socket| async move {
+                    while let Some(Ok(message)) = socket.recv().await {
+                        if matches!(message, Message::Close(_))
+                            || socket.send(message).await.is_err()
+                        {
+                            break;
+                        }
+                    }
+                })
+            }),
+        )
+        // Anything else: the path and query it was asked for, as it arrived.
+        .fallback(any(|uri: http::Uri| async move { format!("path {uri}") }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+/// A running proxy and its configuration file.
+pub(crate) struct Proxy {
+    pub(crate) child: Child,
+    pub(crate) addr: String,
+    pub(crate) config: PathBuf,
+    /// What the first line said after the address.
+    pub(crate) first_line: String,
+}
+
+pub(crate) fn config_text(upstream: SocketAddr, limit: u32) -> String {
+    config_with(upstream, limit, "")
+}
+
+/// The test configuration, with `extra` lines in its `[proxy]` table.
+pub(crate) fn config_with(upstream: SocketAddr, limit: u32, extra: &str) -> String {
+    format!(
+        r#"
+        [proxy]
+        listen = "127.0.0.1:0"
+        upstream = "http://{upstream}"
+        access_log = "off"
+        {extra}
+        websockets = {{ max_per_key = 1, key = {{ header = "x-user" }} }}
+
+        [policies.api]
+        rules = [{{ name = "api", algorithm = "fixed_window", limit = {limit}, period = "1min" }}]
+
+        [routes.api]
+        paths = ["/api/"]
+        policy = "api"
+        key = {{ header = "x-api-key" }}
+        "#
+    )
+}
+
+/// A free loopback port's address, for a listener the proxy binds itself.
+pub(crate) fn free_addr() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// A temporary file named `*.<extension>` holding `text`, removed when dropped.
+pub(crate) struct TempFile(pub(crate) PathBuf);
+
+impl TempFile {
+    pub(crate) fn new(extension: &str, text: &str) -> Self {
+        let path = std::env::temp_dir().join(format!(
+            "ratelimit-gateway-{}.{extension}",
+            fastrand::u64(..)
+        ));
+        std::fs::write(&path, text).unwrap();
+        Self(path)
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+impl Proxy {
+    pub(crate) fn start(config: &str) -> Self {
+        Self::start_with_stdout(config, Stdio::null()).0
+    }
+
+    /// The proxy, and its standard output after the first line.
+    pub(crate) fn start_with_stdout(
+        config: &str,
+        stderr: Stdio,
+    ) -> (Self, BufReader<std::process::ChildStdout>) {
+        let path = std::env::temp_dir().join(format!("proxy-{}.toml", fastrand::u64(..)));
+        std::fs::write(&path, config).unwrap();
+        let mut child = Command::new(BINARY)
+            .arg("proxy")
+            .arg(&path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let rest = line
+            .strip_prefix("proxy: listening on ")
+            .and_then(|rest| {
+                rest.strip_prefix("http://")
+                    .or_else(|| rest.strip_prefix("https://"))
+            })
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        let (addr, first_line) = rest.split_once(',').unwrap_or((rest, ""));
+        let proxy = Proxy {
+            child,
+            addr: addr.to_owned(),
+            config: path,
+            first_line: first_line.trim().to_owned(),
+        };
+        (proxy, stdout)
+    }
+
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Waits for the process to exit with status 0, failing the test after `within`.
+    pub(crate) async fn exits_successfully_within(&mut self, within: Duration) {
+        let deadline = std::time::Instant::now() + within;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "still running {within:?} later"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(status.success(), "{status}");
+    }
+
+    pub(crate) fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.config);
+    }
+}
+
+/// A client whose requests fail after 30 s: a proxy that never answers fails its test instead of
+/// hanging the suite.
+pub(crate) fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+pub(crate) async fn get_with(url: &str, headers: &[(&str, &str)]) -> reqwest::Response {
+    let mut request = client().get(url);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.unwrap()
+}

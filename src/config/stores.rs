@@ -1,0 +1,73 @@
+//! What a program running the limits (a proxy, a decision service) asks of their stores: whether
+//! they answer, and limits of its own counted in them.
+
+#[cfg(feature = "concurrency")]
+use std::collections::BTreeMap;
+
+use super::Limits;
+#[cfg(feature = "concurrency")]
+use super::{Built, ConcurrencyConfig};
+#[cfg(feature = "concurrency")]
+use crate::concurrency::ConcurrencyLimitLayer;
+#[cfg(feature = "concurrency")]
+use crate::error::ConfigError;
+use crate::store::StoreError;
+
+/// The name [`Limits::ping_stores`] gives the in-process store of a file that names no store.
+pub const IN_PROCESS_STORE: &str = "in-process";
+
+impl Limits {
+    /// Asks every store whether it answers: a Redis store is sent a `PING` (connecting first if
+    /// it has no connection), an in-process one always answers. Each store's name (the file's,
+    /// or [`IN_PROCESS_STORE`]) with its answer, the stores asked at once. Bound the call with
+    /// a timeout of your own: a store that cannot connect answers within its connect timeout,
+    /// one that hangs may not.
+    pub async fn ping_stores(&self) -> Vec<(String, Result<(), StoreError>)> {
+        let mut answers = Vec::with_capacity(self.stores.len() + 1);
+        if self.in_process.is_some() {
+            answers.push((IN_PROCESS_STORE.to_owned(), Ok(())));
+        }
+        #[cfg(feature = "redis")]
+        {
+            let pings = self.stores.iter().map(|(name, (_, built))| async move {
+                let answer = match &built.redis {
+                    Some(redis) => redis.ping().await,
+                    None => Ok(()),
+                };
+                (name.clone(), answer)
+            });
+            answers.extend(futures_util::future::join_all(pings).await);
+        }
+        #[cfg(not(feature = "redis"))]
+        answers.extend(self.stores.keys().map(|name| (name.clone(), Ok(()))));
+        answers
+    }
+
+    /// A concurrency limit of the caller's own, named `name` (its errors named from `field`),
+    /// counted in one of these limits' stores: its `store`, or the default one. Its `paths` are
+    /// not used. Built again from the limits of each reload ([`LimitsConfig::rebuild`](super::LimitsConfig::rebuild)),
+    /// it goes on counting the permits held under the previous ones, as long as its store is
+    /// kept: a reload does not free the slots of requests (or tunnels) still open.
+    #[cfg(feature = "concurrency")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "concurrency")))]
+    pub fn concurrency_limit(
+        &self,
+        name: &str,
+        field: &str,
+        config: &ConcurrencyConfig,
+    ) -> Result<ConcurrencyLimitLayer, ConfigError> {
+        let default_store = match self.stores.len() {
+            0 => self.in_process.clone(),
+            1 => self.stores.values().next().map(|(_, built)| built.clone()),
+            _ => None,
+        };
+        let built = Built {
+            stores: &self.stores,
+            policies: &BTreeMap::new(),
+            default_store: default_store.as_ref(),
+            shadow: &self.shadow,
+        };
+        let store = built.store(field, config.store.as_ref())?;
+        config.build(name, field, store)
+    }
+}
