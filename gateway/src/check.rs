@@ -96,7 +96,8 @@ fn describe_limits(out: &mut String, limits: &LimitsConfig) {
                 .store
                 .as_ref()
                 .map_or(String::new(), |store| format!(", store {store}")),
-            if route.shadow || limits.shadow {
+            // A route's own `shadow` wins over the top-level one.
+            if route.shadow.unwrap_or(limits.shadow) {
                 ", shadow"
             } else {
                 ""

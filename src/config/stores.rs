@@ -65,7 +65,6 @@ impl Limits {
             stores: &self.stores,
             policies: &BTreeMap::new(),
             default_store: default_store.as_ref(),
-            shadow: &self.shadow,
         };
         let store = built.store(field, config.store.as_ref())?;
         config.build(name, field, store)

@@ -40,8 +40,15 @@ fn the_limits_read_as_a_config_file_are_the_limits() {
     };
     let toml = example("limits.toml");
     let alone = LimitsConfig::parse(&toml, Format::Toml).unwrap();
+    // Before the limits' first table (their top-level keys, such as `shadow`, come first in
+    // TOML), or after everything.
+    let first_table = toml.find("\n[").expect("limits.toml has tables") + 1;
     for text in [
-        format!("[server]\nlisten = \"127.0.0.1:8080\"\n\n{toml}"),
+        format!(
+            "{}[server]\nlisten = \"127.0.0.1:8080\"\n\n{}",
+            &toml[..first_table],
+            &toml[first_table..]
+        ),
         format!("{toml}\n[server]\nlisten = \"127.0.0.1:8080\"\n"),
     ] {
         let file = parse(&text, Format::Toml).unwrap();
