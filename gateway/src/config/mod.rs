@@ -2,17 +2,22 @@
 //! own tables, read together in one pass ([`ConfigFile`]), so that a mistake anywhere is named
 //! by its path, line and column, or by its field.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
 use tower_redis_ratelimit::config::{ConfigFile, LimitsConfig, LoadError};
+use tower_redis_ratelimit::key::KeyExtractor;
 
 mod connections;
 mod proxy;
+mod serve;
 mod size;
 
 pub use self::connections::{AccessLogFormat, Connections, ConnectionsConfig, TlsConfig};
 pub use self::proxy::{ProxyTable, WebSocketsConfig};
+pub use self::serve::{DEFAULT_GATEWAYS, ServeTable};
 use crate::paths::normalise;
 
 /// The gateway's own top-level tables; the limits' tables (`stores`, `policies`, `routes`,
@@ -24,6 +29,9 @@ pub struct Tables {
     /// `[proxy]`: what `ratelimit-gateway proxy` runs.
     #[serde(default)]
     pub proxy: Option<ProxyTable>,
+    /// `[serve]`: what `ratelimit-gateway serve` runs.
+    #[serde(default)]
+    pub serve: Option<ServeTable>,
 }
 
 /// A configuration file, read.
@@ -113,6 +121,16 @@ impl File {
             path: self.path.clone(),
             error,
         }
+    }
+
+    /// Each route's key extractor, by route name, for the access log's key digest (a route
+    /// whose key does not build has none: building its limits says why).
+    pub fn route_keys(&self) -> BTreeMap<String, Arc<dyn KeyExtractor>> {
+        self.limits
+            .routes
+            .iter()
+            .filter_map(|(name, route)| Some((name.clone(), route.key.extractor().ok()?)))
+            .collect()
     }
 
     /// Requests are matched on their normalised path: a prefix that is not one would never

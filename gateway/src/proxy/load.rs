@@ -85,12 +85,7 @@ pub fn load(file: &File, previous: Option<&Limits>) -> Result<Loaded, FileError>
         ),
         None => None,
     };
-    let keys = file
-        .limits
-        .routes
-        .iter()
-        .filter_map(|(name, route)| Some((name.clone(), route.key.extractor().ok()?)))
-        .collect();
+    let keys = file.route_keys();
     Ok(Loaded {
         keys,
         table,

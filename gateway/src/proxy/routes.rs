@@ -1,22 +1,19 @@
 //! [`Routes`]: the services of one loaded configuration, and the one a request goes through.
 
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::body::Body;
-use http::{Request, Response};
-use tower::Layer;
-use tower::util::{BoxCloneSyncService, MapResponseLayer};
+use http::Request;
 use tower_redis_ratelimit::key::KeyExtractor;
 
 use super::forward::Forward;
 use super::headers::is_upgrade;
 use super::load::Loaded;
-use crate::server::BoxError;
+use crate::server::{Boxed, behind as limited};
 
 /// The upstream behind some layers, boxed.
-pub(crate) type Proxied = BoxCloneSyncService<Request<Body>, Response<Body>, Infallible>;
+pub(crate) type Proxied = Boxed;
 
 /// The services of one configuration: the upstream, behind each request's limits.
 pub(crate) struct Routes {
@@ -83,22 +80,4 @@ impl Routes {
             .map(|key| key.as_bytes().to_vec());
         (Request::from_parts(parts, body), key)
     }
-}
-
-/// `service` behind `layer`, boxed again.
-fn limited<L, B>(layer: &L, service: Proxied) -> Proxied
-where
-    L: Layer<Proxied>,
-    L::Service: tower::Service<Request<Body>, Response = Response<B>, Error = Infallible>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    <L::Service as tower::Service<Request<Body>>>::Future: Send + 'static,
-    B: http_body::Body<Data = bytes::Bytes, Error: Into<BoxError>> + Send + 'static,
-{
-    Proxied::new(
-        MapResponseLayer::new(|response: Response<B>| response.map(Body::new))
-            .layer(layer.layer(service)),
-    )
 }

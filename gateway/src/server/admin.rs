@@ -27,6 +27,29 @@ pub fn install_metrics() -> Result<PrometheusHandle, super::BoxError> {
     Ok(PrometheusBuilder::new().install_recorder()?)
 }
 
+/// Counts an answered request in the gateway's metrics: `gateway_requests_total` by what the
+/// limits decided and the answer's status class, and its latency.
+pub fn count_request(decision: &'static str, status: StatusCode, latency: Duration) {
+    metrics::counter!(
+        "gateway_requests_total",
+        "decision" => decision,
+        "status" => status_class(status),
+    )
+    .increment(1);
+    metrics::histogram!("gateway_request_duration_seconds").record(latency.as_secs_f64());
+}
+
+/// `2xx` and the like: a label of few values.
+pub fn status_class(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        100..=199 => "1xx",
+        200..=299 => "2xx",
+        300..=399 => "3xx",
+        400..=499 => "4xx",
+        _ => "5xx",
+    }
+}
+
 /// Serves the admin endpoints on `listener` until `shutdown` drains it. While draining,
 /// `/readyz` answers 503: a load balancer stops sending requests before the listeners close.
 pub async fn serve_admin(

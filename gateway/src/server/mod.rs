@@ -4,7 +4,10 @@
 
 mod access_log;
 mod admin;
+mod boxed;
 mod listener;
+mod problem;
+mod reload;
 mod request_id;
 mod serve;
 mod shutdown;
@@ -12,8 +15,11 @@ pub mod tls;
 mod watch;
 
 pub use self::access_log::{AccessLog, Entry};
-pub use self::admin::{Readiness, install_metrics, serve_admin};
+pub use self::admin::{Readiness, count_request, install_metrics, serve_admin, status_class};
+pub use self::boxed::{Boxed, behind};
 pub use self::listener::{Address, Listener};
+pub use self::problem::problem;
+pub use self::reload::Reloadable;
 pub use self::request_id::{X_REQUEST_ID, request_id};
 pub use self::serve::serve;
 pub use self::shutdown::{Shutdown, ShutdownTrigger};
