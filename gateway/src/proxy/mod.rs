@@ -171,7 +171,7 @@ async fn handle(shared: &Shared, log: &AccessLog, request: Request<Incoming>) ->
         Ok(request) => {
             let (service, route) = routes.service(&request);
             let (request, key) = match route {
-                Some(route) if log.is_on() => routes.key(route, request),
+                Some(route) if log.is_on() => routes.loaded.keys.key(route, request),
                 _ => (request, None),
             };
             if log.is_on() {

@@ -1,11 +1,7 @@
 //! [`Routes`]: the services of one loaded configuration, and the one a request goes through.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-
 use axum::body::Body;
 use http::Request;
-use tower_redis_ratelimit::key::KeyExtractor;
 
 use super::forward::Forward;
 use super::headers::is_upgrade;
@@ -19,21 +15,13 @@ pub(crate) type Proxied = Boxed;
 pub(crate) struct Routes {
     pub(crate) loaded: Loaded,
     upstream: Proxied,
-    /// Each route's key, for the access log's digest.
-    keys: BTreeMap<String, Arc<dyn KeyExtractor>>,
 }
 
 impl Routes {
     pub(crate) fn new(loaded: Loaded, forward: &Forward) -> Self {
-        let keys = loaded
-            .keys
-            .iter()
-            .map(|(name, key)| (name.clone(), Arc::clone(key)))
-            .collect();
         Self {
             loaded,
             upstream: Proxied::new(forward.clone()),
-            keys,
         }
     }
 
@@ -62,22 +50,5 @@ impl Routes {
             route = Some(name);
         }
         (service, route)
-    }
-
-    /// The key `route` counts `request` under, if it finds one.
-    pub(crate) fn key(
-        &self,
-        route: &str,
-        request: Request<Body>,
-    ) -> (Request<Body>, Option<Vec<u8>>) {
-        let Some(extractor) = self.keys.get(route) else {
-            return (request, None);
-        };
-        let (parts, body) = request.into_parts();
-        let key = extractor
-            .extract(&parts)
-            .ok()
-            .map(|key| key.as_bytes().to_vec());
-        (Request::from_parts(parts, body), key)
     }
 }
