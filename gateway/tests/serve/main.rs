@@ -8,4 +8,6 @@ mod files;
 mod forward_auth;
 mod hostile;
 mod nginx;
+#[path = "../common/process.rs"]
+mod process;
 mod support;

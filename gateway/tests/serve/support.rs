@@ -1,10 +1,10 @@
 //! The upstream, the `serve` process, nginx in front of both as docs/gateways.md configures
 //! it, and clients whose requests cannot hang a test.
 
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use axum::Router;
@@ -12,8 +12,8 @@ use axum::routing::any;
 use testkit::TempDir;
 use testkit::nginx::Nginx;
 
-/// The installed program, as cargo built it for this test binary.
-pub(crate) const BINARY: &str = env!("CARGO_BIN_EXE_ratelimit-gateway");
+pub(crate) use crate::process::BINARY;
+use crate::process::GatewayProcess;
 
 /// The upstream: answers every request with the path and query it was asked for.
 pub(crate) async fn upstream() -> SocketAddr {
@@ -42,7 +42,7 @@ pub(crate) fn limits(limit: u32) -> String {
 
 /// A running `serve` and its configuration file.
 pub(crate) struct Serve {
-    pub(crate) child: Child,
+    pub(crate) process: GatewayProcess,
     /// Its TCP address, if it has one.
     pub(crate) addr: Option<String>,
     pub(crate) config: PathBuf,
@@ -63,17 +63,7 @@ impl Serve {
         let config_text = config.replace("{dir}", &dir.path().display().to_string());
         let path = dir.path().join("serve.toml");
         std::fs::write(&path, config_text).unwrap();
-        let mut child = Command::new(BINARY)
-            .arg("serve")
-            .arg(&path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
+        let (process, line, stdout) = GatewayProcess::start("serve", &path, Stdio::null());
         let listeners = line
             .strip_prefix("serve: listening on ")
             .and_then(|rest| rest.split(',').next())
@@ -83,7 +73,7 @@ impl Serve {
             .find_map(|listener| listener.strip_prefix("http://"))
             .map(str::to_owned);
         let serve = Serve {
-            child,
+            process,
             addr,
             config: path,
             dir,
@@ -105,18 +95,7 @@ impl Serve {
     }
 
     pub(crate) fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args([signal, &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.signal(signal);
     }
 }
 
