@@ -110,6 +110,25 @@ impl Drop for Nginx {
     }
 }
 
+/// The first ```` ```nginx ```` block of the markdown `page` (a guide's configuration), each
+/// `from` of `replacements` replaced by its `to` (e.g. the guide's addresses by a test's). A
+/// `from` the block lacks is an error: the guide changed, and so must its caller.
+pub fn documented(page: &str, replacements: &[(&str, String)]) -> Result<String, BoxError> {
+    let mut block = page
+        .split("```nginx\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .ok_or("the page has no ```nginx block")?
+        .to_owned();
+    for (from, to) in replacements {
+        if !block.contains(from) {
+            return Err(format!("the page's nginx block has no {from:?}").into());
+        }
+        block = block.replace(from, to);
+    }
+    Ok(block)
+}
+
 fn running_as_root() -> bool {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata("/proc/self").is_ok_and(|meta| meta.uid() == 0)

@@ -102,25 +102,15 @@ impl Serve {
 /// The nginx configuration of docs/gateways.md, pointed at `upstream` and at `serve` (an
 /// address, or `unix:/path`), listening on the test's port.
 pub(crate) fn documented_nginx(upstream: SocketAddr, serve: &str) -> String {
-    let page = include_str!("../../../docs/gateways.md");
-    let block = page
-        .split("```nginx\n")
-        .nth(1)
-        .and_then(|rest| rest.split("\n```").next())
-        .expect("docs/gateways.md has an nginx block");
-    let mut config = block.to_owned();
-    for (from, to) in [
-        ("server 127.0.0.1:3000;", format!("server {upstream};")),
-        ("server 127.0.0.1:8081;", format!("server {serve};")),
-        ("listen 8080;", "listen 127.0.0.1:{port};".to_owned()),
-    ] {
-        assert!(
-            config.contains(from),
-            "docs/gateways.md's nginx block lost {from:?}"
-        );
-        config = config.replace(from, &to);
-    }
-    config
+    testkit::nginx::documented(
+        include_str!("../../../docs/gateways.md"),
+        &[
+            ("server 127.0.0.1:3000;", format!("server {upstream};")),
+            ("server 127.0.0.1:8081;", format!("server {serve};")),
+            ("listen 8080;", "listen 127.0.0.1:{port};".to_owned()),
+        ],
+    )
+    .unwrap()
 }
 
 /// nginx as docs/gateways.md configures it, in front of `upstream`, asking `serve`.
