@@ -1,6 +1,7 @@
 //! A real nginx, configured as docs/gateways.md says, asking `serve` through `auth_request`:
 //! what a client of nginx sees.
 
+use std::io::BufRead;
 use std::time::{Duration, Instant};
 
 use testkit::RedisServer;
@@ -136,7 +137,7 @@ async fn nginx_clients_get_fail_open_and_fail_closed_when_redis_is_down() {
 }
 
 /// nginx asks a `serve` beside it on its Unix socket: no network hop, and the socket's peers
-/// are trusted gateways.
+/// are trusted gateways. nginx's request id names the request in `serve`'s log and upstream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nginx_asks_over_a_unix_socket() {
     let upstream = upstream().await;
@@ -144,12 +145,12 @@ async fn nginx_asks_over_a_unix_socket() {
         r#"
         [serve]
         socket = "{{dir}}/serve.sock"
-        access_log = "off"
+        access_log = "json"
         {}
         "#,
         limits(1)
     );
-    let serve = Serve::start(&config);
+    let (serve, mut log) = Serve::start_with_stdout(&config);
     assert_eq!(serve.addr, None);
     let socket = serve.dir().join("serve.sock");
     let nginx = nginx(upstream, &format!("unix:{}", socket.display()));
@@ -157,6 +158,14 @@ async fn nginx_asks_over_a_unix_socket() {
     let admitted = get("127.0.0.2", &url, &[]).await;
     assert_eq!(admitted.status(), 200, "{}", nginx.error_log());
     assert_eq!(header(&admitted, "ratelimit"), "\"api\";r=0;t=60");
+    let mut line = String::new();
+    log.read_line(&mut line).unwrap();
+    let entry: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(entry["client"], "127.0.0.2");
+    assert_eq!(entry["decision"], "allowed");
+    let id = header(&admitted, "x-seen-request-id");
+    assert_eq!(id.len(), 32, "{id}");
+    assert_eq!(entry["request_id"], id.as_str());
     assert_eq!(get("127.0.0.2", &url, &[]).await.status(), 429);
     // Keyed by the client nginx names, not by the socket.
     assert_eq!(get("127.0.0.3", &url, &[]).await.status(), 200);

@@ -15,9 +15,14 @@ use testkit::nginx::Nginx;
 pub(crate) use crate::process::BINARY;
 use crate::process::GatewayProcess;
 
-/// The upstream: answers every request with the path and query it was asked for.
+/// The upstream: answers every request with the path and query it was asked for, and the
+/// request id it was given in `x-seen-request-id`.
 pub(crate) async fn upstream() -> SocketAddr {
-    let app = Router::new().fallback(any(|uri: http::Uri| async move { format!("path {uri}") }));
+    let app = Router::new().fallback(any(|uri: http::Uri, headers: http::HeaderMap| async move {
+        let id = headers.get("x-request-id").cloned();
+        let id = id.unwrap_or(http::HeaderValue::from_static("-"));
+        ([("x-seen-request-id", id)], format!("path {uri}"))
+    }));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
@@ -70,7 +75,11 @@ impl Serve {
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
         let addr = listeners
             .split(" and ")
-            .find_map(|listener| listener.strip_prefix("http://"))
+            .find_map(|listener| {
+                listener
+                    .strip_prefix("http://")
+                    .or_else(|| listener.strip_prefix("https://"))
+            })
             .map(str::to_owned);
         let serve = Serve {
             process,
