@@ -22,7 +22,9 @@ pub struct Nginx {
 impl Nginx {
     /// Starts nginx with `workers` worker processes and `http`, the body of its `http { }`
     /// block, in which `{port}` is replaced by the free port it listens on (write
-    /// `listen 127.0.0.1:{port};`); waits until it accepts connections.
+    /// `listen 127.0.0.1:{port};`); waits until it accepts connections. Client connections stay
+    /// open for as many requests as the load generator sends (nginx closes one after 1,000 by
+    /// default, which the load generator takes for a failure).
     pub fn start(workers: usize, http: &str) -> Result<Self, BoxError> {
         let binary = find_nginx()?;
         let dir = TempDir::new("nginx")
@@ -40,6 +42,7 @@ impl Nginx {
              events {{ worker_connections 4096; }}\n\
              http {{\n\
                access_log off;\n\
+               keepalive_requests 1000000;\n\
                client_body_temp_path {root}/body;\n\
                proxy_temp_path {root}/proxy;\n\
                fastcgi_temp_path {root}/fastcgi;\n\
