@@ -4,6 +4,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::Duration;
 
 /// The installed program, as cargo built it for this test binary.
 pub(crate) const BINARY: &str = env!("CARGO_BIN_EXE_ratelimit-gateway");
@@ -33,6 +34,22 @@ impl GatewayProcess {
         let mut line = String::new();
         stdout.read_line(&mut line).unwrap();
         (Self { child }, line, stdout)
+    }
+
+    /// Waits for the process to exit with status 0, failing the test after `within`.
+    pub(crate) async fn exits_successfully_within(&mut self, within: Duration) {
+        let deadline = std::time::Instant::now() + within;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "still running {within:?} later"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(status.success(), "{status}");
     }
 
     /// Sends it `signal` (`-HUP`, `-TERM`).

@@ -200,18 +200,7 @@ impl Proxy {
 
     /// Waits for the process to exit with status 0, failing the test after `within`.
     pub(crate) async fn exits_successfully_within(&mut self, within: Duration) {
-        let deadline = std::time::Instant::now() + within;
-        let status = loop {
-            if let Some(status) = self.process.child.try_wait().unwrap() {
-                break status;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "still running {within:?} later"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
-        assert!(status.success(), "{status}");
+        self.process.exits_successfully_within(within).await;
     }
 
     pub(crate) fn signal(&self, signal: &str) {

@@ -7,6 +7,7 @@ mod clients;
 mod files;
 mod forward_auth;
 mod hostile;
+mod lifecycle;
 mod listeners;
 mod nginx;
 #[path = "../common/process.rs"]
