@@ -27,8 +27,8 @@ use self::routes::Routes;
 use crate::config::File;
 use crate::paths::normalised;
 use crate::server::{
-    self, AccessLog, Address, BoxError, Entry, Listener, Reloadable, Shutdown, ShutdownTrigger,
-    X_REQUEST_ID, count_request, request_id,
+    self, AccessLog, Address, Admin, BoxError, Entry, Listener, Reloadable, Shutdown,
+    ShutdownTrigger, X_REQUEST_ID, count_request, request_id,
 };
 
 /// The routes in force, replaced whole on a reload.
@@ -40,7 +40,7 @@ pub struct Proxy {
     shared: Shared,
     forward: Forward,
     listener: Listener,
-    admin: Option<(Listener, metrics_exporter_prometheus::PrometheusHandle)>,
+    admin: Option<Admin>,
     log: AccessLog,
     shutdown: Shutdown,
 }
@@ -65,10 +65,7 @@ impl Proxy {
             proto,
             shutdown.clone(),
         );
-        let admin = match loaded.table.admin {
-            Some(addr) => Some((Listener::tcp(addr).await?, server::install_metrics()?)),
-            None => None,
-        };
+        let admin = Admin::bind(loaded.table.admin).await?;
         let log = AccessLog::new(loaded.table.access_log);
         let shared = Reloadable::new(Routes::new(loaded, &forward));
         Ok(Proxy {
@@ -89,7 +86,7 @@ impl Proxy {
 
     /// Where the admin endpoints are, if the file names an address.
     pub fn admin_address(&self) -> Option<std::io::Result<Address>> {
-        self.admin.as_ref().map(|(listener, _)| listener.address())
+        self.admin.as_ref().map(Admin::address)
     }
 
     /// The line printed at start: where it listens and what it forwards to.
@@ -132,13 +129,11 @@ impl Proxy {
                 Ok(Routes::new(loaded, &forward))
             }),
         );
-        if let Some((listener, metrics)) = admin {
-            tokio::spawn(server::serve_admin(
-                listener,
-                metrics,
+        if let Some(admin) = admin {
+            admin.spawn(
                 shared.readiness(|routes| &routes.loaded.limits),
                 shutdown.clone(),
-            ));
+            );
         }
         let handler = move |request: Request<Incoming>| {
             let (shared, log) = (Arc::clone(&shared), log.clone());

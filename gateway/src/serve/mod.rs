@@ -30,7 +30,7 @@ pub use self::load::{Loaded, load};
 pub use self::original::{X_FORWARDED_METHOD, X_FORWARDED_URI, X_ORIGINAL_URI};
 use crate::config::File;
 use crate::server::{
-    self, AccessLog, Address, BoxError, Boxed, Entry, Listener, Reloadable, Shutdown,
+    self, AccessLog, Address, Admin, BoxError, Boxed, Entry, Listener, Reloadable, Shutdown,
     ShutdownTrigger, X_REQUEST_ID, count_request, problem, request_id,
 };
 
@@ -48,7 +48,7 @@ pub struct Serve {
     path: PathBuf,
     state: State,
     listeners: Vec<Listener>,
-    admin: Option<(Listener, metrics_exporter_prometheus::PrometheusHandle)>,
+    admin: Option<Admin>,
     shutdown: Shutdown,
 }
 
@@ -75,10 +75,7 @@ impl Serve {
         if loaded.table.socket.is_some() {
             return Err("`serve.socket`: Unix domain sockets need a Unix system".into());
         }
-        let admin = match loaded.table.admin {
-            Some(addr) => Some((Listener::tcp(addr).await?, server::install_metrics()?)),
-            None => None,
-        };
+        let admin = Admin::bind(loaded.table.admin).await?;
         let log = AccessLog::new(loaded.table.access_log);
         let state = State {
             loaded: Reloadable::new(loaded),
@@ -101,7 +98,7 @@ impl Serve {
 
     /// Where the admin endpoints are, if the file names an address.
     pub fn admin_address(&self) -> Option<std::io::Result<Address>> {
-        self.admin.as_ref().map(|(listener, _)| listener.address())
+        self.admin.as_ref().map(Admin::address)
     }
 
     /// The line printed at start: where it listens and what it decides.
@@ -140,13 +137,8 @@ impl Serve {
                 load(file, Some(&previous.limits))
             }),
         );
-        if let Some((listener, metrics)) = admin {
-            tokio::spawn(server::serve_admin(
-                listener,
-                metrics,
-                shared.readiness(|loaded| &loaded.limits),
-                shutdown.clone(),
-            ));
+        if let Some(admin) = admin {
+            admin.spawn(shared.readiness(|loaded| &loaded.limits), shutdown.clone());
         }
         let servers = listeners.into_iter().map(|listener| {
             let state = state.clone();

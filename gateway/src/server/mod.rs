@@ -16,7 +16,7 @@ pub mod tls;
 mod watch;
 
 pub use self::access_log::{AccessLog, Entry};
-pub use self::admin::{Readiness, count_request, install_metrics, serve_admin, status_class};
+pub use self::admin::{Admin, Readiness, count_request, status_class};
 pub use self::boxed::{Boxed, behind};
 pub use self::listener::{Address, Listener};
 pub use self::problem::problem;
