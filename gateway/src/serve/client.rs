@@ -88,3 +88,88 @@ impl Gateways {
         extractor.client_addr(&asked.into_parts().0)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gateways(toml: &str) -> Gateways {
+        let file: crate::config::Tables = tower_redis_ratelimit::config::ConfigFile::parse(
+            &format!("[serve]\nlisten = \"127.0.0.1:1\"\n{toml}"),
+            tower_redis_ratelimit::config::Format::Toml,
+        )
+        .unwrap()
+        .tables;
+        Gateways::new(&file.serve.unwrap()).unwrap()
+    }
+
+    /// A question from `peer` (none: a Unix socket) with `headers`.
+    fn asked(peer: Option<&str>, headers: &[(&str, &str)]) -> Parts {
+        let mut request = Request::new(());
+        for (name, value) in headers {
+            request.headers_mut().append(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                value.parse().unwrap(),
+            );
+        }
+        if let Some(peer) = peer {
+            request
+                .extensions_mut()
+                .insert(peer.parse::<SocketAddr>().unwrap());
+        }
+        request.into_parts().0
+    }
+
+    fn client(gateways: &Gateways, peer: Option<&str>, headers: &[(&str, &str)]) -> String {
+        gateways.client(&asked(peer, headers)).unwrap().to_string()
+    }
+
+    #[test]
+    fn loopback_gateways_by_default_and_the_unix_socket_always() {
+        let gateways = gateways("");
+        let forwarded = [("x-forwarded-for", "6.6.6.6, 203.0.113.7")];
+        assert_eq!(
+            client(&gateways, Some("127.0.0.1:5000"), &forwarded),
+            "203.0.113.7"
+        );
+        assert_eq!(
+            client(&gateways, Some("[::1]:5000"), &forwarded),
+            "203.0.113.7"
+        );
+        assert_eq!(client(&gateways, None, &forwarded), "203.0.113.7");
+        // Not a gateway: the caller is the client.
+        assert_eq!(
+            client(&gateways, Some("198.51.100.1:5000"), &forwarded),
+            "198.51.100.1"
+        );
+        // A gateway that names no client is the client.
+        assert_eq!(client(&gateways, Some("127.0.0.1:5000"), &[]), "127.0.0.1");
+    }
+
+    #[test]
+    fn rfc_7239_forwarded_and_a_header_of_one_address() {
+        let forwarded = gateways("client_header = \"forwarded\"");
+        let headers = [
+            ("forwarded", "for=6.6.6.6, for=\"[2001:db8::7]:4711\""),
+            ("x-forwarded-for", "203.0.113.9"),
+        ];
+        assert_eq!(
+            client(&forwarded, Some("127.0.0.1:1"), &headers),
+            "2001:db8::7"
+        );
+        assert_eq!(client(&forwarded, None, &headers), "2001:db8::7");
+
+        let real_ip = gateways("client_header = \"x-real-ip\"\ngateways = [\"10.0.0.0/8\"]");
+        let headers = [("x-real-ip", "203.0.113.8"), ("x-forwarded-for", "6.6.6.6")];
+        assert_eq!(
+            client(&real_ip, Some("10.1.2.3:1"), &headers),
+            "203.0.113.8"
+        );
+        assert_eq!(client(&real_ip, None, &headers), "203.0.113.8");
+        // Loopback is no gateway here: the caller is the client.
+        assert_eq!(client(&real_ip, Some("127.0.0.1:1"), &headers), "127.0.0.1");
+        // Garbage from a gateway is an error, not a key.
+        let garbage = asked(Some("10.1.2.3:1"), &[("x-real-ip", "somewhere")]);
+        assert!(real_ip.client(&garbage).is_err());
+    }
+}
