@@ -37,8 +37,8 @@ pub(crate) fn original(
     let uri = target
         .to_str()
         .ok()
-        .filter(|target| target.starts_with('/'))
         .and_then(|target| target.parse::<Uri>().ok())
+        .and_then(origin_form)
         .ok_or_else(|| bad("The request's target is not a path (and query)."))?;
     if let Some(method) = one(&parts.headers, &X_FORWARDED_METHOD)
         .map_err(|name| bad(&format!("{name} is sent more than once.")))?
@@ -53,6 +53,15 @@ pub(crate) fn original(
     parts.extensions.insert(SocketAddr::new(client, 0));
     parts.uri = uri;
     normalised(Request::from_parts(parts, Body::empty()))
+}
+
+/// `uri` as a path and query: itself when it is one (origin form, `/api/x?q=1`), its path and
+/// query when absolute (`http://host/api/x`, which servers must accept and serve as its path);
+/// none for the other forms (`host:443`, `*`) and for what is neither.
+fn origin_form(uri: Uri) -> Option<Uri> {
+    let origin = uri.path_and_query()?.clone();
+    (origin.as_str().starts_with('/') && (uri.scheme().is_some() || uri.authority().is_none()))
+        .then(|| Uri::from(origin))
 }
 
 /// The one value of `name`, none, or the name when there are several (which one the gateway

@@ -13,14 +13,15 @@ async fn bad_questions_get_400_class_answers() {
     ));
     let forward = serve.url("/forward_auth");
     let nginx = serve.url("/auth_request");
-    let cases: [(&str, Vec<(&str, &str)>); 9] = [
+    let cases: [(&str, Vec<(&str, &str)>); 10] = [
         ("no target", vec![]),
         ("empty target", vec![("x-original-uri", "")]),
         ("not a path", vec![("x-original-uri", "api/x")]),
         (
-            "absolute URI",
-            vec![("x-forwarded-uri", "http://evil.example/api/x")],
+            "authority form",
+            vec![("x-forwarded-uri", "example.com:443")],
         ),
+        ("asterisk", vec![("x-forwarded-uri", "*")]),
         ("encoded slash", vec![("x-original-uri", "/api%2Fx")]),
         ("bad escape", vec![("x-original-uri", "/api/%zz")]),
         (
@@ -76,8 +77,12 @@ async fn bad_questions_get_400_class_answers() {
     let _ = stream.read_to_end(&mut answer).await;
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 431 "), "{answer}");
-    // Still answering.
+    // Still answering. A target in absolute form (which servers must accept) is its path.
     let fine = get("127.0.0.1", &forward, &[("x-original-uri", "/api/x")]).await;
     assert_eq!(fine.status(), 200);
     assert_eq!(header(&fine, "ratelimit"), "\"api\";r=4;t=60");
+    let absolute = [("x-forwarded-uri", "http://example.com//api/../api/x?q=1")];
+    let absolute = get("127.0.0.1", &forward, &absolute).await;
+    assert_eq!(absolute.status(), 200);
+    assert_eq!(header(&absolute, "ratelimit"), "\"api\";r=3;t=60");
 }
