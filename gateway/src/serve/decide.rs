@@ -7,8 +7,7 @@ use std::convert::Infallible;
 use axum::body::Body;
 use http::{Request, Response};
 use tower::ServiceExt;
-use tower_redis_ratelimit::Decision;
-use tower_redis_ratelimit::config::Limits;
+use tower_redis_ratelimit::{Decision, RateLimitLayer};
 
 use crate::server::{Boxed, behind};
 
@@ -29,19 +28,19 @@ pub(crate) fn admitted() -> Boxed {
     }))
 }
 
-/// What the limits answer about `request` (whose path is normalised), and the name of its
-/// route, if any: 200 when admitted, else the refusal.
-pub(crate) async fn decide<'a>(
-    limits: &'a Limits,
+/// What `layer` (a route's; none: the request's path has no route) answers about `request`:
+/// 200 when admitted, else the refusal.
+pub(crate) async fn decide(
+    layer: Option<&RateLimitLayer>,
     admit: &Boxed,
     request: Request<Body>,
-) -> (Response<Body>, Option<&'a str>) {
-    let (service, route) = match limits.route_for(request.uri().path()) {
-        Some((name, layer)) => (behind(layer, admit.clone()), Some(name)),
-        None => (admit.clone(), None),
+) -> Response<Body> {
+    let service = match layer {
+        Some(layer) => behind(layer, admit.clone()),
+        None => admit.clone(),
     };
     match service.oneshot(request).await {
-        Ok(response) => (response, route),
+        Ok(response) => response,
         Err(never) => match never {},
     }
 }

@@ -15,13 +15,13 @@ mod endpoints;
 mod load;
 mod original;
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Body;
-use http::{Request, Response, StatusCode};
+use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 
 use self::decide::{Admitted, admitted, decide};
@@ -174,40 +174,27 @@ pub async fn run(path: PathBuf) -> Result<(), BoxError> {
 async fn answer(state: &State, mut question: Request<Incoming>) -> Response<Body> {
     let started = Instant::now();
     let id = request_id(question.headers_mut());
-    let Some(endpoint) = Endpoint::at(question.uri().path()) else {
-        let mut response = problem(
-            StatusCode::NOT_FOUND,
-            "Ask at /auth_request (nginx) or /forward_auth (Traefik, Caddy).",
-        );
-        response.headers_mut().insert(X_REQUEST_ID, id);
-        return response;
-    };
-    // The question's own, until it names the request's.
-    let asked = question.method().clone();
     let loaded = state.loaded.current();
-    let log = &state.log;
-    let mut logged = None;
-    let (answer, route, key) = match original::original(question, &loaded.gateways) {
-        Ok(request) => {
-            let (request, key) = match loaded.limits.route_for(request.uri().path()) {
-                Some((route, _)) if log.is_on() => loaded.keys.key(route, request),
-                _ => (request, None),
-            };
-            if log.is_on() {
-                let client = request
-                    .extensions()
-                    .get::<std::net::SocketAddr>()
-                    .map(std::net::SocketAddr::ip);
-                logged = Some((
-                    request.method().clone(),
-                    request.uri().path().to_owned(),
-                    client,
-                ));
-            }
-            let (answer, route) = decide(&loaded.limits, &state.admit, request).await;
-            (answer, route, key)
-        }
-        Err(refused) => (*refused, None, None),
+    // The question's own method until it names the request's; no path until then.
+    let mut asked = Asked {
+        method: question.method().clone(),
+        path: None,
+        client: None,
+        key: None,
+    };
+    let endpoint = Endpoint::at(question.uri().path());
+    let (answer, route) = match endpoint {
+        None => (
+            problem(
+                StatusCode::NOT_FOUND,
+                "Ask at /auth_request (nginx) or /forward_auth (Traefik, Caddy).",
+            ),
+            None,
+        ),
+        Some(_) => match original::original(question, &loaded.gateways) {
+            Ok(request) => ask(&loaded, &state.admit, &state.log, request, &mut asked).await,
+            Err(refused) => (*refused, None),
+        },
     };
     let decision = match (route, answer.extensions().get::<Admitted>()) {
         (None, _) => "unlimited",
@@ -215,20 +202,22 @@ async fn answer(state: &State, mut question: Request<Incoming>) -> Response<Body
         (Some(_), Some(Admitted { decided: false })) => "skipped",
         (Some(_), None) => "denied",
     };
-    let mut response = endpoint.shape(answer);
+    let mut response = match endpoint {
+        Some(endpoint) => endpoint.shape(answer),
+        None => answer,
+    };
     response.headers_mut().insert(X_REQUEST_ID, id.clone());
     let latency = started.elapsed();
     count_request(decision, response.status(), latency);
+    let log = &state.log;
     if log.is_on() {
-        let (method, path, client): (_, _, Option<IpAddr>) =
-            logged.unwrap_or((asked, "-".to_owned(), None));
-        let key = key.map(|key| log.key_digest(&key));
+        let key = asked.key.map(|key| log.key_digest(&key));
         log.record(&Entry {
             request_id: id.to_str().unwrap_or("-"),
-            peer: client,
-            method: &method,
-            // A target refused as ambiguous is not logged: it may hold anything.
-            path: &path,
+            peer: asked.client,
+            method: &asked.method,
+            // A question refused before its target was read names no path: it may hold anything.
+            path: asked.path.as_deref().unwrap_or("-"),
             status: response.status().as_u16(),
             route,
             key: key.as_deref(),
@@ -238,4 +227,37 @@ async fn answer(state: &State, mut question: Request<Incoming>) -> Response<Body
         });
     }
     response
+}
+
+/// What the access log says of the request a question is about.
+struct Asked {
+    method: Method,
+    /// Its normalised path, without the query.
+    path: Option<String>,
+    client: Option<IpAddr>,
+    /// Its route's key, if it has both.
+    key: Option<Vec<u8>>,
+}
+
+/// The limits' answer about `request`, and its route's name; what the log needs noted in
+/// `asked` (only when it is on).
+async fn ask<'a>(
+    loaded: &'a Loaded,
+    admit: &Boxed,
+    log: &AccessLog,
+    request: Request<Body>,
+    asked: &mut Asked,
+) -> (Response<Body>, Option<&'a str>) {
+    let route = loaded.limits.route_for(request.uri().path());
+    let mut request = request;
+    if log.is_on() {
+        asked.method = request.method().clone();
+        asked.path = Some(request.uri().path().to_owned());
+        asked.client = request.extensions().get::<SocketAddr>().map(SocketAddr::ip);
+        if let Some((name, _)) = route {
+            (request, asked.key) = loaded.keys.key(name, request);
+        }
+    }
+    let answer = decide(route.map(|(_, layer)| layer), admit, request).await;
+    (answer, route.map(|(name, _)| name))
 }
