@@ -27,6 +27,12 @@ pub mod operations {}
 #[doc = include_str!("../docs/proxy.md")]
 pub mod proxy {}
 
+/// `ratelimit-gateway serve`, the decision service for gateways: nginx `auth_request`, Traefik
+/// ForwardAuth and Caddy `forward_auth`, their tested configurations, a systemd unit, a sidecar on a
+/// Unix socket.
+#[doc = include_str!("../docs/gateways.md")]
+pub mod gateways {}
+
 /// Observability: the metrics recorded through the `metrics` facade, and the logs.
 #[doc = include_str!("../docs/observability.md")]
 pub mod observability {}
