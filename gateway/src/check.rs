@@ -46,8 +46,9 @@ fn describe_proxy(out: &mut String, proxy: &Loaded) {
     );
     let _ = writeln!(
         out,
-        "  connections: at most {}, header timeout {}, idle timeout {}, drain timeout {}",
+        "  connections: at most {} on {} workers, header timeout {}, idle timeout {}, drain timeout {}",
         connections.max,
+        connections.workers,
         human(connections.header_timeout),
         human(connections.idle_timeout),
         human(connections.drain_timeout),

@@ -46,7 +46,11 @@ fn main() -> ExitCode {
         },
         Command::Proxy { config } => {
             init_logs();
+            // Connections are served by the workers (`connections.workers`), each with a runtime
+            // of its own; this one runs what is beside them: accepting, the stores' connections,
+            // the admin address, reloads.
             let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
                 .enable_all()
                 .build()
             {

@@ -114,8 +114,10 @@ fn run() -> Result<(), BoxError> {
         settings.connections,
         settings.workers,
     );
-    for (target, _) in &targets {
-        client.block_on(drive(&load_for(target, WARM_UP)))?;
+    for (target, measured) in &targets {
+        client
+            .block_on(drive(&load_for(target, WARM_UP)))
+            .map_err(|err| format!("{}: {err}", measured.mode.name()))?;
     }
     let modes = targets.len();
     for round in 0..settings.rounds {
@@ -126,7 +128,9 @@ fn run() -> Result<(), BoxError> {
         );
         for offset in 0..modes {
             let (target, measured) = &mut targets[(round + offset) % modes];
-            let slice = client.block_on(drive(&load_for(target, settings.slice)))?;
+            let slice = client
+                .block_on(drive(&load_for(target, settings.slice)))
+                .map_err(|err| format!("{}: {err}", measured.mode.name()))?;
             measured.add(&slice)?;
         }
     }

@@ -72,10 +72,13 @@ impl Target {
         redis_url: &str,
     ) -> Result<Target, BoxError> {
         let proxy = |store: &str, policy: &str, key: &str| {
-            ProxyProcess::start(
+            ProxyProcess::start(&proxy_config(
+                upstream,
                 settings.workers,
-                &proxy_config(upstream, store, policy, key),
-            )
+                store,
+                policy,
+                key,
+            ))
         };
         let gcra = r#"{ name = "bench", algorithm = "gcra", limit = 1000000, period = "1s", burst = 1000000 }"#;
         let (addr, running) = match mode {
@@ -108,12 +111,16 @@ impl Target {
 }
 
 /// nginx in front of the upstream as its guide configures a reverse proxy: HTTP/1.1 and a pool
-/// of keep-alive connections upstream, no access log (the proxy's is off too).
+/// of keep-alive connections upstream, no access log (the proxy's is off too). Connections,
+/// the client's and the upstream's, are kept for as many requests as a run sends, as the
+/// proxy keeps them (nginx's default closes them after 1,000 requests: the load generator's
+/// connection would end mid-slice).
 fn nginx_config(upstream: SocketAddr) -> String {
     format!(
-        "upstream app {{ server {upstream}; keepalive 64; }}\n\
+        "upstream app {{ server {upstream}; keepalive 64; keepalive_requests 100000000; }}\n\
          server {{\n\
            listen 127.0.0.1:{{port}};\n\
+           keepalive_requests 100000000;\n\
            location / {{\n\
              proxy_pass http://app;\n\
              proxy_http_version 1.1;\n\
@@ -124,9 +131,17 @@ fn nginx_config(upstream: SocketAddr) -> String {
     )
 }
 
-fn proxy_config(upstream: SocketAddr, store: &str, rule: &str, key: &str) -> String {
+/// The proxy with as many workers as nginx has.
+fn proxy_config(
+    upstream: SocketAddr,
+    workers: usize,
+    store: &str,
+    rule: &str,
+    key: &str,
+) -> String {
     format!(
-        "[proxy]\nlisten = \"127.0.0.1:0\"\nupstream = \"http://{upstream}\"\naccess_log = \"off\"\n\n\
+        "[proxy]\nlisten = \"127.0.0.1:0\"\nupstream = \"http://{upstream}\"\naccess_log = \"off\"\n\
+         connections = {{ workers = {workers} }}\n\n\
          {store}\n\
          [policies.bench]\nrules = [{rule}]\n\n\
          [routes.bench]\npaths = [\"/\"]\npolicy = \"bench\"\nkey = {key}\nfailure_mode = \"closed\"\n"
@@ -141,14 +156,13 @@ struct ProxyProcess {
 }
 
 impl ProxyProcess {
-    fn start(workers: usize, config: &str) -> Result<Self, BoxError> {
+    fn start(config: &str) -> Result<Self, BoxError> {
         let dir = TempDir::new("gateway-bench")?;
         let path = dir.path().join("proxy.toml");
         std::fs::write(&path, config)?;
         let mut child = Command::new(env!("CARGO_BIN_EXE_ratelimit-gateway"))
             .arg("proxy")
             .arg(&path)
-            .env("TOKIO_WORKER_THREADS", workers.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

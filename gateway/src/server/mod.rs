@@ -10,6 +10,7 @@ mod serve;
 mod shutdown;
 pub mod tls;
 mod watch;
+mod workers;
 
 pub use self::access_log::{AccessLog, Entry};
 pub use self::admin::{Readiness, install_metrics, serve_admin};
@@ -18,6 +19,7 @@ pub use self::request_id::{X_REQUEST_ID, request_id};
 pub use self::serve::serve;
 pub use self::shutdown::{Shutdown, ShutdownTrigger};
 pub use self::watch::{InFlight, Tracked};
+pub use self::workers::{Workers, current_worker};
 pub use crate::config::Connections;
 
 /// An error of any kind, with a message that says what failed.
