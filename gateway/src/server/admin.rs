@@ -94,6 +94,8 @@ async fn serve_admin(
         header_timeout: Duration::from_secs(5),
         idle_timeout: Duration::from_secs(30),
         drain_timeout: Duration::ZERO,
+        // Served beside the background tasks, not on the workers.
+        workers: 0,
     };
     serve(listener, connections, handler, shutdown).await;
 }

@@ -1,5 +1,6 @@
 //! The accept loop: at most so many connections, each served by hyper (HTTP/1.1, and HTTP/2 by
-//! prior knowledge) under its timers, upgrades allowed, drained on shutdown.
+//! prior knowledge) on one of the workers, under its timers, upgrades allowed, drained on
+//! shutdown.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -18,6 +19,7 @@ use tokio::sync::Semaphore;
 use super::listener::{Listener, Stream};
 use super::shutdown::Shutdown;
 use super::watch::{Activity, InFlight, Tracked, Watched};
+use super::workers::Workers;
 use super::{BoxError, Connections};
 
 /// How long the accept loop pauses after an error such as "too many open files", rather than
@@ -45,6 +47,10 @@ pub async fn serve<H, F, B>(
 {
     let slots = Arc::new(Semaphore::new(connections.max));
     let builder = Arc::new(builder());
+    let workers = Workers::start(connections.workers).unwrap_or_else(|err| {
+        tracing::warn!(error = %err, "cannot start the workers: connections are served on the main runtime");
+        Workers::none()
+    });
     loop {
         let permit = tokio::select! {
             biased;
@@ -70,7 +76,14 @@ pub async fn serve<H, F, B>(
         let activity = Arc::new(Activity::new(permit));
         let (builder, handler, shutdown) =
             (Arc::clone(&builder), handler.clone(), shutdown.clone());
-        tokio::spawn(async move {
+        workers.spawn(async move {
+            let accepted = match accepted.attach() {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    tracing::warn!(error = %err, ?peer, "cannot take a connection on");
+                    return;
+                }
+            };
             let handshake = tokio::time::timeout(connections.header_timeout, accepted.stream());
             let stream = match handshake.await {
                 Ok(Ok(stream)) => stream,
