@@ -29,14 +29,16 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// How long connections (tunnels) may take to close once the drain is cut.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
-/// Serves `handler` on `listener` until `shutdown` drains it, then waits for the connections to
-/// finish their requests and tunnels, until the drain is cut (and a short grace to close).
+/// Serves `handler` on `listener`, each connection on one of `workers`, until `shutdown` drains
+/// it, then waits for the connections to finish their requests and tunnels, until the drain is
+/// cut (and a short grace to close).
 /// `handler` receives each request with the client's [`SocketAddr`] in its extensions (none on
 /// a Unix socket), and an upgrade request also with an [`InFlight`] that keeps the connection's
 /// timers off, and its slot among the `connections.max` taken, while the tunnel lives.
 pub async fn serve<H, F, B>(
     listener: Listener,
     connections: Connections,
+    workers: Workers,
     handler: H,
     mut shutdown: Shutdown,
 ) where
@@ -47,10 +49,6 @@ pub async fn serve<H, F, B>(
 {
     let slots = Arc::new(Semaphore::new(connections.max));
     let builder = Arc::new(builder());
-    let workers = Workers::start(connections.workers).unwrap_or_else(|err| {
-        tracing::warn!(error = %err, "cannot start the workers: connections are served on the main runtime");
-        Workers::none()
-    });
     loop {
         let permit = tokio::select! {
             biased;

@@ -10,6 +10,7 @@
 use std::cell::Cell;
 use std::future::Future;
 use std::io;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::runtime::{Builder, Handle};
@@ -26,9 +27,12 @@ pub fn current_worker() -> Option<usize> {
     WORKER.with(Cell::get)
 }
 
-/// Worker threads, each with its event loop; stopped when dropped (the tasks still on them are
-/// dropped).
-pub struct Workers {
+/// Worker threads, each with its event loop: cloned to share them between listeners; stopped
+/// when the last clone is dropped (the tasks still on them are dropped).
+#[derive(Clone)]
+pub struct Workers(Arc<Threads>);
+
+struct Threads {
     handles: Vec<Handle>,
     next: AtomicUsize,
     stop: watch::Sender<bool>,
@@ -54,20 +58,20 @@ impl Workers {
                     });
                 })?;
         }
-        Ok(Workers {
+        Ok(Workers(Arc::new(Threads {
             handles,
             next: AtomicUsize::new(0),
             stop,
-        })
+        })))
     }
 
     /// No workers: tasks run on the caller's runtime.
     pub fn none() -> Workers {
-        Workers {
+        Workers(Arc::new(Threads {
             handles: Vec::new(),
             next: AtomicUsize::new(0),
             stop: watch::channel(false).0,
-        }
+        }))
     }
 
     /// Runs `task` on the next worker in turn (on the caller's runtime when there are none).
@@ -77,16 +81,17 @@ impl Workers {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        if self.handles.is_empty() {
+        let threads = &self.0;
+        if threads.handles.is_empty() {
             tokio::spawn(task);
             return;
         }
-        let index = self.next.fetch_add(1, Ordering::Relaxed) % self.handles.len();
-        self.handles[index].spawn(task);
+        let index = threads.next.fetch_add(1, Ordering::Relaxed) % threads.handles.len();
+        threads.handles[index].spawn(task);
     }
 }
 
-impl Drop for Workers {
+impl Drop for Threads {
     fn drop(&mut self) {
         let _ = self.stop.send(true);
     }
