@@ -8,7 +8,7 @@
 //! (the ledger frees them). Units are always taken off one side before they are added to the
 //! other, so a move cut short strands units (until its window ends) and never creates them.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::mem;
 use std::sync::{Arc, Weak};
 
@@ -72,20 +72,43 @@ struct Track {
     last: Option<(Window, u64, u64)>,
     /// Units asked per µs in the region, smoothed.
     rate: f64,
-    moves: Moves,
-    /// The task running `moves`, which hands them back: the ledger's round trips never hold
-    /// up the next tick's report of demand.
-    running: Option<JoinHandle<Moves>>,
-}
-
-/// A key's moves.
-#[derive(Default)]
-struct Moves {
-    /// Steps not done yet, in order; nothing new is planned for the key while there are some.
-    pending: VecDeque<Move>,
+    /// The moves of each window (the current one, the next), by window index.
+    lanes: BTreeMap<u64, Lane>,
     /// Windows whose ledger holds a demand of this region above zero: a demand of zero must be
     /// reported there when it goes, so that its share goes to the others.
     reported: HashSet<u64>,
+}
+
+/// The moves of one window: steps not done yet, in order, and the task running them, which
+/// hands back those it could not do. The ledger's round trips never hold up the next tick's
+/// report of demand, nor one window's moves the other's.
+#[derive(Default)]
+struct Lane {
+    pending: VecDeque<Move>,
+    running: Option<JoinHandle<VecDeque<Move>>>,
+}
+
+impl Lane {
+    /// Collects a finished task's leftovers; whether the lane is free for new moves.
+    async fn settle(&mut self) -> bool {
+        if let Some(running) = self.running.take() {
+            if !running.is_finished() {
+                self.running = Some(running);
+                return false;
+            }
+            // A task that panicked took its steps with it: what they would have moved is
+            // stranded until its window ends, never counted twice.
+            self.pending = running.await.unwrap_or_default();
+        }
+        self.pending.is_empty()
+    }
+
+    fn start(&mut self, shared: &Arc<Shared>, key: &GlobalKey) {
+        if self.running.is_none() && !self.pending.is_empty() {
+            let steps = mem::take(&mut self.pending);
+            self.running = Some(tokio::spawn(finish(shared.clone(), key.clone(), steps)));
+        }
+    }
 }
 
 /// Runs the mover of the store `shared` until the store is dropped.
@@ -130,13 +153,12 @@ async fn tick(shared: &Arc<Shared>, tracks: &mut HashMap<KeyId, Track>) {
         async move { (id, step(shared, asked, track, leads, now).await) }
     });
     let done = join_all(work).await;
-    // Keys no longer asked about are forgotten with their steps: what those would have moved
-    // is stranded until its window ends, never counted twice.
+    // Keys no longer asked about are forgotten; their moves' tasks run to their end.
     tracks.clear();
     tracks.extend(done);
 }
 
-/// One key's tick: its demand reported and, when this instance leads, its moves.
+/// One key's tick: its demand reported and, when this instance leads, its moves planned.
 async fn step(
     shared: &Arc<Shared>,
     asked: Asked,
@@ -176,8 +198,10 @@ async fn step(
             counts.asked as f64 / now.saturating_sub(since).max(1) as f64
         }
     };
+    // Smoothed, but following a change within a few ticks: demand that moves away must free
+    // its share soon.
     track.rate = if track.last.is_some() {
-        (track.rate + instant) / 2.0
+        0.4 * track.rate + 0.6 * instant
     } else {
         instant
     };
@@ -186,25 +210,9 @@ async fn step(
         return track;
     }
     emergency(shared, key, current, now).await;
-    if let Some(running) = track.running.take() {
-        if !running.is_finished() {
-            track.running = Some(running);
-            return track;
-        }
-        // A task that panicked took its moves with it: what they would have moved is stranded
-        // until its window ends, never counted twice.
-        track.moves = running.await.unwrap_or_default();
-    }
-    let moves = &mut track.moves;
-    moves.reported.retain(|window| window + 1 >= current.index);
-    if !moves.pending.is_empty() {
-        track.running = Some(tokio::spawn(finish(
-            shared.clone(),
-            key.clone(),
-            mem::take(moves),
-        )));
-        return track;
-    }
+    let next = current.next();
+    track.lanes.retain(|window, _| *window >= current.index);
+    track.reported.retain(|window| *window >= current.index);
 
     let settings = &shared.settings;
     let quota = key.quota();
@@ -212,87 +220,111 @@ async fn step(
     let sync_us = settings.sync_every.as_micros() as f64;
     // Units per window the region is asked at: what the ledger shares the quota by.
     let whole = current.period_us.saturating_sub(2 * skew) as f64;
-    let demand = (track.rate * whole).ceil() as u64;
+    let demand = (track.rate * whole).round() as u64;
     let margin = track.rate * 2.0 * sync_us;
-    let left = current.end_us().saturating_sub(skew).saturating_sub(now) as f64;
-    let needed = track.rate * left;
-    let unspent = counts.unspent() as f64;
-    let want =
-        ((needed + margin - unspent).ceil().max(0.0) as u64).min(quota.saturating_sub(counts.held));
-    let surplus = (unspent - (needed + 2.0 * margin).ceil()).max(0.0) as u64;
-    if want > 0 || (demand == 0 && moves.reported.contains(&current.index)) {
-        moves.pending.push_back(Move::Take {
-            id: shared.move_id(),
-            window: current,
-            want,
-            demand,
-        });
-    } else if surplus > (quota / 50).max(1) {
-        moves.pending.push_back(Move::Surrender {
-            id: shared.move_id(),
-            window: current,
-            most: surplus,
-        });
+
+    if track.lanes.entry(current.index).or_default().settle().await {
+        let left = current.end_us().saturating_sub(skew).saturating_sub(now) as f64;
+        let needed = track.rate * left;
+        let unspent = counts.unspent() as f64;
+        let want = ((needed + margin - unspent).ceil().max(0.0) as u64)
+            .min(quota.saturating_sub(counts.held));
+        let surplus = (unspent - (needed + 2.0 * margin).ceil()).max(0.0) as u64;
+        let step = if want > 0 || (demand == 0 && track.reported.contains(&current.index)) {
+            Some(take(shared, &mut track.reported, current, want, demand))
+        } else if surplus > (quota / 50).max(1) {
+            Some(Move::Surrender {
+                id: shared.move_id(),
+                window: current,
+                most: surplus,
+            })
+        } else {
+            None
+        };
+        track
+            .lanes
+            .entry(current.index)
+            .or_default()
+            .pending
+            .extend(step);
     }
 
-    // Near the window's end, the next window's allotment, so that it opens with units held.
+    // Near the window's end, the next window's allotment, so that it opens with units held;
+    // and a demand reported there that has gone, so that its share goes to the others.
     let lookahead = (current.period_us / 4).max(3 * settings.sync_every.as_micros() as u64);
-    if now + lookahead >= current.end_us() && demand > 0 {
-        let next = current.next();
-        if let Ok(ahead) = shared
-            .within("sync", shared.region.sync(key, next, 0, now))
-            .await
-        {
-            let want = ((demand as f64 + margin).ceil() as u64)
-                .min(quota)
-                .saturating_sub(ahead.held);
-            if want > 0 {
-                moves.pending.push_back(Move::Take {
-                    id: shared.move_id(),
-                    window: next,
-                    want,
-                    demand,
-                });
+    if track.lanes.entry(next.index).or_default().settle().await {
+        let mut step = None;
+        if demand == 0 && track.reported.contains(&next.index) {
+            step = Some(take(shared, &mut track.reported, next, 0, 0));
+        } else if now + lookahead >= current.end_us() && demand > 0 {
+            if let Ok(ahead) = shared
+                .within("sync", shared.region.sync(key, next, 0, now))
+                .await
+            {
+                let want = ((demand as f64 + margin).ceil() as u64)
+                    .min(quota)
+                    .saturating_sub(ahead.held);
+                if want > 0 {
+                    step = Some(take(shared, &mut track.reported, next, want, demand));
+                }
             }
         }
+        track
+            .lanes
+            .entry(next.index)
+            .or_default()
+            .pending
+            .extend(step);
     }
-    if !moves.pending.is_empty() {
-        track.running = Some(tokio::spawn(finish(
-            shared.clone(),
-            key.clone(),
-            mem::take(moves),
-        )));
+    for lane in track.lanes.values_mut() {
+        lane.start(shared, key);
     }
     track
 }
 
-/// Runs a key's pending steps in order until one is not done, and hands the rest back. A step
-/// of a window that has ended is dropped: its units are of no use any more.
-async fn finish(shared: Arc<Shared>, key: GlobalKey, mut moves: Moves) -> Moves {
-    while let Some(next) = moves.pending.pop_front() {
+/// A take of `want` units of `window`, reporting `demand`; `reported` notes where the ledger
+/// holds a demand of this region.
+fn take(
+    shared: &Shared,
+    reported: &mut HashSet<u64>,
+    window: Window,
+    want: u64,
+    demand: u64,
+) -> Move {
+    if demand > 0 {
+        reported.insert(window.index);
+    } else {
+        reported.remove(&window.index);
+    }
+    Move::Take {
+        id: shared.move_id(),
+        window,
+        want,
+        demand,
+    }
+}
+
+/// Runs a window's steps in order until one is not done, and hands the rest back. A step of a
+/// window that has ended is dropped: its units are of no use any more.
+async fn finish(shared: Arc<Shared>, key: GlobalKey, mut steps: VecDeque<Move>) -> VecDeque<Move> {
+    while let Some(next) = steps.pop_front() {
         let now = shared.clock.now_micros();
         if now >= next.window().end_us() {
             continue;
         }
-        match perform(&shared, &key, &next, &mut moves, now).await {
+        match perform(&shared, &key, &next, now).await {
             Stepped::Done => {}
-            Stepped::Then(then) => moves.pending.push_front(then),
+            Stepped::Then(then) => steps.push_front(then),
             Stepped::Again => {
-                moves.pending.push_front(next);
+                steps.push_front(next);
                 break;
             }
         }
     }
-    moves
+    steps
 }
 
-async fn perform(
-    shared: &Arc<Shared>,
-    key: &GlobalKey,
-    step: &Move,
-    moves: &mut Moves,
-    now: u64,
-) -> Stepped {
+async fn perform(shared: &Arc<Shared>, key: &GlobalKey, step: &Move, now: u64) -> Stepped {
     let region = &shared.settings.name;
     match step {
         Move::Take {
@@ -320,11 +352,6 @@ async fn perform(
                     "a grant of the ledger is not acknowledged by its replicas yet: asked again"
                 );
                 return Stepped::Again;
-            }
-            if *demand > 0 {
-                moves.reported.insert(window.index);
-            } else {
-                moves.reported.remove(&window.index);
             }
             if taken.units == 0 {
                 return Stepped::Done;

@@ -43,14 +43,21 @@ async fn demand_moving_mid_window_takes_the_quota_with_it() {
         .await;
     let windows = world.assert_at_most(Q);
     assert!(windows[1][0] >= Q * 9 / 10, "{windows:?}");
-    // In the window the demand moved in, region 2 gets what region 0 left (region 0 spent
-    // about 60 in its half).
+    // Region 2's first units come a tick and a round trip (300 ms) after its demand appears,
+    // with what region 0 gave up: within 0.6 s.
+    let first = world
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|admission| admission.region == 2 && admission.allowed)
+        .map(|admission| (admission.at_us - world.t0_us) as f64 / 1e6)
+        .expect("region 2 admitted some");
     assert!(
-        windows[2][0] + windows[2][2] >= Q * 8 / 10,
-        "the window demand moved in admitted {:?} of {Q}: {windows:?}",
-        windows[2]
+        (2.5..3.1).contains(&first),
+        "region 2 first admitted at {first} s: {windows:?}"
     );
-    assert!(windows[2][2] >= Q / 5, "{windows:?}");
+    assert!(windows[2][2] > 0, "{windows:?}");
     for window in &windows[3..5] {
         assert!(window[2] >= Q * 9 / 10, "{windows:?}");
     }
