@@ -120,7 +120,8 @@ elseif op == 'credit' then
   -- window a fenced ledger never granted) must not create quota.
   units = math.max(0, math.min(units, held))
   redis.call('HSET', moves, id, units)
-  redis.call('HINCRBY', window, 'g:' .. region, -units)
+  -- `0 - x`, not `-x`: Lua's -0 reaches Redis as "-0", which HINCRBY refuses.
+  redis.call('HINCRBY', window, 'g:' .. region, 0 - units)
   local free = redis.call('HINCRBY', window, 'f', units)
   redis.call('PEXPIRE', window, ttl)
   redis.call('PEXPIRE', moves, ttl)

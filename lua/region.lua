@@ -57,7 +57,8 @@ elseif op == 'surrender' then
   local held, spent = counts()
   given = math.max(0, math.min(tonumber(ARGV[4]), held - spent))
   redis.call('HSET', key, mark, given)
-  redis.call('HINCRBY', key, 'h', -given)
+  -- `0 - x`, not `-x`: Lua's -0 reaches Redis as "-0", which HINCRBY refuses.
+  redis.call('HINCRBY', key, 'h', 0 - given)
   redis.call('PEXPIRE', key, ttl)
   return given
 elseif op == 'lead' then

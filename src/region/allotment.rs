@@ -114,3 +114,55 @@ impl Region {
         Ok(leads == 1)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use testkit::RedisServer;
+
+    use super::*;
+    use crate::key::Key;
+    use crate::policy::{Policy, Rule};
+    use crate::quota::Quota;
+    use crate::store::StorageKey;
+
+    #[tokio::test]
+    async fn a_region_spends_only_what_it_holds_and_each_move_applies_once() {
+        let redis = RedisServer::start();
+        let region = Region {
+            store: RedisStore::open(&redis.url()).unwrap(),
+        };
+        let key = GlobalKey {
+            client: StorageKey::new(&Key::from("customer")),
+            policy: Policy::global(Rule::fixed_window("api", Quota::per_second(100))).unwrap(),
+        };
+        let now = 5_000_000_000_000;
+        let window = Window::at(now, 1_000_000);
+        assert!(!region.spend(&key, window, 1, now).await.unwrap().0);
+        assert!(region.apply(&key, window, "m1", 3, now).await.unwrap());
+        assert!(!region.apply(&key, window, "m1", 3, now).await.unwrap());
+        for _ in 0..3 {
+            assert!(region.spend(&key, window, 1, now).await.unwrap().0);
+        }
+        let (admitted, counts) = region.spend(&key, window, 1, now).await.unwrap();
+        assert!(!admitted);
+        assert_eq!((counts.held, counts.spent), (3, 3));
+        // Another window holds nothing of this one's.
+        assert!(!region.spend(&key, window.next(), 1, now).await.unwrap().0);
+
+        // A surrender gives up only unspent units, and a retry gives the same answer.
+        assert!(region.apply(&key, window, "m2", 5, now).await.unwrap());
+        assert_eq!(
+            region.surrender(&key, window, "s1", 9, now).await.unwrap(),
+            5
+        );
+        assert_eq!(
+            region.surrender(&key, window, "s1", 9, now).await.unwrap(),
+            5
+        );
+        let counts = region.sync(&key, window, 4, now).await.unwrap();
+        assert_eq!((counts.held, counts.spent, counts.asked), (3, 3, 4));
+        // Every write set a TTL: the window's end and one period more.
+        let ttl = redis.pttl(&key.region_key("ratelimit", window));
+        assert!((1_000..=2_000).contains(&ttl), "{ttl}");
+    }
+}

@@ -179,3 +179,150 @@ impl fmt::Debug for Ledger {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use testkit::RedisServer;
+
+    use super::*;
+    use crate::clock::Clock;
+    use crate::key::Key;
+    use crate::policy::{Policy, Rule};
+    use crate::quota::Quota;
+    use crate::store::StorageKey;
+
+    fn key() -> GlobalKey {
+        GlobalKey {
+            client: StorageKey::new(&Key::from("customer")),
+            policy: Policy::global(Rule::fixed_window("api", Quota::per_second(100))).unwrap(),
+        }
+    }
+
+    /// A window well past any fence of a ledger declared now.
+    fn later(now_us: u64) -> Window {
+        Window::at(now_us, 1_000_000).next().next().next().next()
+    }
+
+    fn now_us() -> u64 {
+        crate::clock::SystemClock::new().now_micros()
+    }
+
+    #[tokio::test]
+    async fn a_ledger_never_declared_grants_nothing() {
+        let redis = RedisServer::start();
+        let ledger = Ledger::new(RedisStore::open(&redis.url()).unwrap());
+        let now = now_us();
+        let error = ledger
+            .take(&key(), later(now), "eu", "m1", 10, 10, now)
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains("declare_new"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_retried_or_late_move_applies_once() {
+        let redis = RedisServer::start();
+        let ledger = Ledger::new(RedisStore::open(&redis.url()).unwrap());
+        ledger.declare_new(Duration::from_millis(5)).await.unwrap();
+        let (key, now) = (key(), now_us());
+        let window = later(now);
+        let first = ledger
+            .take(&key, window, "eu", "m1", 70, 70, now)
+            .await
+            .unwrap();
+        assert_eq!(
+            (first.units, first.fenced, first.counted),
+            (70, false, true)
+        );
+        // The same take again (a retry after a lost reply): the same answer, nothing more taken.
+        let again = ledger
+            .take(&key, window, "eu", "m1", 70, 70, now)
+            .await
+            .unwrap();
+        assert_eq!(again.units, 70);
+        // Another region asks all: 30 are left.
+        let other = ledger
+            .take(&key, window, "us", "m2", 100, 100, now)
+            .await
+            .unwrap();
+        assert_eq!(other.units, 30);
+        // A credit retried, or arriving twice, frees its units once.
+        ledger
+            .credit(&key, window, "eu", "m3", 20, now)
+            .await
+            .unwrap();
+        ledger
+            .credit(&key, window, "eu", "m3", 20, now)
+            .await
+            .unwrap();
+        let after = ledger
+            .take(&key, window, "us", "m4", 100, 100, now)
+            .await
+            .unwrap();
+        assert_eq!(after.units, 20);
+        // A credit of more than the region holds frees only what it holds.
+        ledger
+            .credit(&key, window, "ap", "m5", 50, now)
+            .await
+            .unwrap();
+        let none = ledger
+            .take(&key, window, "us", "m6", 100, 100, now)
+            .await
+            .unwrap();
+        assert_eq!(none.units, 0);
+    }
+
+    #[tokio::test]
+    async fn the_quota_is_shared_by_demand_when_it_does_not_cover_every_region() {
+        let redis = RedisServer::start();
+        let ledger = Ledger::new(RedisStore::open(&redis.url()).unwrap());
+        ledger.declare_new(Duration::from_millis(5)).await.unwrap();
+        let (key, now) = (key(), now_us());
+        let window = later(now);
+        // The previous window's demands stand for regions not heard from yet: "us" asked 300
+        // units a window there, so "eu", asking 100, gets a quarter of the quota first.
+        let previous = Window {
+            index: window.index - 1,
+            ..window
+        };
+        ledger
+            .take(&key, previous, "us", "p1", 100, 300, now)
+            .await
+            .unwrap();
+        let eu = ledger
+            .take(&key, window, "eu", "m1", 100, 100, now)
+            .await
+            .unwrap();
+        assert_eq!(eu.units, 25);
+        let us = ledger
+            .take(&key, window, "us", "m2", 100, 300, now)
+            .await
+            .unwrap();
+        assert_eq!(us.units, 75);
+    }
+
+    #[tokio::test]
+    async fn a_ledger_declared_new_grants_no_window_an_earlier_life_may_have_granted() {
+        let redis = RedisServer::start();
+        let ledger = Ledger::new(RedisStore::open(&redis.url()).unwrap());
+        let epoch = ledger.declare_new(Duration::from_millis(5)).await.unwrap();
+        let key = key();
+        let fenced = [
+            Window::at(epoch, 1_000_000),
+            Window::at(epoch, 1_000_000).next(),
+        ];
+        for window in fenced {
+            let taken = ledger
+                .take(&key, window, "eu", "m", 10, 10, epoch)
+                .await
+                .unwrap();
+            assert_eq!((taken.units, taken.fenced), (0, true), "{window:?}");
+        }
+        let open = Window::at(epoch + 1_010_001, 1_000_000).next();
+        let taken = ledger
+            .take(&key, open, "eu", "m", 10, 10, epoch)
+            .await
+            .unwrap();
+        assert_eq!((taken.units, taken.fenced), (10, false));
+    }
+}
