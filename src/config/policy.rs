@@ -23,6 +23,10 @@ use crate::quota::Quota;
 pub struct PolicyConfig {
     /// The rules, at least one.
     pub rules: Vec<RuleConfig>,
+    /// One quota for every region ([`Policy::global`]): one `fixed_window` rule, decided in
+    /// each region by a store with a `region` table (default `false`).
+    #[serde(default)]
+    pub global: bool,
 }
 
 /// One rule of a policy.
@@ -65,6 +69,11 @@ impl PolicyConfig {
             .enumerate()
             .map(|(index, rule)| rule.build(&format!("{field}.rules[{index}]")))
             .collect::<Result<Vec<_>, _>>()?;
+        if self.global {
+            let [rule] = <[Rule; 1]>::try_from(rules)
+                .map_err(|_| invalid(format!("{field}.rules"), SettingError::GlobalRules))?;
+            return Policy::global(rule).map_err(|err| err.at(format!("{field}.rules[0]")));
+        }
         // Per-rule mistakes were named above; what is left concerns the rules together (two with
         // one name, too many).
         Policy::new(rules).map_err(|err| err.at(format!("{field}.rules")))

@@ -48,6 +48,15 @@ pub enum SettingError {
         /// The rule's algorithm, as the file names it (`fixed_window`, ...).
         algorithm: &'static str,
     },
+    /// A global policy with other than one rule.
+    #[error("of a global policy hold one rule, a `fixed_window`")]
+    GlobalRules,
+    /// A ledger on a store type that cannot hold it.
+    #[error("is a {store} store: a ledger lives in one Redis, `redis` or `sentinel`")]
+    LedgerStore {
+        /// The ledger's store type.
+        store: &'static str,
+    },
     /// A policy with no rule.
     #[error("is empty: a policy needs at least one rule")]
     NoRules,
