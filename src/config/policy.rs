@@ -69,14 +69,12 @@ impl PolicyConfig {
             .enumerate()
             .map(|(index, rule)| rule.build(&format!("{field}.rules[{index}]")))
             .collect::<Result<Vec<_>, _>>()?;
-        if self.global {
-            let [rule] = <[Rule; 1]>::try_from(rules)
-                .map_err(|_| invalid(format!("{field}.rules"), SettingError::GlobalRules))?;
-            return Policy::global(rule).map_err(|err| err.at(format!("{field}.rules[0]")));
-        }
         // Per-rule mistakes were named above; what is left concerns the rules together (two with
-        // one name, too many).
-        Policy::new(rules).map_err(|err| err.at(format!("{field}.rules")))
+        // one name, too many, a global policy's one rule not a fixed window).
+        Policy::of(rules, self.global).map_err(|err| match err {
+            ConfigError::GlobalNotFixedWindow { .. } => err.at(format!("{field}.rules[0]")),
+            err => err.at(format!("{field}.rules")),
+        })
     }
 }
 

@@ -50,6 +50,15 @@ pub enum ConfigError {
         /// The rule's name.
         rule: String,
     },
+    /// A global policy given more rules than its one.
+    #[error(
+        "a global policy holds one rule, this one {count}: limit the other rules with a layer \
+         of their own"
+    )]
+    GlobalRules {
+        /// How many rules were given.
+        count: usize,
+    },
     /// Two rules of one policy have the same name.
     #[error(
         "two rules of one policy are named {name:?}: rule names must be unique within a policy"

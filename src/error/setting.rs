@@ -48,9 +48,6 @@ pub enum SettingError {
         /// The rule's algorithm, as the file names it (`fixed_window`, ...).
         algorithm: &'static str,
     },
-    /// A global policy with other than one rule.
-    #[error("of a global policy hold one rule, a `fixed_window`")]
-    GlobalRules,
     /// A ledger on a store type that cannot hold it.
     #[error("is a {store} store: a ledger lives in one Redis, `redis` or `sentinel`")]
     LedgerStore {

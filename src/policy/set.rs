@@ -116,6 +116,19 @@ impl Policy {
         Ok(policy)
     }
 
+    /// A policy of `rules`, [global](Self::global) or not: what a layer's builder, given a
+    /// policy and maybe more rules, builds.
+    pub(crate) fn of(rules: Vec<Rule>, global: bool) -> Result<Self, ConfigError> {
+        if !global {
+            return Self::new(rules);
+        }
+        let count = rules.len();
+        match <[Rule; 1]>::try_from(rules) {
+            Ok([rule]) => Self::global(rule),
+            Err(_) => Err(ConfigError::GlobalRules { count }),
+        }
+    }
+
     /// Whether this is a [global](Self::global) policy.
     pub fn is_global(&self) -> bool {
         self.inner.global

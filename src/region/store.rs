@@ -32,6 +32,7 @@ use crate::store::{RedisStore, StorageKey, Store, StoreError, StoreFuture};
 ///
 /// ```no_run
 /// use std::time::Duration;
+/// use tower_redis_ratelimit::key::HeaderKey;
 /// use tower_redis_ratelimit::region::{Ledger, PartitionMode, RegionStore};
 /// use tower_redis_ratelimit::{Policy, Quota, RateLimitLayer, RedisStore, Rule};
 ///
@@ -42,7 +43,11 @@ use crate::store::{RedisStore, StorageKey, Store, StoreError, StoreFuture};
 ///     .max_skew(Duration::from_millis(20))
 ///     .build()?;
 /// let policy = Policy::global(Rule::fixed_window("api", Quota::per_minute(60_000)))?;
-/// let layer = RateLimitLayer::builder().store(store).policy(policy).build()?;
+/// let layer = RateLimitLayer::builder()
+///     .key(HeaderKey::new("x-customer"))
+///     .store(store)
+///     .policy(&policy)
+///     .build()?;
 /// # Ok(())
 /// # }
 /// ```

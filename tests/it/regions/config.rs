@@ -63,6 +63,12 @@ async fn a_region_store_and_a_global_policy_from_a_file_spend_the_ledger_s_allot
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(admitted.values().all(|&count| count <= 20), "{admitted:?}");
+    // Decided as a global policy: from the region's allotments, not by the plain store.
+    assert!(
+        region.keys().iter().any(|key| key.contains(":region:api:")),
+        "{:?}",
+        region.keys()
+    );
     assert!(admitted.values().any(|&count| count >= 15), "{admitted:?}");
 }
 
@@ -119,4 +125,27 @@ fn mistakes_of_global_policies_and_regions_name_their_field() {
         policy(window)
     );
     assert_eq!(field_of(&memory), "stores.eu.region");
+}
+
+/// A layer built in code from a global policy is global; one given another rule besides is a
+/// mistake, not a silently local policy.
+#[test]
+fn a_layer_keeps_its_policy_global() {
+    use tower_redis_ratelimit::key::GlobalKey;
+    use tower_redis_ratelimit::{ConfigError, Policy, Quota, RateLimitLayer, Rule};
+
+    let policy = Policy::global(Rule::fixed_window("api", Quota::per_second(5))).unwrap();
+    let layer = RateLimitLayer::builder()
+        .key(GlobalKey::new("all"))
+        .policy(&policy)
+        .build()
+        .unwrap();
+    assert!(layer.policy().is_global());
+    let error = RateLimitLayer::builder()
+        .key(GlobalKey::new("all"))
+        .policy(&policy)
+        .rule(Rule::gcra("burst", Quota::per_second(1)))
+        .build()
+        .unwrap_err();
+    assert_eq!(error, ConfigError::GlobalRules { count: 2 });
 }
