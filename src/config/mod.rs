@@ -68,7 +68,7 @@ pub use self::load::{Format, LoadError};
 use self::paths::Paths;
 pub use self::policy::{PolicyConfig, RuleConfig};
 #[cfg(feature = "regions")]
-pub use self::region::RegionConfig;
+pub use self::region::{LedgerConfig, RegionConfig};
 pub use self::route::{ListConfig, RouteConfig};
 use self::shadow::Shadows;
 use self::store::BuiltStore;

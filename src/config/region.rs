@@ -1,12 +1,10 @@
 //! A Redis store's `region` table: the store is a region's ([`RegionStore`]), spending
 //! allotments of global policies from a ledger.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::store::{BuiltStore, StoreConfig, StoreKind};
 use super::{SettingError, duration, error, invalid};
 use crate::error::{ConfigError, StoreConfigError};
 use crate::region::{Ledger, PartitionMode, RegionStore};
@@ -18,15 +16,15 @@ use crate::store::RedisStore;
 /// [stores.eu]
 /// type = "redis"
 /// url = "redis://127.0.0.1:6379"
-/// region = { name = "eu-west", ledger = { type = "redis", url = "redis://ledger.internal:6379" }, partition = { emergency = { fraction = 0.1 } } }
+/// region = { name = "eu-west", ledger = { url = "redis://ledger.internal:6379" }, partition = { emergency = { fraction = 0.1 } } }
 /// ```
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RegionConfig {
     /// The region's name, the same in every instance of the region.
     pub name: String,
-    /// Where the ledger lives: a `redis` or `sentinel` store's table.
-    pub ledger: Box<StoreConfig>,
+    /// Where the ledger lives.
+    pub ledger: LedgerConfig,
     /// Replicas of the ledger that must hold a grant before it counts (default 0).
     #[serde(default)]
     pub replicas: Option<u32>,
@@ -51,35 +49,54 @@ pub struct RegionConfig {
     pub partition_after: Option<Duration>,
 }
 
+/// The ledger's Redis: one server (`url`), or the primary that Sentinels name (`sentinels` and
+/// `master`); not a Cluster (a take touches keys of several hash slots).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerConfig {
+    /// `redis://[user:password@]host[:port][/db]`.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Sentinel URLs.
+    #[serde(default)]
+    pub sentinels: Option<Vec<String>>,
+    /// The primary's name, with `sentinels`.
+    #[serde(default)]
+    pub master: Option<String>,
+    /// The key prefix (default `ratelimit`).
+    #[serde(default)]
+    pub prefix: Option<String>,
+}
+
+impl LedgerConfig {
+    fn build(&self, field: &str) -> Result<RedisStore, ConfigError> {
+        let builder = match (&self.url, &self.sentinels, &self.master) {
+            (Some(url), None, None) => RedisStore::builder(url),
+            #[cfg(feature = "sentinel")]
+            (None, Some(sentinels), Some(master)) => RedisStore::sentinel(sentinels, master),
+            _ => return Err(invalid(field.to_owned(), SettingError::LedgerAddress)),
+        };
+        let builder = match &self.prefix {
+            Some(prefix) => builder.prefix(prefix.clone()),
+            None => builder,
+        };
+        builder.build().map_err(|err| err.at(field))
+    }
+}
+
 /// The region store of `store` (built from the table at `field`) that `config` describes.
 pub(super) fn build(
     config: &RegionConfig,
     store: RedisStore,
     field: &str,
-) -> Result<BuiltStore, ConfigError> {
+) -> Result<RegionStore, ConfigError> {
     let field = format!("{field}.region");
-    let ledger_field = format!("{field}.ledger");
-    if !matches!(config.ledger.kind, StoreKind::Redis | StoreKind::Sentinel) {
-        return Err(invalid(
-            format!("{ledger_field}.type"),
-            SettingError::LedgerStore {
-                store: config.ledger.kind.name(),
-            },
-        ));
-    }
-    let Some(ledger) = config.ledger.build(&ledger_field)?.redis else {
-        return Err(invalid(
-            format!("{ledger_field}.type"),
-            SettingError::LedgerStore {
-                store: config.ledger.kind.name(),
-            },
-        ));
-    };
+    let ledger = config.ledger.build(&format!("{field}.ledger"))?;
     let ledger = Ledger::new(ledger).replicas(
         config.replicas.unwrap_or(0),
         config.replica_timeout.unwrap_or(Duration::from_millis(200)),
     );
-    let mut builder = RegionStore::builder(config.name.clone(), store.clone(), ledger);
+    let mut builder = RegionStore::builder(config.name.clone(), store, ledger);
     if let Some(mode) = config.partition {
         builder = builder.partition(mode);
     }
@@ -95,17 +112,11 @@ pub(super) fn build(
     if let Some(after) = config.partition_after {
         builder = builder.partition_after(after);
     }
-    let region = builder.build().map_err(|err| {
+    builder.build().map_err(|err| {
         error::at(&field, err, |err| match err {
             ConfigError::Store(StoreConfigError::InvalidRegionName { .. }) => Some("name"),
             ConfigError::Store(StoreConfigError::EmergencyFraction { .. }) => Some("partition"),
             _ => None,
         })
-    })?;
-    Ok(BuiltStore {
-        rate: Arc::new(region),
-        #[cfg(feature = "concurrency")]
-        permits: Arc::new(store.clone()),
-        redis: Some(store),
     })
 }

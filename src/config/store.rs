@@ -282,7 +282,16 @@ mod redis {
             .map_err(|err| error::at(field, err, setting))?;
         #[cfg(feature = "regions")]
         if let Some(region) = &config.region {
-            return crate::config::region::build(region, store, field);
+            return Ok(BuiltStore {
+                rate: std::sync::Arc::new(crate::config::region::build(
+                    region,
+                    store.clone(),
+                    field,
+                )?),
+                #[cfg(feature = "concurrency")]
+                permits: std::sync::Arc::new(store.clone()),
+                redis: Some(store),
+            });
         }
         Ok(BuiltStore {
             redis: Some(store.clone()),

@@ -118,7 +118,7 @@ pub(crate) async fn run(shared: Weak<Shared>) {
     };
     // Connections across regions take round trips to make: made now, not when demand comes.
     if let Some(shared) = shared.upgrade() {
-        let _ = tokio::join!(shared.ledger.ping(), shared.region.store.ping());
+        let _ = futures_util::future::join(shared.ledger.ping(), shared.region.store.ping()).await;
     }
     let mut interval = tokio::time::interval(every);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

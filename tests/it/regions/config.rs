@@ -18,7 +18,7 @@ fn config(region: &RedisServer, ledger: &RedisServer) -> String {
         [stores.eu]
         type = "redis"
         url = "{}"
-        region = {{ name = "eu-west", ledger = {{ type = "redis", url = "{}" }}, max_skew = "2ms", sync_every = "20ms", partition = {{ emergency = {{ fraction = 0.1 }} }} }}
+        region = {{ name = "eu-west", ledger = {{ url = "{}" }}, max_skew = "2ms", sync_every = "20ms", partition = {{ emergency = {{ fraction = 0.1 }} }} }}
 
         [policies.api]
         global = true
@@ -103,7 +103,7 @@ fn mistakes_of_global_policies_and_regions_name_their_field() {
             policy(window)
         )
     };
-    let ledger = r#"{ type = "redis", url = "redis://127.0.0.1:2" }"#;
+    let ledger = r#"{ url = "redis://127.0.0.1:2" }"#;
     assert_eq!(
         field_of(&store(&format!(
             r#"{{ name = "eu west", ledger = {ledger} }}"#
@@ -117,8 +117,8 @@ fn mistakes_of_global_policies_and_regions_name_their_field() {
         "stores.eu.region.partition"
     );
     assert_eq!(
-        field_of(&store(r#"{ name = "eu", ledger = { type = "memory" } }"#)),
-        "stores.eu.region.ledger.type"
+        field_of(&store(r#"{ name = "eu", ledger = { master = "ledger" } }"#)),
+        "stores.eu.region.ledger"
     );
     let memory = format!(
         "[stores.eu]\ntype = \"memory\"\nregion = {{ name = \"eu\", ledger = {ledger} }}\n{}",

@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use super::{Checkout, SharedConnection};
 use crate::store::StoreError;
@@ -33,11 +32,12 @@ impl SharedConnection {
     /// follow them on the connection that made them. Both go in one pipeline (one round trip);
     /// a call that needs the library or its script loaded first is sent alone, then WAIT.
     /// Returns the call's reply and how many replicas acknowledged it.
+    #[cfg(feature = "regions")]
     pub(in crate::store::redis) async fn call_and_wait<T: redis::FromRedisValue>(
         self: &Arc<Self>,
         call: &Call,
         replicas: u32,
-        timeout: Duration,
+        timeout: std::time::Duration,
     ) -> Result<(T, u32), StoreError> {
         let mut checkout = self.get().await?;
         let mut wait = redis::cmd("WAIT");
