@@ -6,9 +6,10 @@
 //! `redis-server` reached through a `testkit::wan::WanLink` per region that adds the latency.
 //! Quota: 200 units per one-second window; `sync_every` 50 ms; `max_skew` 2 ms (one clock).
 //!
-//! The trace, the same at every latency, seconds from the first window the ledger grants:
-//! region A asks 1.5× the quota for 3 s; then, from 3.5 s (mid-window), region B asks as much
-//! instead; from 6 s to 8 s every region asks half the quota (1.5× in all).
+//! The trace, the same at every latency, in windows from the first the ledger grants: region A
+//! asks 1.5× the quota for 3 windows; then, from 3.5 (mid-window), region B asks as much
+//! instead; from 6 to 8 every region asks half the quota (1.5× in all). `REGIONS_PERIOD_MS`
+//! sets the window (default 1000 ms); the trace scales with it.
 //!
 //! For each latency it prints:
 //! - `utilisation`: units admitted over what one exact global fixed-window counter admits on
@@ -19,7 +20,8 @@
 //! - `extra calls/s`: per region, the calls to its own Redis besides one per request (demand
 //!   reports, leadership, moves) and the calls to the ledger (takes, credits);
 //! - `p50 / p99`: a request's decision in a region, against a plain `RedisStore` with a fixed
-//!   window on one Redis (a single-region deployment), measured the same way.
+//!   window on one Redis (a single-region deployment, every decision a call to Redis), measured
+//!   the same way. Both run in this one process beside the regions' movers and WAN proxies.
 //!
 //! It draws `docs/regions.svg`: admissions per window and region at 100 ms, with the quota.
 //! The markdown table it prints is the one in `docs/regions.md`.
@@ -36,19 +38,28 @@ use tower_redis_ratelimit::region::{Ledger, RegionStore};
 use tower_redis_ratelimit::{Policy, Quota, RedisStore, Rule, Store};
 
 const QUOTA: u32 = 200;
-const PERIOD_US: u64 = 1_000_000;
+/// The window, `REGIONS_PERIOD_MS` (default 1000): the trace's times scale with it.
+fn period_us() -> u64 {
+    static PERIOD: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *PERIOD.get_or_init(|| testkit::env_or("REGIONS_PERIOD_MS", 1_000_u64).unwrap_or(1_000) * 1_000)
+}
 const SKEW: Duration = Duration::from_millis(2);
-const RUN_S: f64 = 8.0;
-/// The trace's demand move: B's demand appears here.
-const MOVE_S: f64 = 3.5;
+/// The run's length, in windows.
+const RUN: f64 = 8.0;
+/// The trace's demand move, in windows: B's demand appears here.
+const MOVE: f64 = 3.5;
 
-/// Units per second region `region` asks at `t` seconds.
+fn run_seconds() -> f64 {
+    RUN * period_us() as f64 / 1e6
+}
+
+/// Units per window region `region` asks at `t` windows.
 fn demand(region: usize, t: f64) -> f64 {
     let quota = f64::from(QUOTA);
     match (region, t) {
         (_, t) if t >= 6.0 => quota / 2.0,
         (0, t) if t < 3.0 => 1.5 * quota,
-        (1, t) if t >= MOVE_S => 1.5 * quota,
+        (1, t) if t >= MOVE => 1.5 * quota,
         _ => 0.0,
     }
 }
@@ -97,7 +108,7 @@ async fn main() -> Result<(), BoxError> {
             .log
             .iter()
             .filter(|asked| asked.region == 1 && asked.allowed)
-            .map(|asked| seconds(&run, asked.at_us) - MOVE_S)
+            .map(|asked| seconds(&run, asked.at_us) - MOVE * period_us() as f64 / 1e6)
             .find(|since| *since >= 0.0)
             .unwrap_or(f64::NAN);
         println!(
@@ -105,8 +116,8 @@ async fn main() -> Result<(), BoxError> {
             100.0 * admitted as f64 / exact as f64,
             100.0 * fullest as f64 / f64::from(QUOTA),
             convergence * 1000.0,
-            run.region_calls as f64 / 3.0 / RUN_S,
-            run.ledger_calls as f64 / 3.0 / RUN_S,
+            run.region_calls as f64 / 3.0 / run_seconds(),
+            run.ledger_calls as f64 / 3.0 / run_seconds(),
             ms(run.latency.value_at_quantile(0.5)),
             ms(run.latency.value_at_quantile(0.99)),
             ms(baseline.value_at_quantile(0.5)),
@@ -138,7 +149,7 @@ struct WindowCount {
 }
 
 fn windows(run: &Run) -> Vec<WindowCount> {
-    let count = RUN_S as usize;
+    let count = RUN as usize;
     let mut windows: Vec<WindowCount> = (0..count)
         .map(|_| WindowCount {
             asked: 0,
@@ -149,7 +160,7 @@ fn windows(run: &Run) -> Vec<WindowCount> {
         let Some(since) = asked.at_us.checked_sub(run.t0_us) else {
             continue;
         };
-        let index = usize::try_from(since / PERIOD_US).unwrap_or(usize::MAX);
+        let index = usize::try_from(since / period_us()).unwrap_or(usize::MAX);
         let Some(window) = windows.get_mut(index) else {
             continue;
         };
@@ -190,16 +201,17 @@ async fn run(latency: Duration) -> Result<Run, BoxError> {
     }
     let policy = Policy::global(Rule::fixed_window(
         "api",
-        Quota::new(QUOTA, Duration::from_micros(PERIOD_US)),
+        Quota::new(QUOTA, Duration::from_micros(period_us())),
     ))?;
     // The first window the ledger grants: one period and twice the skew after its declaration.
-    let fence = declared + PERIOD_US + 2 * u64::try_from(SKEW.as_micros())?;
-    let t0_us = (fence / PERIOD_US + 1) * PERIOD_US;
+    let period = period_us();
+    let fence = declared + period + 2 * u64::try_from(SKEW.as_micros())?;
+    let t0_us = (fence / period + 1) * period;
     let clock = SystemClock::new();
     let before: Vec<u64> = regions.iter().map(|(redis, ..)| fcalls(redis)).collect();
     let ledger_before = fcalls(&ledger_server);
     // Asked from half a window before time 0, as the tests do: the first window is taken ahead.
-    let start = t0_us - PERIOD_US / 2;
+    let start = t0_us - period / 2;
     while clock.now_micros() < start {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -208,12 +220,12 @@ async fn run(latency: Duration) -> Result<Run, BoxError> {
     let mut latency_histogram = Histogram::<u64>::new(3)?;
     let mut owed = [0.0_f64; 3];
     let mut last = clock.now_micros();
-    let end = t0_us + (RUN_S * 1e6) as u64;
+    let end = t0_us + (RUN * period as f64) as u64;
     while clock.now_micros() < end {
         tokio::time::sleep(Duration::from_millis(5)).await;
         let now = clock.now_micros();
-        let t = (now as f64 - t0_us as f64) / 1e6;
-        let elapsed = (now - last) as f64 / 1e6;
+        let t = (now as f64 - t0_us as f64) / period as f64;
+        let elapsed = (now - last) as f64 / period as f64;
         last = now;
         for (region, owed) in owed.iter_mut().enumerate() {
             *owed += demand(region, t) * elapsed;
@@ -254,13 +266,14 @@ async fn run(latency: Duration) -> Result<Run, BoxError> {
     })
 }
 
-/// A request's decision with a plain Redis store and a fixed window, at the same pace.
+/// A request's decision with a plain Redis store and a fixed window, at the same pace: every
+/// one a call to Redis, as a region's are (a quota nothing exceeds, no denial cache).
 async fn single_region() -> Result<Histogram<u64>, BoxError> {
     let redis = RedisServer::try_start()?;
-    let store = RedisStore::open(&redis.url())?;
+    let store = RedisStore::builder(&redis.url()).denial_cache(0).build()?;
     let policy = Policy::try_from(Rule::fixed_window(
         "api",
-        Quota::new(QUOTA, Duration::from_micros(PERIOD_US)),
+        Quota::new(u32::MAX, Duration::from_micros(period_us())),
     ))?;
     let key = Key::from("customer-7");
     let mut histogram = Histogram::<u64>::new(3)?;
@@ -293,7 +306,8 @@ fn chart(windows: &[WindowCount]) -> String {
     );
     let _ = writeln!(
         svg,
-        r##"<rect width="{WIDTH}" height="{HEIGHT}" fill="#fff"/><text x="{LEFT}" y="18">Admitted per one-second window, three regions 100 ms from the ledger (quota {QUOTA})</text>"##
+        r##"<rect width="{WIDTH}" height="{HEIGHT}" fill="#fff"/><text x="{LEFT}" y="18">Admitted per {} ms window, three regions 100 ms from the ledger (quota {QUOTA})</text>"##,
+        period_us() / 1000
     );
     for (index, window) in windows.iter().enumerate() {
         let x = LEFT + slot * index as f64 + slot * 0.15;
@@ -326,7 +340,7 @@ fn chart(windows: &[WindowCount]) -> String {
     );
     let _ = writeln!(
         svg,
-        r##"<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{BOTTOM}" stroke="#222"/><line x1="{LEFT}" x2="{RIGHT}" y1="{BOTTOM}" y2="{BOTTOM}" stroke="#222"/><text x="{:.1}" y="{:.1}" text-anchor="middle">window (s since the first granted)</text>"##,
+        r##"<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{BOTTOM}" stroke="#222"/><line x1="{LEFT}" x2="{RIGHT}" y1="{BOTTOM}" y2="{BOTTOM}" stroke="#222"/><text x="{:.1}" y="{:.1}" text-anchor="middle">window (since the first granted)</text>"##,
         (LEFT + RIGHT) / 2.0,
         BOTTOM + 40.0
     );
@@ -338,9 +352,13 @@ fn chart(windows: &[WindowCount]) -> String {
             y(f64::from(units)) + 4.0
         );
     }
-    for (region, name) in ["A (1.5× quota, 0–3 s)", "B (1.5× quota, from 3.5 s)", "C"]
-        .iter()
-        .enumerate()
+    for (region, name) in [
+        "A (1.5× quota, windows 0–3)",
+        "B (1.5× quota, from 3.5)",
+        "C",
+    ]
+    .iter()
+    .enumerate()
     {
         let top = TOP + 30.0 + 22.0 * region as f64;
         let _ = writeln!(

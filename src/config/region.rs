@@ -25,7 +25,7 @@ pub struct RegionConfig {
     pub name: String,
     /// Where the ledger lives.
     pub ledger: LedgerConfig,
-    /// Replicas of the ledger that must hold a grant before it counts (default 0).
+    /// Replicas of the ledger that must hold a take before it counts (default 0).
     #[serde(default)]
     pub replicas: Option<u32>,
     /// How long to wait for them (default `"200ms"`).

@@ -16,12 +16,12 @@ use super::window::Window;
 /// request waits on it.
 ///
 /// It lives in one Redis, reached through a [`RedisStore`] (so a Sentinel-managed primary is
-/// followed across failovers). A grant counts only once `replicas` replicas hold it (`WAIT`):
-/// a failover to one of them cannot forget it and grant the units again. A ledger whose Redis
+/// followed across failovers). A take counts only once `replicas` replicas hold it (`WAIT`):
+/// a failover to one of them cannot forget it and hand the units out again. A ledger whose Redis
 /// restarted empty, or was never declared, grants nothing until it is declared anew with
 /// [`declare_new`](Self::declare_new), which fences the windows an earlier life may have
 /// granted. Run the ledger's Redis without persistence (a restart then comes back empty and
-/// fenced) or with `appendfsync always`: a restart from a snapshot older than its last grants
+/// fenced) or with `appendfsync always`: a restart from a snapshot older than its last takes
 /// would grant them again.
 ///
 /// ```no_run
@@ -51,7 +51,7 @@ pub(crate) struct Taken {
     pub(crate) units: u64,
     /// Whether the window is fenced (an earlier life of the ledger may have granted it).
     pub(crate) fenced: bool,
-    /// Whether enough replicas acknowledged the grant: only then may it be applied.
+    /// Whether enough replicas acknowledged the take: only then may it be applied.
     pub(crate) counted: bool,
 }
 
@@ -65,7 +65,7 @@ impl Ledger {
         }
     }
 
-    /// A grant counts once `replicas` replicas acknowledge it within `timeout` (`WAIT`); one
+    /// A take counts once `replicas` replicas acknowledge it within `timeout` (`WAIT`); one
     /// that is not acknowledged is asked again (the same move: granted once) until it is.
     /// Set it to the replicas a failover may promote.
     pub fn replicas(mut self, replicas: u32, timeout: Duration) -> Self {

@@ -7,7 +7,7 @@
 //! request from what it holds, in its own Redis, with no call across regions; in the
 //! background, the instance that leads the region reports its demand to the ledger and moves
 //! units between them (take, apply, surrender, credit: each idempotent, by a move id). Units of
-//! a window are only spent in that window, so a grant ends with its window.
+//! a window are only spent in that window, so an allotment ends with its window.
 //!
 //! **The bound.** For every key and window, the units the ledger grants never sum above the
 //! quota `Q` (it hands out only free units, and a credit frees only what a region surrendered
@@ -17,7 +17,7 @@
 //! `max_skew` of true time, what is spent of `w` is spent within `w`. In
 //! [emergency mode](PartitionMode::Emergency), a region cut off from the ledger adds
 //! `floor(fraction × Q)` once per window: at most `Q + Σ fraction × Q` in a window.
-//! Failover of the ledger's Redis loses no grant that counted (each waits for the replicas),
+//! Failover of the ledger's Redis loses no take that counted (each waits for the replicas),
 //! and a ledger that lost its data grants nothing until [declared new](Ledger::declare_new),
 //! which fences the windows it may have granted. `docs/regions.md` has the design, the failure
 //! table and the measurements.

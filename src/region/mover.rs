@@ -61,7 +61,7 @@ impl Move {
 enum Stepped {
     Done,
     Then(Move),
-    /// Not done (an error, a grant not yet replicated): the same step again next tick.
+    /// Not done (an error, a take not yet replicated): the same step again next tick.
     Again,
 }
 
@@ -349,7 +349,7 @@ async fn perform(shared: &Arc<Shared>, key: &GlobalKey, step: &Move, now: u64) -
             }
             if !taken.counted {
                 tracing::debug!(
-                    "a grant of the ledger is not acknowledged by its replicas yet: asked again"
+                    "a take of the ledger is not acknowledged by its replicas yet: asked again"
                 );
                 return Stepped::Again;
             }

@@ -1,5 +1,5 @@
 //! The ledger's Redis killed and failed over (Sentinel promotes its replica, which holds every
-//! grant that counted), and a region's Redis restarted empty: never above the quota, and the
+//! take that counted), and a region's Redis restarted empty: never above the quota, and the
 //! regions admit again after.
 
 use std::time::Duration;
@@ -14,7 +14,7 @@ use crate::support::sentinel::{MASTER, RedisSentinels};
 const Q: u64 = QUOTA as u64;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_ledger_killed_and_failed_over_loses_no_grant() {
+async fn the_ledger_killed_and_failed_over_loses_no_take() {
     let mut sentinels = RedisSentinels::start();
     let urls = sentinels.urls();
     let ledger = || {
@@ -24,7 +24,7 @@ async fn the_ledger_killed_and_failed_over_loses_no_grant() {
                 .build()
                 .expect("the ledger's store"),
         )
-        // A grant counts once the replica holds it: the promoted replica cannot grant it again.
+        // A take counts once the replica holds it: the promoted replica cannot grant it again.
         .replicas(1, Duration::from_millis(200))
     };
     let primary = std::net::SocketAddr::from(([127, 0, 0, 1], sentinels.primary_port()));
@@ -32,12 +32,12 @@ async fn the_ledger_killed_and_failed_over_loses_no_grant() {
     // about the ledger's failover, not the links.
     let world = World::start_with(Setup::default(), ledger(), primary, |_| ledger()).await;
     // The promotion takes about 2 s, the old primary's return as a replica about 5 s more:
-    // until then no grant counts, and the regions spend what they hold, then refuse.
+    // until then no take counts, and the regions spend what they hold, then refuse.
     let drive = world.drive(11.0, |region, _| if region == 2 { 0.0 } else { Q as f64 });
     let kill = async {
         world.sleep_until(1.5).await;
-        // Killed: the replica is promoted, and holds every grant that counted. The old primary
-        // comes back empty as its replica, so that grants can count again. On a thread of its
+        // Killed: the replica is promoted, and holds every take that counted. The old primary
+        // comes back empty as its replica, so that takes can count again. On a thread of its
         // own: the drivers go on meanwhile.
         tokio::task::spawn_blocking(move || {
             sentinels.kill_primary();
