@@ -272,6 +272,30 @@ mod tests {
         assert_eq!(none.units, 0);
     }
 
+    /// A take that the replicas a ledger waits for did not acknowledge does not count; asked
+    /// again, it is the same take, never a second one.
+    #[tokio::test]
+    async fn a_take_counts_only_once_the_replicas_hold_it() {
+        let redis = RedisServer::start();
+        let ledger = Ledger::new(RedisStore::open(&redis.url()).unwrap())
+            .replicas(1, Duration::from_millis(20));
+        ledger.declare_new(Duration::from_millis(5)).await.unwrap();
+        let (key, now) = (key(), now_us());
+        let window = later(now);
+        for _ in 0..2 {
+            let taken = ledger
+                .take(&key, window, "eu", "m1", 60, 60, now)
+                .await
+                .unwrap();
+            assert_eq!((taken.units, taken.counted), (60, false));
+        }
+        let rest = ledger
+            .take(&key, window, "us", "m2", 100, 100, now)
+            .await
+            .unwrap();
+        assert_eq!(rest.units, 40);
+    }
+
     #[tokio::test]
     async fn the_quota_is_shared_by_demand_when_it_does_not_cover_every_region() {
         let redis = RedisServer::start();
