@@ -1,0 +1,396 @@
+//! The domains of envoyproxy/ratelimit's files, validated as the reference validates them and
+//! built into one tree per domain, each mistake named by its file and field.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
+use tower_redis_ratelimit::Quota;
+use tower_redis_ratelimit::policy::{Algorithm, Policy, Rule};
+
+use super::RulesError;
+use super::file::{DescriptorFile, DomainFile, RateLimitFile};
+use crate::config::FieldError;
+
+/// Every domain, by name.
+#[derive(Debug, Default)]
+pub struct Domains {
+    pub(super) domains: HashMap<String, Domain>,
+}
+
+/// One domain: its file, its store's name (extension) and its descriptor tree.
+#[derive(Debug)]
+pub struct Domain {
+    /// The file it was read from.
+    pub file: PathBuf,
+    /// The store it counts in (`extensions.store`), the default one when `None`.
+    pub store: Option<String>,
+    pub(super) root: Node,
+}
+
+/// A level of a descriptor tree: its descriptors by `key` or `key_value`, the wildcard ones in
+/// file order, and the limit and flags of the descriptor it belongs to.
+#[derive(Debug, Default)]
+pub(super) struct Node {
+    pub(super) children: HashMap<String, Node>,
+    /// `key_value` patterns with a `*`, split on it.
+    pub(super) wildcards: Vec<(String, Vec<String>)>,
+    pub(super) limit: Option<Arc<Limit>>,
+    pub(super) value_to_metric: bool,
+    pub(super) share_threshold: bool,
+}
+
+/// A `rate_limit`, as the service applies it.
+#[derive(Debug)]
+pub struct Limit {
+    /// Its `name` (what `replaces` refers to; reported in `current_limit`).
+    pub name: Option<String>,
+    /// The names it replaces.
+    pub replaces: Vec<String>,
+    /// What it admits.
+    pub kind: LimitKind,
+    /// Counted and reported, never refusing.
+    pub shadow: bool,
+    /// Metrics per value.
+    pub detailed_metric: bool,
+    /// Where its metrics go when not detailed: the domain, then each level's `key` or
+    /// `key_value` as written in the file.
+    pub metric_key: Vec<String>,
+}
+
+/// What a limit admits.
+#[derive(Clone, Debug)]
+pub enum LimitKind {
+    /// Everything, without asking the store (`unlimited: true`).
+    Unlimited,
+    /// Nothing (`requests_per_unit: 0`): refused without asking the store.
+    Nothing(Reported),
+    /// Counted by `algorithm` in the domain's store.
+    Counted {
+        /// The algorithm (extension; `fixed_window` by default).
+        algorithm: Algorithm,
+        /// The quota.
+        quota: Quota,
+        /// As Envoy is told it.
+        reported: Reported,
+    },
+}
+
+/// A limit as `current_limit` tells it: requests per unit; a period that is no unit
+/// (extension) is reported as `UNKNOWN` with the limit per period.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reported {
+    /// Requests per unit.
+    pub requests_per_unit: u32,
+    /// The unit.
+    pub unit: Unit,
+}
+
+impl Domains {
+    /// Validates and builds the domains of `files` (each with its path).
+    pub fn build(files: Vec<(PathBuf, DomainFile)>) -> Result<Self, RulesError> {
+        let mut domains: HashMap<String, Domain> = HashMap::new();
+        for (path, file) in files {
+            let field_error = |field: &str, message: String| RulesError::Field {
+                path: path.clone(),
+                error: FieldError::new(field, message),
+            };
+            if file.domain.is_empty() {
+                return Err(field_error(
+                    "domain",
+                    "config file cannot have empty domain".into(),
+                ));
+            }
+            if let Some(other) = domains.get(&file.domain) {
+                return Err(field_error(
+                    "domain",
+                    format!(
+                        "duplicate domain '{}' in config file (also {})",
+                        file.domain,
+                        other.file.display()
+                    ),
+                ));
+            }
+            let mut root = Node::default();
+            let at = Level {
+                path: &path,
+                field: String::new(),
+                metric_key: vec![file.domain.clone()],
+            };
+            root.load(&at, &file.descriptors)?;
+            domains.insert(
+                file.domain.clone(),
+                Domain {
+                    file: path.clone(),
+                    store: file.extensions.store.clone(),
+                    root,
+                },
+            );
+        }
+        Ok(Domains { domains })
+    }
+
+    /// The domain named `name`.
+    pub fn get(&self, name: &str) -> Option<&Domain> {
+        self.domains.get(name)
+    }
+
+    /// Every domain.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Domain)> {
+        self.domains
+            .iter()
+            .map(|(name, domain)| (name.as_str(), domain))
+    }
+}
+
+/// Where a descriptor list is: its file, its field and its metric key.
+struct Level<'a> {
+    path: &'a Path,
+    field: String,
+    metric_key: Vec<String>,
+}
+
+impl Level<'_> {
+    fn error(&self, field: String, message: impl Into<String>) -> RulesError {
+        RulesError::Field {
+            path: self.path.to_owned(),
+            error: FieldError::new(field, message),
+        }
+    }
+}
+
+impl Node {
+    fn load(&mut self, at: &Level<'_>, descriptors: &[DescriptorFile]) -> Result<(), RulesError> {
+        for (index, descriptor) in descriptors.iter().enumerate() {
+            let field = format!("{}descriptors[{index}]", at.field);
+            if descriptor.key.is_empty() {
+                return Err(at.error(format!("{field}.key"), "descriptor has empty key"));
+            }
+            let final_key = if descriptor.value.is_empty() {
+                descriptor.key.clone()
+            } else {
+                format!("{}_{}", descriptor.key, descriptor.value)
+            };
+            let mut metric_key = at.metric_key.clone();
+            metric_key.push(final_key.clone());
+            if self.children.contains_key(&final_key) {
+                return Err(at.error(
+                    field,
+                    format!(
+                        "duplicate descriptor composite key '{}'",
+                        metric_key.join(".")
+                    ),
+                ));
+            }
+            if descriptor.quota_mode {
+                return Err(at.error(
+                    format!("{field}.quota_mode"),
+                    "quota mode is not supported by ratelimit-gateway",
+                ));
+            }
+            let wildcard = final_key.contains('*');
+            if descriptor.share_threshold && !wildcard {
+                return Err(at.error(
+                    format!("{field}.share_threshold"),
+                    format!(
+                        "share_threshold can only be used with wildcard values (containing '*'), \
+                         but found key '{final_key}'"
+                    ),
+                ));
+            }
+            if wildcard {
+                let parts = final_key.split('*').map(str::to_owned).collect();
+                self.wildcards.push((final_key.clone(), parts));
+            }
+            let limit = match &descriptor.rate_limit {
+                Some(rate_limit) => Some(Arc::new(limit(
+                    at,
+                    &format!("{field}.rate_limit"),
+                    rate_limit,
+                    descriptor,
+                    metric_key.clone(),
+                )?)),
+                None => None,
+            };
+            let mut node = Node {
+                limit,
+                value_to_metric: descriptor.value_to_metric,
+                share_threshold: descriptor.share_threshold,
+                ..Node::default()
+            };
+            let next = Level {
+                path: at.path,
+                field: format!("{field}."),
+                metric_key,
+            };
+            node.load(&next, &descriptor.descriptors)?;
+            self.children.insert(final_key, node);
+        }
+        Ok(())
+    }
+}
+
+/// The limit of a `rate_limit` block at `field`.
+fn limit(
+    at: &Level<'_>,
+    field: &str,
+    file: &RateLimitFile,
+    descriptor: &DescriptorFile,
+    metric_key: Vec<String>,
+) -> Result<Limit, RulesError> {
+    let unit = match file.unit.as_deref() {
+        None => None,
+        Some(name) => match unit(name) {
+            Some(unit) => Some(unit),
+            None if file.unlimited => None,
+            None => {
+                return Err(at.error(
+                    format!("{field}.unit"),
+                    format!("invalid rate limit unit '{name}'"),
+                ));
+            }
+        },
+    };
+    for (index, replaces) in file.replaces.iter().enumerate() {
+        let replaces_field = format!("{field}.replaces[{index}].name");
+        if replaces.name.is_empty() {
+            return Err(at.error(replaces_field, "should not have an empty replaces entry"));
+        }
+        if file.name.as_deref() == Some(replaces.name.as_str()) {
+            return Err(at.error(
+                replaces_field,
+                "replaces should not contain name of same descriptor",
+            ));
+        }
+    }
+    let extensions = &file.extensions;
+    let kind = if file.unlimited {
+        if unit.is_some() {
+            return Err(at.error(
+                format!("{field}.unit"),
+                "should not specify rate limit unit when unlimited",
+            ));
+        }
+        LimitKind::Unlimited
+    } else {
+        let (period, unit) = match (unit, extensions.period) {
+            (Some(_), Some(_)) => {
+                return Err(at.error(
+                    format!("{field}.extensions.period"),
+                    "give either `unit` or `extensions.period`, not both",
+                ));
+            }
+            (Some(unit), None) => (unit_period(unit), unit),
+            (None, Some(period)) => (period, period_unit(period)),
+            (None, None) => {
+                return Err(at.error(
+                    format!("{field}.unit"),
+                    format!(
+                        "invalid rate limit unit '{}'",
+                        file.unit.as_deref().unwrap_or("")
+                    ),
+                ));
+            }
+        };
+        let reported = Reported {
+            requests_per_unit: file.requests_per_unit,
+            unit,
+        };
+        let name = extensions.algorithm.as_deref().unwrap_or("fixed_window");
+        let algorithm =
+            Algorithm::named(name, extensions.sub_intervals.unwrap_or(60)).ok_or_else(|| {
+                at.error(
+                    format!("{field}.extensions.algorithm"),
+                    format!(
+                        "unknown algorithm '{name}': one of {}",
+                        Algorithm::NAMES.join(", ")
+                    ),
+                )
+            })?;
+        if extensions.sub_intervals.is_some()
+            && !matches!(algorithm, Algorithm::SlidingWindow { .. })
+        {
+            return Err(at.error(
+                format!("{field}.extensions.sub_intervals"),
+                format!("not a setting of {}", algorithm.name()),
+            ));
+        }
+        if extensions.burst.is_some()
+            && !matches!(algorithm, Algorithm::Gcra | Algorithm::TokenBucket)
+        {
+            return Err(at.error(
+                format!("{field}.extensions.burst"),
+                format!("not a setting of {}", algorithm.name()),
+            ));
+        }
+        if file.requests_per_unit == 0 {
+            LimitKind::Nothing(reported)
+        } else {
+            let mut quota = Quota::new(file.requests_per_unit, period);
+            if let Some(burst) = extensions.burst {
+                quota = quota.with_burst(burst);
+            }
+            // The algorithms' own limits (a sliding log's length, a burst, a period's range)
+            // are checked once here, on a rule of any valid name.
+            Policy::try_from(Rule::new("check", algorithm, quota))
+                .map_err(|err| at.error(field.to_owned(), err.to_string()))?;
+            LimitKind::Counted {
+                algorithm,
+                quota,
+                reported,
+            }
+        }
+    };
+    Ok(Limit {
+        name: file.name.clone(),
+        replaces: file
+            .replaces
+            .iter()
+            .map(|entry| entry.name.clone())
+            .collect(),
+        kind,
+        shadow: descriptor.shadow_mode,
+        detailed_metric: descriptor.detailed_metric,
+        metric_key,
+    })
+}
+
+/// The reference's units, by their names in any case.
+fn unit(name: &str) -> Option<Unit> {
+    match Unit::from_str_name(&name.to_ascii_uppercase())? {
+        Unit::Unknown => None,
+        unit => Some(unit),
+    }
+}
+
+/// A unit's length, as the reference counts it (a month is 30 days, a year 365).
+pub(super) fn unit_period(unit: Unit) -> Duration {
+    const DAY: u64 = 24 * 60 * 60;
+    Duration::from_secs(match unit {
+        Unit::Unknown | Unit::Second => 1,
+        Unit::Minute => 60,
+        Unit::Hour => 60 * 60,
+        Unit::Day => DAY,
+        Unit::Week => 7 * DAY,
+        Unit::Month => 30 * DAY,
+        Unit::Year => 365 * DAY,
+    })
+}
+
+/// The unit a period is, `UNKNOWN` for any other period.
+fn period_unit(period: Duration) -> Unit {
+    [
+        Unit::Second,
+        Unit::Minute,
+        Unit::Hour,
+        Unit::Day,
+        Unit::Week,
+        Unit::Month,
+        Unit::Year,
+    ]
+    .into_iter()
+    .find(|unit| unit_period(*unit) == period)
+    .unwrap_or(Unit::Unknown)
+}

@@ -1,0 +1,414 @@
+//! One `ShouldRateLimit` request decided: each descriptor's limit found, the counted ones decided
+//! together in the domain's store (all or nothing: a request refused by one limit consumes
+//! none of the others), then one status per descriptor, the overall code, the metrics and the
+//! headers for the client.
+//!
+//! The descriptors' rules are one [`Policy`] on one key, the domain: the store decides every
+//! rule of a policy in one atomic step and counts them only when all admit. On Redis their
+//! state keys share the domain as hash tag, one slot on a Cluster (`docs/envoy.md` says what
+//! that means for a domain's load). A store decides one cost per policy, so descriptors with
+//! different `hits_addend` are decided one cost after another, and a request with more
+//! descriptors than a policy holds ([`MAX_RULES`]) in groups of that size: a refusal stops the
+//! groups after it from counting, and the groups before it stay counted.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::config::core::v3::HeaderValue;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
+    Code, DescriptorStatus, RateLimit,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use envoy_types::pb::google::protobuf::Duration as ProtoDuration;
+use http::HeaderMap;
+use sha2::{Digest, Sha256};
+use tower_redis_ratelimit::admission::FailureMode;
+use tower_redis_ratelimit::headers::{HeaderFamilies, write_decision};
+use tower_redis_ratelimit::key::Key;
+use tower_redis_ratelimit::policy::{MAX_RULES, Policy, Rule};
+use tower_redis_ratelimit::store::StoreError;
+use tower_redis_ratelimit::{Decision, Store};
+
+use super::config::{LimitKind, Reported, unit_period};
+use super::matching::{Found, apply_replaces};
+use super::metrics::{Hit, near, record};
+use super::service::Loaded;
+
+/// How the service decides, beside its rules.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    /// What to answer when the store fails: `Open` says OK, `Closed` says OVER_LIMIT.
+    pub failure_mode: FailureMode,
+    /// How long to wait for the store.
+    pub deadline: Duration,
+    /// The header families put in `response_headers_to_add`.
+    pub headers: HeaderFamilies,
+}
+
+/// A descriptor's limit to count, and what it is reported as.
+struct Counted {
+    index: usize,
+    rule: Rule,
+    /// The rule's name in the client's headers.
+    shown: String,
+    reported: Reported,
+}
+
+/// Decides `request` with `loaded`'s rules and stores.
+pub(super) async fn decide(
+    loaded: &Loaded,
+    settings: &Settings,
+    request: &RateLimitRequest,
+) -> Result<RateLimitResponse, tonic::Status> {
+    if request.domain.is_empty() {
+        return Err(tonic::Status::unknown(
+            "rate limit domain must not be empty",
+        ));
+    }
+    if request.descriptors.is_empty() {
+        return Err(tonic::Status::unknown(
+            "rate limit descriptor list must not be empty",
+        ));
+    }
+    let domain = loaded.domains.get(&request.domain);
+    let mut found: Vec<Option<Found>> = request
+        .descriptors
+        .iter()
+        .map(|descriptor| match &descriptor.limit {
+            Some(over) => Some(Found::overridden(&request.domain, descriptor, over)),
+            None => domain?.find(&request.domain, &descriptor.entries),
+        })
+        .collect();
+    apply_replaces(&mut found);
+    let cost = |index: usize| {
+        let cost = request.descriptors[index]
+            .hits_addend
+            .as_ref()
+            .map_or(u64::from(request.hits_addend), |addend| addend.value);
+        // Envoy sends 0 for "one hit".
+        u32::try_from(cost.max(1)).unwrap_or(u32::MAX)
+    };
+
+    let mut statuses: Vec<DescriptorStatus> = found
+        .iter()
+        .map(
+            |found| match found.as_ref().map(|found| &found.limit.kind) {
+                Some(LimitKind::Unlimited) => DescriptorStatus {
+                    code: Code::Ok.into(),
+                    limit_remaining: u32::MAX,
+                    ..DescriptorStatus::default()
+                },
+                _ => DescriptorStatus {
+                    code: Code::Ok.into(),
+                    ..DescriptorStatus::default()
+                },
+            },
+        )
+        .collect();
+    let mut refused = false;
+    // Enforced and shadow limits by cost; a limit of nothing refuses without the store.
+    let mut enforced: BTreeMap<u32, Vec<Counted>> = BTreeMap::new();
+    let mut shadow: BTreeMap<u32, Vec<Counted>> = BTreeMap::new();
+    for (index, found) in found.iter().enumerate() {
+        let Some(found) = found else { continue };
+        match &found.limit.kind {
+            LimitKind::Unlimited => {}
+            LimitKind::Nothing(reported) => {
+                let status = &mut statuses[index];
+                status.current_limit = Some(current_limit(found, *reported));
+                status.duration_until_reset = Some(proto(unit_period(reported.unit)));
+                if !found.limit.shadow {
+                    status.code = Code::OverLimit.into();
+                    refused = true;
+                }
+                let hit = Hit::Over {
+                    shadow: found.limit.shadow,
+                };
+                record(&found.metric_key, hit, u64::from(cost(index)));
+            }
+            LimitKind::Counted {
+                algorithm,
+                quota,
+                reported,
+            } => {
+                let counted = Counted {
+                    index,
+                    rule: Rule::new(counter_name(&found.counter), *algorithm, *quota),
+                    shown: String::new(),
+                    reported: *reported,
+                };
+                let groups = if found.limit.shadow {
+                    &mut shadow
+                } else {
+                    &mut enforced
+                };
+                groups.entry(cost(index)).or_default().push(counted);
+            }
+        }
+    }
+    let Some(store) = loaded.store(&request.domain) else {
+        // A domain the files do not have: nothing is limited, as the reference answers.
+        return Ok(response(statuses, false, Vec::new()));
+    };
+    let key = Key::from(request.domain.as_str());
+    let mut shown: Option<(Policy, Decision)> = None;
+    for (groups, shadow) in [(enforced, false), (shadow, true)] {
+        for (cost, group) in groups {
+            for chunk in group.chunks(MAX_RULES) {
+                let chunk = named_for_client(chunk, &found);
+                let answer = decide_group(store, &key, settings, &chunk, cost, !refused).await;
+                let (decision, each) = match answer {
+                    Ok(answer) => answer,
+                    // Shadow limits never refuse: their store failing changes no answer.
+                    Err(_) if shadow => continue,
+                    Err(err) => return Ok(failed(settings, &found, statuses, &err)),
+                };
+                for (position, (counted, own)) in chunk.iter().zip(&each).enumerate() {
+                    let over = decision.refused_by().any(|index| index == position);
+                    let found = &found[counted.index];
+                    fill(
+                        &mut statuses[counted.index],
+                        found,
+                        counted,
+                        own,
+                        over && !shadow,
+                    );
+                    record_hit(found, own, over, shadow, cost);
+                }
+                if shadow {
+                    continue;
+                }
+                // The headers tell the most restrictive decision: a refusal, else the fewest
+                // remaining.
+                let more_restrictive = shown.as_ref().is_none_or(|(_, before)| {
+                    before.is_allowed()
+                        && (!decision.is_allowed() || decision.remaining() < before.remaining())
+                });
+                refused |= !decision.is_allowed();
+                if more_restrictive && let Some(policy) = display_policy(&chunk) {
+                    shown = Some((policy, decision));
+                }
+            }
+        }
+    }
+    let mut headers = HeaderMap::new();
+    if let Some((policy, decision)) = shown {
+        write_decision(&mut headers, settings.headers, &policy, decision);
+    }
+    Ok(response(statuses, refused, header_values(&headers)))
+}
+
+/// Checks `group` with `cost` (or, when the request is refused already, only reads it), within
+/// the deadline: the group's decision and each rule's own view (its remaining and reset, read
+/// again for the rules the decision does not report).
+async fn decide_group(
+    store: &Arc<dyn Store>,
+    key: &Key,
+    settings: &Settings,
+    group: &[Counted],
+    cost: u32,
+    count: bool,
+) -> Result<(Decision, Vec<Decision>), StoreError> {
+    let rules = group.iter().map(|counted| counted.rule.clone());
+    let policy = Policy::new(rules).map_err(|err| StoreError::refused(err.to_string()))?;
+    let cost = if count { cost } else { 0 };
+    let decision = within(settings, store.check(key, &policy, cost)).await?;
+    let reported = decision.rule_index();
+    let mut each = Vec::with_capacity(group.len());
+    for (index, counted) in group.iter().enumerate() {
+        if index == reported {
+            each.push(decision.clone());
+            continue;
+        }
+        // What the decision does not tell: this rule's own state, read without counting.
+        let alone = Policy::try_from(counted.rule.clone())
+            .map_err(|err| StoreError::refused(err.to_string()))?;
+        each.push(within(settings, store.check(key, &alone, 0)).await?);
+    }
+    Ok((decision, each))
+}
+
+async fn within(
+    settings: &Settings,
+    check: tower_redis_ratelimit::store::StoreFuture<Decision>,
+) -> Result<Decision, StoreError> {
+    match tokio::time::timeout(settings.deadline, check).await {
+        Ok(answer) => answer,
+        Err(_) => Err(StoreError::timeout(settings.deadline)),
+    }
+}
+
+/// A store that failed: every counted descriptor OK (`Open`) or OVER_LIMIT (`Closed`, with
+/// `Retry-After: 1`).
+fn failed(
+    settings: &Settings,
+    found: &[Option<Found>],
+    mut statuses: Vec<DescriptorStatus>,
+    err: &StoreError,
+) -> RateLimitResponse {
+    tracing::warn!(error = %err, failure_mode = ?settings.failure_mode, "the store failed");
+    metrics::counter!("ratelimit_service_should_rate_limit_error", "err_type" => "redis_error")
+        .increment(1);
+    let closed = matches!(settings.failure_mode, FailureMode::Closed);
+    for (status, found) in statuses.iter_mut().zip(found) {
+        if let Some(LimitKind::Counted { .. }) = found.as_ref().map(|found| &found.limit.kind) {
+            status.code = if closed { Code::OverLimit } else { Code::Ok }.into();
+        }
+    }
+    let headers = if closed {
+        vec![header("retry-after", "1")]
+    } else if settings.headers.contains(HeaderFamilies::RATE_LIMITING) {
+        vec![header("rate-limiting-state", "Skipped")]
+    } else {
+        Vec::new()
+    };
+    response(statuses, closed, headers)
+}
+
+fn fill(
+    status: &mut DescriptorStatus,
+    found: &Option<Found>,
+    counted: &Counted,
+    own: &Decision,
+    denied: bool,
+) {
+    let Some(found) = found else { return };
+    status.code = if denied { Code::OverLimit } else { Code::Ok }.into();
+    status.current_limit = Some(current_limit(found, counted.reported));
+    status.limit_remaining = if denied {
+        0
+    } else {
+        u32::try_from(own.remaining()).unwrap_or(u32::MAX)
+    };
+    status.duration_until_reset = Some(proto(own.reset_after()));
+}
+
+fn record_hit(found: &Option<Found>, own: &Decision, over: bool, shadow: bool, cost: u32) {
+    let Some(found) = found else { return };
+    let hit = if over {
+        Hit::Over { shadow }
+    } else {
+        Hit::Within {
+            near: near(own.used(), own.limit()),
+        }
+    };
+    record(&found.metric_key, hit, u64::from(cost));
+}
+
+fn current_limit(found: &Found, reported: Reported) -> RateLimit {
+    RateLimit {
+        name: found.limit.name.clone().unwrap_or_default(),
+        requests_per_unit: reported.requests_per_unit,
+        unit: reported.unit.into(),
+    }
+}
+
+fn response(
+    statuses: Vec<DescriptorStatus>,
+    refused: bool,
+    response_headers_to_add: Vec<HeaderValue>,
+) -> RateLimitResponse {
+    RateLimitResponse {
+        overall_code: if refused { Code::OverLimit } else { Code::Ok }.into(),
+        statuses,
+        response_headers_to_add,
+        ..RateLimitResponse::default()
+    }
+}
+
+/// What names a descriptor's counter among its domain's: a digest of its entries, each length
+/// prefixed so that no two lists of entries run together into one text. A digest because values
+/// come from requests (any bytes, any length) and a rule's name is short and plain; the prefix
+/// `e.` keeps these names apart from any a file gives its policies.
+fn counter_name(counter: &[(String, String)]) -> String {
+    let mut digest = Sha256::new();
+    for (key, value) in counter {
+        for part in [key, value] {
+            digest.update((part.len() as u64).to_be_bytes());
+            digest.update(part.as_bytes());
+        }
+    }
+    let digest = digest.finalize();
+    let hex: String = digest[..16]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    format!("e.{hex}")
+}
+
+/// `group` with the names its rules have in the client's headers: the limit's `name`, else its
+/// descriptor's keys (never a value: values are the requests', often who sent them), made
+/// unique with the descriptor's position.
+fn named_for_client(group: &[Counted], found: &[Option<Found>]) -> Vec<Counted> {
+    let mut named: Vec<Counted> = Vec::with_capacity(group.len());
+    for counted in group {
+        let found = found[counted.index].as_ref();
+        let name = found
+            .and_then(|found| found.limit.name.clone())
+            .or_else(|| {
+                found.map(|found| {
+                    let keys: Vec<&str> =
+                        found.counter.iter().map(|(key, _)| key.as_str()).collect();
+                    keys.join(".")
+                })
+            })
+            .unwrap_or_default();
+        let mut shown: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(56)
+            .collect();
+        if shown.is_empty() || named.iter().any(|other| other.shown == shown) {
+            shown = format!("{shown}.{}", counted.index);
+        }
+        named.push(Counted {
+            index: counted.index,
+            rule: counted.rule.clone(),
+            shown,
+            reported: counted.reported,
+        });
+    }
+    named
+}
+
+/// The checked group's quotas under the names the client sees (names made plain and unique
+/// above, quotas checked when the file loaded: `None` would be a bug, answered without headers).
+fn display_policy(group: &[Counted]) -> Option<Policy> {
+    let rules = group.iter().map(|counted| {
+        Rule::new(
+            counted.shown.as_str(),
+            counted.rule.algorithm(),
+            counted.rule.quota(),
+        )
+    });
+    Policy::new(rules).ok()
+}
+
+fn header_values(headers: &HeaderMap) -> Vec<HeaderValue> {
+    headers
+        .iter()
+        .filter_map(|(name, value)| Some(header(name.as_str(), value.to_str().ok()?)))
+        .collect()
+}
+
+fn header(key: &str, value: &str) -> HeaderValue {
+    HeaderValue {
+        key: key.to_owned(),
+        value: value.to_owned(),
+        ..HeaderValue::default()
+    }
+}
+
+fn proto(duration: Duration) -> ProtoDuration {
+    ProtoDuration {
+        seconds: i64::try_from(duration.as_secs()).unwrap_or(i64::MAX),
+        nanos: i32::try_from(duration.subsec_nanos()).unwrap_or(0),
+    }
+}

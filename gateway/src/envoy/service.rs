@@ -1,0 +1,147 @@
+//! [`RateLimitService`]: the rules loaded (and reloaded) with their stores, answering Envoy's
+//! `ShouldRateLimit` as a tonic service that a listener mounts under [`PATH_PREFIX`].
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
+    RateLimitService as Rls, RateLimitServiceServer,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use tower_redis_ratelimit::Store;
+use tower_redis_ratelimit::config::Limits;
+
+use super::config::Domains;
+use super::decide::{Settings, decide};
+use super::{RulesError, file};
+
+/// The path every request of the protocol starts with: a listener hands requests under it to
+/// [`RateLimitService::grpc`].
+pub const PATH_PREFIX: &str = "/envoy.service.ratelimit.v3.RateLimitService/";
+
+/// Envoy's rate limit service over the rules of envoyproxy/ratelimit's files. Cheap to clone:
+/// clones share the rules, which [`reload`](Self::reload) replaces for all of them.
+#[derive(Clone)]
+pub struct RateLimitService {
+    rules: PathBuf,
+    settings: Settings,
+    loaded: Arc<RwLock<Arc<Loaded>>>,
+}
+
+/// The domains and the store of each.
+pub(super) struct Loaded {
+    pub(super) domains: Domains,
+    stores: HashMap<String, Arc<dyn Store>>,
+}
+
+impl Loaded {
+    /// The store of `domain`, when the files have it.
+    pub(super) fn store(&self, domain: &str) -> Option<&Arc<dyn Store>> {
+        self.stores.get(domain)
+    }
+}
+
+impl RateLimitService {
+    /// Reads the rules at `rules` (a YAML file or a directory of them) and finds each domain's
+    /// store among `limits`' stores.
+    pub fn load(rules: &Path, settings: Settings, limits: &Limits) -> Result<Self, RulesError> {
+        let loaded = load(rules, limits)?;
+        Ok(Self {
+            rules: rules.to_owned(),
+            settings,
+            loaded: Arc::new(RwLock::new(Arc::new(loaded))),
+        })
+    }
+
+    /// Reads the rules again, with the stores of `limits` (a reload's: the stores whose settings
+    /// did not change are the same stores, so counts go on). On a mistake the rules in use stay.
+    pub fn reload(&self, limits: &Limits) -> Result<(), RulesError> {
+        let loaded = load(&self.rules, limits)?;
+        *self
+            .loaded
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(loaded);
+        Ok(())
+    }
+
+    /// The service as tonic serves it: a tower service of HTTP/2 requests under
+    /// [`PATH_PREFIX`].
+    pub fn grpc(&self) -> RateLimitServiceServer<RateLimitService> {
+        RateLimitServiceServer::new(self.clone())
+    }
+
+    /// Answers one HTTP/2 request of the protocol (its path under [`PATH_PREFIX`]): what a
+    /// listener that serves other requests too hands these to. Another path under the prefix
+    /// is answered as gRPC answers an unknown method (`UNIMPLEMENTED`).
+    pub async fn call<B>(&self, request: http::Request<B>) -> http::Response<tonic::body::Body>
+    where
+        B: http_body::Body + Send + 'static,
+        B::Data: Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
+    {
+        use tower::Service;
+        match self.grpc().call(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Decides one request, as `ShouldRateLimit` does.
+    pub async fn should_rate_limit(
+        &self,
+        request: &RateLimitRequest,
+    ) -> Result<RateLimitResponse, tonic::Status> {
+        let loaded = self
+            .loaded
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone();
+        decide(&loaded, &self.settings, request).await
+    }
+
+    /// Each domain with the file it came from, for `check`.
+    pub fn domains(&self) -> Vec<(String, PathBuf)> {
+        let loaded = self
+            .loaded
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone();
+        let mut domains: Vec<_> = loaded
+            .domains
+            .iter()
+            .map(|(name, domain)| (name.to_owned(), domain.file.clone()))
+            .collect();
+        domains.sort();
+        domains
+    }
+}
+
+#[tonic::async_trait]
+impl Rls for RateLimitService {
+    async fn should_rate_limit(
+        &self,
+        request: tonic::Request<RateLimitRequest>,
+    ) -> Result<tonic::Response<RateLimitResponse>, tonic::Status> {
+        RateLimitService::should_rate_limit(self, request.get_ref())
+            .await
+            .map(tonic::Response::new)
+    }
+}
+
+fn load(rules: &Path, limits: &Limits) -> Result<Loaded, RulesError> {
+    let domains = Domains::build(file::read(rules)?)?;
+    let stores = domains
+        .iter()
+        .map(|(name, domain)| {
+            let store = limits
+                .rate_store("extensions", domain.store.as_deref())
+                .map_err(|error| RulesError::Store {
+                    path: domain.file.clone(),
+                    error,
+                })?;
+            Ok((name.to_owned(), store))
+        })
+        .collect::<Result<_, RulesError>>()?;
+    Ok(Loaded { domains, stores })
+}

@@ -1,0 +1,95 @@
+//! On Redis: all or nothing, four instances sharing one quota exactly, fail open and closed
+//! when Redis is gone, and a reload that keeps the counts.
+
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use testkit::RedisServer;
+use tower_redis_ratelimit::admission::FailureMode;
+
+use crate::differences::{TWO_LIMITS, refused_requests_consume_no_other_limit};
+use crate::support::{Rules, ask, codes, header, redis_store, remaining, request};
+
+const SHARED: &str = "
+domain: shared
+extensions: { store: shared }
+descriptors:
+  - key: tenant
+    rate_limit:
+      unit: hour
+      requests_per_unit: 50
+";
+
+#[tokio::test]
+async fn a_refused_request_consumes_none_of_its_other_limits_on_redis() {
+    let redis = RedisServer::start();
+    let rules = Rules::new(&[("api.yaml", TWO_LIMITS)], &redis_store(&redis.url()));
+    refused_requests_consume_no_other_limit(&rules).await;
+}
+
+#[tokio::test]
+async fn four_instances_on_one_redis_admit_exactly_the_quota() {
+    let redis = RedisServer::start();
+    // Each instance with its own stores (connections, denial cache), as four processes have.
+    let instances: Vec<Rules> = (0..4)
+        .map(|_| Rules::new(&[("shared.yaml", SHARED)], &redis_store(&redis.url())))
+        .collect();
+    let services: Vec<_> = instances
+        .iter()
+        .map(|rules| rules.service(FailureMode::Closed))
+        .collect();
+    let tenant = request("shared", &[&[("tenant", "acme")]]);
+    let asks = (0..200).map(|n| {
+        let service = services[n % 4].clone();
+        let tenant = tenant.clone();
+        tokio::spawn(async move { codes(&ask(&service, &tenant).await).1 })
+    });
+    let mut admitted = 0;
+    for answer in futures_util::future::join_all(asks).await {
+        if answer.unwrap() == Code::Ok {
+            admitted += 1;
+        }
+    }
+    assert_eq!(admitted, 50);
+}
+
+#[tokio::test]
+async fn with_redis_gone_open_says_ok_and_closed_says_over_limit() {
+    let mut redis = RedisServer::start();
+    let rules = Rules::new(&[("shared.yaml", SHARED)], &redis_store(&redis.url()));
+    let open = rules.service(FailureMode::Open);
+    let closed = rules.service(FailureMode::Closed);
+    let tenant = request("shared", &[&[("tenant", "acme")]]);
+    assert_eq!(codes(&ask(&open, &tenant).await).1, Code::Ok);
+    redis.kill();
+    let answer = ask(&open, &tenant).await;
+    assert_eq!(codes(&answer), (vec![Code::Ok], Code::Ok));
+    assert_eq!(header(&answer, "rate-limiting-state"), Some("Skipped"));
+    let answer = ask(&closed, &tenant).await;
+    assert_eq!(codes(&answer), (vec![Code::OverLimit], Code::OverLimit));
+    assert_eq!(header(&answer, "retry-after"), Some("1"));
+}
+
+#[tokio::test]
+async fn a_reload_keeps_the_counts() {
+    let redis = RedisServer::start();
+    let rules = Rules::new(&[("shared.yaml", SHARED)], &redis_store(&redis.url()));
+    let service = rules.service(FailureMode::Closed);
+    let tenant = request("shared", &[&[("tenant", "acme")]]);
+    for _ in 0..10 {
+        ask(&service, &tenant).await;
+    }
+    // A file changed beside it (a new domain), and the stores rebuilt from the same settings.
+    std::fs::write(
+        rules.dir.path().join("other.yaml"),
+        "domain: other\ndescriptors:\n  - key: k\n    rate_limit: { unit: minute, requests_per_unit: 1 }\n",
+    )
+    .unwrap();
+    let limits = rules.config.rebuild(&rules.limits).unwrap();
+    service.reload(&limits).unwrap();
+    assert_eq!(remaining(&ask(&service, &tenant).await), vec![39]);
+    let other = request("other", &[&[("k", "v")]]);
+    assert_eq!(remaining(&ask(&service, &other).await), vec![0]);
+    // A file that fails leaves the rules in use.
+    std::fs::write(rules.dir.path().join("bad.yaml"), "domain: shared\n").unwrap();
+    assert!(service.reload(&limits).is_err());
+    assert_eq!(remaining(&ask(&service, &tenant).await), vec![38]);
+}
