@@ -8,10 +8,12 @@ use serde::Deserialize;
 use tower_redis_ratelimit::config::{ConfigFile, LimitsConfig, LoadError};
 
 mod connections;
+mod envoy;
 mod proxy;
 mod size;
 
 pub use self::connections::{AccessLogFormat, Connections, ConnectionsConfig, TlsConfig};
+pub use self::envoy::{DEFAULT_ENVOY_DEADLINE, EnvoyTable};
 pub use self::proxy::{ProxyTable, WebSocketsConfig};
 use crate::paths::normalise;
 

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService as Rls, RateLimitServiceServer,
@@ -20,13 +20,16 @@ use super::{RulesError, file};
 /// [`RateLimitService::grpc`].
 pub const PATH_PREFIX: &str = "/envoy.service.ratelimit.v3.RateLimitService/";
 
-/// Envoy's rate limit service over the rules of envoyproxy/ratelimit's files. Cheap to clone:
-/// clones share the rules, which [`reload`](Self::reload) replaces for all of them.
+/// Envoy's rate limit service over the rules of envoyproxy/ratelimit's files. Cheap to clone.
+///
+/// A reload loads a new one with the limits of the reload
+/// ([`LimitsConfig::rebuild`](tower_redis_ratelimit::config::LimitsConfig::rebuild)): the
+/// stores whose settings did not change are the same stores, and a descriptor's counter is
+/// named by its domain, its entries and its quota, so counts go on.
 #[derive(Clone)]
 pub struct RateLimitService {
-    rules: PathBuf,
     settings: Settings,
-    loaded: Arc<RwLock<Arc<Loaded>>>,
+    loaded: Arc<Loaded>,
 }
 
 /// The domains and the store of each.
@@ -46,23 +49,10 @@ impl RateLimitService {
     /// Reads the rules at `rules` (a YAML file or a directory of them) and finds each domain's
     /// store among `limits`' stores.
     pub fn load(rules: &Path, settings: Settings, limits: &Limits) -> Result<Self, RulesError> {
-        let loaded = load(rules, limits)?;
         Ok(Self {
-            rules: rules.to_owned(),
             settings,
-            loaded: Arc::new(RwLock::new(Arc::new(loaded))),
+            loaded: Arc::new(load(rules, limits)?),
         })
-    }
-
-    /// Reads the rules again, with the stores of `limits` (a reload's: the stores whose settings
-    /// did not change are the same stores, so counts go on). On a mistake the rules in use stay.
-    pub fn reload(&self, limits: &Limits) -> Result<(), RulesError> {
-        let loaded = load(&self.rules, limits)?;
-        *self
-            .loaded
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(loaded);
-        Ok(())
     }
 
     /// The service as tonic serves it: a tower service of HTTP/2 requests under
@@ -92,22 +82,13 @@ impl RateLimitService {
         &self,
         request: &RateLimitRequest,
     ) -> Result<RateLimitResponse, tonic::Status> {
-        let loaded = self
-            .loaded
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone();
-        decide(&loaded, &self.settings, request).await
+        decide(&self.loaded, &self.settings, request).await
     }
 
     /// Each domain with the file it came from, for `check`.
     pub fn domains(&self) -> Vec<(String, PathBuf)> {
-        let loaded = self
+        let mut domains: Vec<_> = self
             .loaded
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone();
-        let mut domains: Vec<_> = loaded
             .domains
             .iter()
             .map(|(name, domain)| (name.to_owned(), domain.file.clone()))

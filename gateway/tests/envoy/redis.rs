@@ -5,6 +5,8 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use testkit::RedisServer;
 use tower_redis_ratelimit::admission::FailureMode;
 
+use ratelimit_gateway::envoy::{RateLimitService, Settings};
+
 use crate::differences::{TWO_LIMITS, refused_requests_consume_no_other_limit};
 use crate::support::{Rules, ask, codes, header, redis_store, remaining, request};
 
@@ -84,12 +86,29 @@ async fn a_reload_keeps_the_counts() {
     )
     .unwrap();
     let limits = rules.config.rebuild(&rules.limits).unwrap();
-    service.reload(&limits).unwrap();
-    assert_eq!(remaining(&ask(&service, &tenant).await), vec![39]);
+    let settings = Settings {
+        failure_mode: FailureMode::Closed,
+        deadline: std::time::Duration::from_millis(500),
+        headers: tower_redis_ratelimit::HeaderFamilies::DEFAULT,
+    };
+    let reloaded = RateLimitService::load(&rules.path(), settings, &limits).unwrap();
+    assert_eq!(remaining(&ask(&reloaded, &tenant).await), vec![39]);
     let other = request("other", &[&[("k", "v")]]);
-    assert_eq!(remaining(&ask(&service, &other).await), vec![0]);
-    // A file that fails leaves the rules in use.
-    std::fs::write(rules.dir.path().join("bad.yaml"), "domain: shared\n").unwrap();
-    assert!(service.reload(&limits).is_err());
-    assert_eq!(remaining(&ask(&service, &tenant).await), vec![38]);
+    assert_eq!(remaining(&ask(&reloaded, &other).await), vec![0]);
+}
+
+#[tokio::test]
+async fn a_refused_request_consumes_none_of_its_other_limits_on_a_cluster() {
+    let cluster = testkit::cluster::RedisCluster::start();
+    let nodes: Vec<String> = cluster.urls().iter().map(|url| format!("{url:?}")).collect();
+    let store = format!(
+        "[stores.cluster]\ntype = \"cluster\"\nnodes = [{}]\nconnect_timeout = \"500ms\"\n",
+        nodes.join(", ")
+    );
+    let rules = Rules::new(&[("api.yaml", TWO_LIMITS)], &store);
+    refused_requests_consume_no_other_limit(&rules).await;
+    // Every counter of a domain carries the domain as its hash tag: one slot, one script call.
+    let node = cluster.node(cluster.primary_for("{api}"));
+    let keys = node.keys();
+    assert!(!keys.is_empty() && keys.iter().all(|key| key.ends_with("{api}")), "{keys:?}");
 }
