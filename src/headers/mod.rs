@@ -29,4 +29,4 @@ pub(crate) use self::quota_policy::RatePolicy;
 #[cfg(feature = "concurrency")]
 pub(crate) use self::quota_policy::concurrency_policy;
 pub(crate) use self::stamp::{Report, Stamp, Undecided};
-pub use self::write::write_decision;
+pub use self::write::PolicyHeaders;

@@ -3,11 +3,12 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 use tower_redis_ratelimit::Quota;
+use tower_redis_ratelimit::headers::PolicyHeaders;
 use tower_redis_ratelimit::policy::{Algorithm, Policy, Rule};
 
 use super::RulesError;
@@ -58,6 +59,67 @@ pub struct Limit {
     /// Where its metrics go when not detailed: the domain, then each level's `key` or
     /// `key_value` as written in the file.
     pub metric_key: Vec<String>,
+    /// The metrics' labels of [`metric_key`](Self::metric_key), made once.
+    pub(super) labels: Vec<metrics::Label>,
+    /// Its rule's name in the client's headers: its `name`, else its descriptor's keys (never a
+    /// value: values are the requests', often who sent them), in the characters a rule's name
+    /// may have.
+    pub(super) shown: String,
+    /// The headers of a request decided by this limit alone, made on first use.
+    pub(super) headers: OnceLock<Option<PolicyHeaders>>,
+}
+
+impl Limit {
+    /// A limit; `keys` are its descriptor's keys, level by level.
+    pub(super) fn new(
+        name: Option<String>,
+        replaces: Vec<String>,
+        kind: LimitKind,
+        shadow: bool,
+        detailed_metric: bool,
+        metric_key: Vec<String>,
+        keys: &[String],
+    ) -> Self {
+        let shown = name.clone().unwrap_or_else(|| keys.join("."));
+        let shown = shown
+            .chars()
+            .map(
+                |c| match c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                    true => c,
+                    false => '_',
+                },
+            )
+            .take(56)
+            .collect();
+        Self {
+            labels: super::metrics::labels(&metric_key),
+            name,
+            replaces,
+            kind,
+            shadow,
+            detailed_metric,
+            metric_key,
+            shown,
+            headers: OnceLock::new(),
+        }
+    }
+
+    /// The headers of a request decided by this limit alone, under [`shown`](Self::shown)
+    /// (none for a limit the store does not count).
+    pub(super) fn headers(&self) -> Option<&PolicyHeaders> {
+        self.headers
+            .get_or_init(|| {
+                let LimitKind::Counted {
+                    algorithm, quota, ..
+                } = &self.kind
+                else {
+                    return None;
+                };
+                let rule = Rule::new(self.shown.as_str(), *algorithm, *quota);
+                Policy::try_from(rule).ok().map(PolicyHeaders::new)
+            })
+            .as_ref()
+    }
 }
 
 /// What a limit admits.
@@ -118,6 +180,7 @@ impl Domains {
                 path: &path,
                 field: String::new(),
                 metric_key: vec![file.domain.clone()],
+                keys: Vec::new(),
             };
             root.load(&at, &file.descriptors)?;
             domains.insert(
@@ -150,6 +213,7 @@ struct Level<'a> {
     path: &'a Path,
     field: String,
     metric_key: Vec<String>,
+    keys: Vec<String>,
 }
 
 impl Level<'_> {
@@ -175,6 +239,8 @@ impl Node {
             };
             let mut metric_key = at.metric_key.clone();
             metric_key.push(final_key.clone());
+            let mut keys = at.keys.clone();
+            keys.push(descriptor.key.clone());
             if self.children.contains_key(&final_key) {
                 return Err(at.error(
                     field,
@@ -211,6 +277,7 @@ impl Node {
                     rate_limit,
                     descriptor,
                     metric_key.clone(),
+                    &keys,
                 )?)),
                 None => None,
             };
@@ -224,6 +291,7 @@ impl Node {
                 path: at.path,
                 field: format!("{field}."),
                 metric_key,
+                keys,
             };
             node.load(&next, &descriptor.descriptors)?;
             self.children.insert(final_key, node);
@@ -239,6 +307,7 @@ fn limit(
     file: &RateLimitFile,
     descriptor: &DescriptorFile,
     metric_key: Vec<String>,
+    keys: &[String],
 ) -> Result<Limit, RulesError> {
     let unit = match file.unit.as_deref() {
         None => None,
@@ -343,18 +412,18 @@ fn limit(
             }
         }
     };
-    Ok(Limit {
-        name: file.name.clone(),
-        replaces: file
-            .replaces
+    Ok(Limit::new(
+        file.name.clone(),
+        file.replaces
             .iter()
             .map(|entry| entry.name.clone())
             .collect(),
         kind,
-        shadow: descriptor.shadow_mode,
-        detailed_metric: descriptor.detailed_metric,
+        descriptor.shadow_mode,
+        descriptor.detailed_metric,
         metric_key,
-    })
+        keys,
+    ))
 }
 
 /// The reference's units, by their names in any case.

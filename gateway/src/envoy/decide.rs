@@ -24,7 +24,7 @@ use envoy_types::pb::google::protobuf::Duration as ProtoDuration;
 use http::HeaderMap;
 use sha2::{Digest, Sha256};
 use tower_redis_ratelimit::admission::FailureMode;
-use tower_redis_ratelimit::headers::{HeaderFamilies, write_decision};
+use tower_redis_ratelimit::headers::{HeaderFamilies, PolicyHeaders};
 use tower_redis_ratelimit::key::Key;
 use tower_redis_ratelimit::policy::{MAX_RULES, Policy, Rule};
 use tower_redis_ratelimit::store::StoreError;
@@ -50,8 +50,6 @@ pub struct Settings {
 struct Counted {
     index: usize,
     rule: Rule,
-    /// The rule's name in the client's headers.
-    shown: String,
     reported: Reported,
 }
 
@@ -125,7 +123,7 @@ pub(super) async fn decide(
                 let hit = Hit::Over {
                     shadow: found.limit.shadow,
                 };
-                record(&found.metric_key, hit, u64::from(cost(index)));
+                record(&labels(found), hit, u64::from(cost(index)));
             }
             LimitKind::Counted {
                 algorithm,
@@ -135,7 +133,6 @@ pub(super) async fn decide(
                 let counted = Counted {
                     index,
                     rule: Rule::new(counter_name(&found.counter), *algorithm, *quota),
-                    shown: String::new(),
                     reported: *reported,
                 };
                 let groups = if found.limit.shadow {
@@ -152,12 +149,11 @@ pub(super) async fn decide(
         return Ok(response(statuses, false, Vec::new()));
     };
     let key = Key::from(request.domain.as_str());
-    let mut shown: Option<(Policy, Decision)> = None;
+    let mut shown: Option<(PolicyHeaders, Decision)> = None;
     for (groups, shadow) in [(enforced, false), (shadow, true)] {
         for (cost, group) in groups {
             for chunk in group.chunks(MAX_RULES) {
-                let chunk = named_for_client(chunk, &found);
-                let answer = decide_group(store, &key, settings, &chunk, cost, !refused).await;
+                let answer = decide_group(store, &key, settings, chunk, cost, !refused).await;
                 let (decision, each) = match answer {
                     Ok(answer) => answer,
                     // Shadow limits never refuse: their store failing changes no answer.
@@ -186,15 +182,15 @@ pub(super) async fn decide(
                         && (!decision.is_allowed() || decision.remaining() < before.remaining())
                 });
                 refused |= !decision.is_allowed();
-                if more_restrictive && let Some(policy) = display_policy(&chunk) {
-                    shown = Some((policy, decision));
+                if more_restrictive && let Some(headers) = headers_of(chunk, &found) {
+                    shown = Some((headers, decision));
                 }
             }
         }
     }
     let mut headers = HeaderMap::new();
     if let Some((policy, decision)) = shown {
-        write_decision(&mut headers, settings.headers, &policy, decision);
+        policy.write(&mut headers, settings.headers, decision);
     }
     Ok(response(statuses, refused, header_values(&headers)))
 }
@@ -293,7 +289,7 @@ fn record_hit(found: &Option<Found>, own: &Decision, over: bool, shadow: bool, c
             near: near(own.used(), own.limit()),
         }
     };
-    record(&found.metric_key, hit, u64::from(cost));
+    record(&labels(found), hit, u64::from(cost));
 }
 
 fn current_limit(found: &Found, reported: Reported) -> RateLimit {
@@ -337,58 +333,36 @@ fn counter_name(counter: &[(String, String)]) -> String {
     format!("e.{hex}")
 }
 
-/// `group` with the names its rules have in the client's headers: the limit's `name`, else its
-/// descriptor's keys (never a value: values are the requests', often who sent them), made
-/// unique with the descriptor's position.
-fn named_for_client(group: &[Counted], found: &[Option<Found>]) -> Vec<Counted> {
-    let mut named: Vec<Counted> = Vec::with_capacity(group.len());
-    for counted in group {
-        let found = found[counted.index].as_ref();
-        let name = found
-            .and_then(|found| found.limit.name.clone())
-            .or_else(|| {
-                found.map(|found| {
-                    let keys: Vec<&str> =
-                        found.counter.iter().map(|(key, _)| key.as_str()).collect();
-                    keys.join(".")
-                })
-            })
-            .unwrap_or_default();
-        let mut shown: String = name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .take(56)
-            .collect();
-        if shown.is_empty() || named.iter().any(|other| other.shown == shown) {
-            shown = format!("{shown}.{}", counted.index);
-        }
-        named.push(Counted {
-            index: counted.index,
-            rule: counted.rule.clone(),
-            shown,
-            reported: counted.reported,
-        });
+/// The headers of a group's decisions: its rules under the names the client sees (each
+/// limit's [`shown`](super::config::Limit) name, made unique with the descriptor's position), made
+/// once per limit for a group of one. `None` would be a bug (names made plain, quotas checked
+/// when the file loaded), answered without headers.
+fn headers_of(group: &[Counted], found: &[Option<Found>]) -> Option<PolicyHeaders> {
+    let limit = |counted: &Counted| found[counted.index].as_ref().map(|found| &found.limit);
+    if let [one] = group {
+        return limit(one)?.headers().cloned();
     }
-    named
+    let mut names: Vec<String> = Vec::with_capacity(group.len());
+    for counted in group {
+        let mut name = limit(counted)?.shown.clone();
+        if name.is_empty() || names.contains(&name) {
+            name = format!("{name}.{}", counted.index);
+        }
+        names.push(name);
+    }
+    let rules = group
+        .iter()
+        .zip(names)
+        .map(|(counted, name)| Rule::new(name, counted.rule.algorithm(), counted.rule.quota()));
+    Policy::new(rules).ok().map(PolicyHeaders::new)
 }
 
-/// The checked group's quotas under the names the client sees (names made plain and unique
-/// above, quotas checked when the file loaded: `None` would be a bug, answered without headers).
-fn display_policy(group: &[Counted]) -> Option<Policy> {
-    let rules = group.iter().map(|counted| {
-        Rule::new(
-            counted.shown.as_str(),
-            counted.rule.algorithm(),
-            counted.rule.quota(),
-        )
-    });
-    Policy::new(rules).ok()
+/// The labels of a descriptor's metrics: its limit's, unless the request's values are in them.
+fn labels(found: &Found) -> std::borrow::Cow<'_, [metrics::Label]> {
+    match &found.metric_key {
+        Some(key) => std::borrow::Cow::Owned(super::metrics::labels(key)),
+        None => std::borrow::Cow::Borrowed(&found.limit.labels),
+    }
 }
 
 fn header_values(headers: &HeaderMap) -> Vec<HeaderValue> {

@@ -24,17 +24,17 @@ pub struct Found {
     /// What tells its counter apart from every other of its domain: each entry's `key_value`
     /// (a shared wildcard's pattern in place of the value), as the reference's cache key.
     pub counter: Vec<(String, String)>,
-    /// Where its metrics go: the domain, then one part per level.
-    pub metric_key: Vec<String>,
+    /// Where its metrics go when the request's values say (`detailed_metric`,
+    /// `value_to_metric`, `share_threshold`): the domain, then one part per level; `None`
+    /// for the limit's own ([`Limit::metric_key`]).
+    pub metric_key: Option<Vec<String>>,
 }
 
 impl Domain {
     /// The limit of a descriptor of `entries`, if one matches.
     pub fn find(&self, domain: &str, entries: &[Entry]) -> Option<Found> {
         let mut node = &self.root;
-        let mut counter = Vec::with_capacity(entries.len());
-        let mut value_to_metric = vec![domain.to_owned()];
-        let mut detailed = vec![domain.to_owned()];
+        let mut steps = Vec::with_capacity(entries.len());
         let mut found = None;
         for (index, entry) in entries.iter().enumerate() {
             let final_key = format!("{}_{}", entry.key, entry.value);
@@ -55,26 +55,16 @@ impl Domain {
             };
             // A shared wildcard counts every value it matches in one counter.
             let shared = match matched {
-                Matched::Wildcard(pattern) if next.share_threshold => pattern
-                    .strip_prefix(&format!("{}_", entry.key))
-                    .map(str::to_owned),
+                Matched::Wildcard(pattern) if next.share_threshold => {
+                    pattern.get(entry.key.len() + 1..)
+                }
                 _ => None,
             };
-            let value = shared.clone().unwrap_or_else(|| entry.value.clone());
-            counter.push((entry.key.clone(), value.clone()));
-            detailed.push(format!("{}_{value}", entry.key));
-            let metric_value = match matched {
-                Matched::Wildcard(_) if shared.is_some() => shared,
-                Matched::Wildcard(_) if next.value_to_metric => Some(entry.value.clone()),
-                Matched::Wildcard(pattern) => pattern
-                    .strip_prefix(&format!("{}_", entry.key))
-                    .map(str::to_owned),
-                Matched::Value => Some(entry.value.clone()),
-                Matched::Key => next.value_to_metric.then(|| entry.value.clone()),
-            };
-            value_to_metric.push(match metric_value {
-                Some(value) if !value.is_empty() => format!("{}_{value}", entry.key),
-                _ => entry.key.clone(),
+            steps.push(Step {
+                entry,
+                matched,
+                shared,
+                value_to_metric: next.value_to_metric,
             });
             if index == entries.len() - 1 {
                 found = next.limit.clone();
@@ -82,18 +72,60 @@ impl Domain {
             node = next;
         }
         let limit = found?;
-        let metric_key = if limit.detailed_metric {
-            detailed
-        } else if value_to_metric != limit.metric_key {
-            value_to_metric
-        } else {
-            limit.metric_key.clone()
-        };
+        let counter = steps
+            .iter()
+            .map(|step| {
+                let value = step.shared.unwrap_or(&step.entry.value);
+                (step.entry.key.clone(), value.to_owned())
+            })
+            .collect();
+        // The file's metric key unless a flag asks for the request's values.
+        let dynamic = limit.detailed_metric
+            || steps
+                .iter()
+                .any(|step| step.value_to_metric || step.shared.is_some());
+        let metric_key = dynamic.then(|| {
+            let parts = steps.iter().map(|step| {
+                let value = if limit.detailed_metric {
+                    Some(step.shared.unwrap_or(&step.entry.value))
+                } else {
+                    step.metric_value()
+                };
+                match value {
+                    Some(value) if !value.is_empty() => format!("{}_{value}", step.entry.key),
+                    _ => step.entry.key.clone(),
+                }
+            });
+            std::iter::once(domain.to_owned()).chain(parts).collect()
+        });
         Some(Found {
             limit,
             counter,
             metric_key,
         })
+    }
+}
+
+/// How one entry of a descriptor matched.
+struct Step<'a> {
+    entry: &'a Entry,
+    matched: Matched<'a>,
+    /// A shared wildcard's pattern, in place of the value.
+    shared: Option<&'a str>,
+    value_to_metric: bool,
+}
+
+impl<'a> Step<'a> {
+    /// The value this level's metrics carry, as the reference's `value_to_metric` says.
+    fn metric_value(&self) -> Option<&'a str> {
+        let pattern_value = |pattern: &'a String| pattern.get(self.entry.key.len() + 1..);
+        match self.matched {
+            Matched::Wildcard(_) if self.shared.is_some() => self.shared,
+            Matched::Wildcard(_) if self.value_to_metric => Some(&self.entry.value),
+            Matched::Wildcard(pattern) => pattern_value(pattern),
+            Matched::Value => Some(&self.entry.value),
+            Matched::Key => self.value_to_metric.then_some(self.entry.value.as_str()),
+        }
     }
 }
 
@@ -132,20 +164,25 @@ impl Found {
             false => format!("{key}_{value}"),
         }));
         Found {
-            limit: Arc::new(Limit {
-                name: None,
-                replaces: Vec::new(),
+            limit: Arc::new(Limit::new(
+                None,
+                Vec::new(),
                 kind,
-                shadow: false,
-                detailed_metric: false,
-                metric_key: metric_key.clone(),
-            }),
+                false,
+                false,
+                metric_key,
+                &descriptor
+                    .entries
+                    .iter()
+                    .map(|entry| entry.key.clone())
+                    .collect::<Vec<_>>(),
+            )),
             // Apart from the files' counters of the same entries: another quota.
             counter: std::iter::once(("limit".to_owned(), over.requests_per_unit.to_string()))
                 .chain(std::iter::once(("unit".to_owned(), over.unit.to_string())))
                 .chain(counter)
                 .collect(),
-            metric_key,
+            metric_key: None,
         }
     }
 }

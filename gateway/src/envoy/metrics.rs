@@ -4,6 +4,10 @@
 //! with the labels `domain`, `key1` (the first level's `key` or `key_value`) and, below the
 //! first level, `key2` (the deeper levels joined by `.`). Each counts hits (a request's cost).
 
+use std::sync::Arc;
+
+use metrics::{Label, SharedString};
+
 /// What one descriptor's limit said about one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Hit {
@@ -28,24 +32,29 @@ pub fn near(used: u64, limit: u64) -> bool {
     used > (limit as f64 * NEAR_LIMIT_RATIO).floor() as u64
 }
 
-/// Counts `hits` of one descriptor, whose metrics go to `metric_key` (the domain, then a part
-/// per level).
-pub fn record(metric_key: &[String], hit: Hit, hits: u64) {
-    let domain = metric_key.first().cloned().unwrap_or_default();
-    let key1 = metric_key.get(1).cloned().unwrap_or_default();
-    let key2 = (metric_key.len() > 2).then(|| metric_key[2..].join("."));
-    let count = |name: &'static str| {
-        let counter = match &key2 {
-            Some(key2) => metrics::counter!(
-                name,
-                "domain" => domain.clone(),
-                "key1" => key1.clone(),
-                "key2" => key2.clone()
-            ),
-            None => metrics::counter!(name, "domain" => domain.clone(), "key1" => key1.clone()),
-        };
-        counter.increment(hits);
-    };
+/// The labels of a metric key (the domain, then a part per level): `domain`, `key1` and,
+/// below the first level, `key2`.
+pub fn labels(metric_key: &[String]) -> Vec<Label> {
+    let shared = |text: String| SharedString::from(Arc::<str>::from(text));
+    let mut labels = vec![
+        Label::new(
+            "domain",
+            shared(metric_key.first().cloned().unwrap_or_default()),
+        ),
+        Label::new(
+            "key1",
+            shared(metric_key.get(1).cloned().unwrap_or_default()),
+        ),
+    ];
+    if metric_key.len() > 2 {
+        labels.push(Label::new("key2", shared(metric_key[2..].join("."))));
+    }
+    labels
+}
+
+/// Counts `hits` of one descriptor under `labels` (see [`labels`]).
+pub fn record(labels: &[Label], hit: Hit, hits: u64) {
+    let count = |name: &'static str| metrics::counter!(name, labels.to_vec()).increment(hits);
     count("ratelimit_service_rate_limit_total_hits");
     match hit {
         Hit::Within { near } => {

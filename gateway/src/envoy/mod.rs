@@ -4,7 +4,7 @@
 //! is the guide: what is the same as the reference, what differs and why, and the Envoy and
 //! Istio configuration that points at it.
 //!
-//! - [`file`]: the YAML files as written, and the gateway's extensions (`extensions:` keys).
+//! - [`file`](mod@file): the YAML files as written, and the gateway's extensions (`extensions:` keys).
 //! - [`config`]: the reference's validation, and each domain's descriptor tree.
 //! - [`matching`]: which limit a descriptor gets (most specific first, wildcards, `replaces`).
 //! - `decide`: one request decided, its descriptors all or nothing, in the domain's store.

@@ -100,7 +100,11 @@ async fn a_reload_keeps_the_counts() {
 #[tokio::test]
 async fn a_refused_request_consumes_none_of_its_other_limits_on_a_cluster() {
     let cluster = testkit::cluster::RedisCluster::start();
-    let nodes: Vec<String> = cluster.urls().iter().map(|url| format!("{url:?}")).collect();
+    let nodes: Vec<String> = cluster
+        .urls()
+        .iter()
+        .map(|url| format!("{url:?}"))
+        .collect();
     let store = format!(
         "[stores.cluster]\ntype = \"cluster\"\nnodes = [{}]\nconnect_timeout = \"500ms\"\n",
         nodes.join(", ")
@@ -110,5 +114,8 @@ async fn a_refused_request_consumes_none_of_its_other_limits_on_a_cluster() {
     // Every counter of a domain carries the domain as its hash tag: one slot, one script call.
     let node = cluster.node(cluster.primary_for("{api}"));
     let keys = node.keys();
-    assert!(!keys.is_empty() && keys.iter().all(|key| key.ends_with("{api}")), "{keys:?}");
+    assert!(
+        !keys.is_empty() && keys.iter().all(|key| key.ends_with("{api}")),
+        "{keys:?}"
+    );
 }
