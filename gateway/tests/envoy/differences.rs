@@ -185,6 +185,16 @@ descriptors:
         rate_limit:
           unit: minute
           requests_per_unit: 5
+  - key: route
+    value_to_metric: true
+    descriptors:
+      - key: http_method
+        value_to_metric: true
+        descriptors:
+          - key: subject_id
+            rate_limit:
+              unit: minute
+              requests_per_unit: 60
 ";
     let recorder = PrometheusBuilder::new().build_recorder();
     let handle = recorder.handle();
@@ -209,6 +219,12 @@ descriptors:
                 &request("example8", &[&[("parent", "p"), ("child", "c")]]),
             )
             .await;
+            let example10 = [
+                ("route", "api"),
+                ("http_method", "GET"),
+                ("subject_id", "123"),
+            ];
+            ask(&service, &request("example8", &[&example10])).await;
         })
     });
     let text = handle.render();
@@ -220,7 +236,27 @@ descriptors:
         r#"ratelimit_service_rate_limit_over_limit{domain="example8",key1="key1_unspecified_value"} 1"#,
         r#"ratelimit_service_rate_limit_total_hits{domain="example8",key1="key1_value1"} 1"#,
         r#"ratelimit_service_rate_limit_total_hits{domain="example8",key1="parent",key2="child"} 1"#,
+        // README's example 10: the request's values where `value_to_metric` says.
+        r#"ratelimit_service_rate_limit_total_hits{domain="example8",key1="route_api",key2="http_method_GET.subject_id"} 1"#,
     ] {
         assert!(has(line), "{line} missing from:\n{text}");
     }
+}
+
+#[tokio::test]
+async fn an_unknown_domain_limits_nothing_and_many_descriptors_are_decided_in_steps() {
+    let rules = Rules::new(&[("api.yaml", TWO_LIMITS)], "");
+    let service = rules.service(FailureMode::Open);
+    let unknown = ask(&service, &request("nowhere", &[&[("user", "x")]])).await;
+    assert_eq!(codes(&unknown), (vec![Code::Ok], Code::Ok));
+    assert!(unknown.statuses[0].current_limit.is_none());
+    // Ten users in one request: more than one policy holds (eight), each counted once.
+    let users: Vec<String> = (0..10).map(|n| format!("u{n}")).collect();
+    let entries: Vec<[(&str, &str); 1]> =
+        users.iter().map(|user| [("user", user.as_str())]).collect();
+    let descriptors: Vec<&[(&str, &str)]> = entries.iter().map(|entry| &entry[..]).collect();
+    let many = request("api", &descriptors);
+    let answer = ask(&service, &many).await;
+    assert_eq!(codes(&answer).1, Code::Ok);
+    assert_eq!(remaining(&answer), vec![2; 10]);
 }
