@@ -211,17 +211,20 @@ async fn decide_group(
     let cost = if count { cost } else { 0 };
     let decision = within(settings, store.check(key, &policy, cost)).await?;
     let reported = decision.rule_index();
-    let mut each = Vec::with_capacity(group.len());
-    for (index, counted) in group.iter().enumerate() {
-        if index == reported {
-            each.push(decision.clone());
-            continue;
+    // What the decision does not tell: each other rule's own state, read without counting, the
+    // reads sent at once.
+    let reads = group.iter().enumerate().map(|(index, counted)| {
+        let decision = &decision;
+        async move {
+            if index == reported {
+                return Ok(decision.clone());
+            }
+            let alone = Policy::try_from(counted.rule.clone())
+                .map_err(|err| StoreError::refused(err.to_string()))?;
+            within(settings, store.check(key, &alone, 0)).await
         }
-        // What the decision does not tell: this rule's own state, read without counting.
-        let alone = Policy::try_from(counted.rule.clone())
-            .map_err(|err| StoreError::refused(err.to_string()))?;
-        each.push(within(settings, store.check(key, &alone, 0)).await?);
-    }
+    });
+    let each = futures_util::future::try_join_all(reads).await?;
     Ok((decision, each))
 }
 
