@@ -7,34 +7,100 @@ use std::time::Duration;
 
 use tower_redis_ratelimit::config::{KeyConfig, LimitsConfig, RuleConfig, StoreConfig};
 
-use crate::config::{File, FileError};
-use crate::proxy::{self, Loaded};
+use crate::config::{AccessLogFormat, Connections, DEFAULT_GATEWAYS, File, FileError};
+use crate::{proxy, serve};
 
-/// Reads and builds the file at `path` as `proxy` would (stores are built, not connected), and
-/// returns what it would run; or the first mistake, named by its field or its line.
+/// Reads and builds the file at `path` as `proxy` and `serve` would (stores are built, not
+/// connected), and returns what they would run; or the first mistake, named by its field or its
+/// line.
 pub fn check(path: &Path) -> Result<String, FileError> {
     let file = File::read(path)?;
-    // The limits are built either way: a file for `serve` has mistakes in them too.
+    // The limits are built either way: a file of neither table has mistakes in them too.
     file.limits.build().map_err(|err| file.limits_error(err))?;
     let proxy = match &file.tables.proxy {
         Some(_) => Some(proxy::load(&file, None)?),
         None => None,
     };
-    Ok(describe(&file, proxy.as_ref()))
+    let serve = match &file.tables.serve {
+        Some(_) => Some(serve::load(&file, None)?),
+        None => None,
+    };
+    Ok(describe(&file, proxy.as_ref(), serve.as_ref()))
 }
 
-fn describe(file: &File, proxy: Option<&Loaded>) -> String {
+fn describe(file: &File, proxy: Option<&proxy::Loaded>, serve: Option<&serve::Loaded>) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}: the configuration is valid", file.path.display());
     match proxy {
         Some(proxy) => describe_proxy(&mut out, proxy),
         None => out.push_str("proxy: none (no [proxy] table)\n"),
     }
+    match serve {
+        Some(serve) => describe_serve(&mut out, serve),
+        None => out.push_str("serve: none (no [serve] table)\n"),
+    }
     describe_limits(&mut out, &file.limits);
     out
 }
 
-fn describe_proxy(out: &mut String, proxy: &Loaded) {
+fn describe_serve(out: &mut String, serve: &serve::Loaded) {
+    let table = &serve.table;
+    let mut listeners = Vec::new();
+    if let Some(listen) = table.listen {
+        let scheme = if table.tls.is_some() { "https" } else { "http" };
+        listeners.push(format!("{scheme}://{listen}"));
+    }
+    if let Some(socket) = &table.socket {
+        listeners.push(format!("unix:{}", socket.display()));
+    }
+    let _ = writeln!(
+        out,
+        "serve: listen {}, endpoints /auth_request (nginx) and /forward_auth (Traefik, Caddy)",
+        listeners.join(" and "),
+    );
+    let gateways = table
+        .gateways
+        .clone()
+        .unwrap_or_else(|| DEFAULT_GATEWAYS.map(str::to_owned).to_vec());
+    let _ = writeln!(
+        out,
+        "  client address: {} from gateways {}{}",
+        table.client_header.as_deref().unwrap_or("x-forwarded-for"),
+        gateways.join(", "),
+        if table.socket.is_some() {
+            " and the Unix socket"
+        } else {
+            ""
+        },
+    );
+    describe_listener(out, &serve.connections, table.access_log, table.admin);
+}
+
+fn describe_listener(
+    out: &mut String,
+    connections: &Connections,
+    access_log: AccessLogFormat,
+    admin: Option<std::net::SocketAddr>,
+) {
+    let _ = writeln!(
+        out,
+        "  connections: at most {}, header timeout {}, idle timeout {}, drain timeout {}",
+        connections.max,
+        human(connections.header_timeout),
+        human(connections.idle_timeout),
+        human(connections.drain_timeout),
+    );
+    let access_log = format!("{access_log:?}").to_lowercase();
+    let _ = writeln!(out, "  access log: {access_log}");
+    match admin {
+        Some(admin) => {
+            let _ = writeln!(out, "  admin: http://{admin} (/healthz, /readyz, /metrics)");
+        }
+        None => out.push_str("  admin: none\n"),
+    }
+}
+
+fn describe_proxy(out: &mut String, proxy: &proxy::Loaded) {
     let table = &proxy.table;
     let connections = &proxy.connections;
     let _ = writeln!(
@@ -44,22 +110,7 @@ fn describe_proxy(out: &mut String, proxy: &Loaded) {
         table.upstream,
         human(proxy.upstream_timeout),
     );
-    let _ = writeln!(
-        out,
-        "  connections: at most {}, header timeout {}, idle timeout {}, drain timeout {}",
-        connections.max,
-        human(connections.header_timeout),
-        human(connections.idle_timeout),
-        human(connections.drain_timeout),
-    );
-    let access_log = format!("{:?}", table.access_log).to_lowercase();
-    let _ = writeln!(out, "  access log: {access_log}");
-    match table.admin {
-        Some(admin) => {
-            let _ = writeln!(out, "  admin: http://{admin} (/healthz, /readyz, /metrics)");
-        }
-        None => out.push_str("  admin: none\n"),
-    }
+    describe_listener(out, connections, table.access_log, table.admin);
     if let Some(websockets) = &table.websockets {
         let _ = writeln!(
             out,

@@ -23,6 +23,15 @@ enum Command {
         /// The configuration file (.toml, .yaml, .yml or .json).
         config: PathBuf,
     },
+    /// Runs the decision service that nginx `auth_request` (at /auth_request), Traefik
+    /// ForwardAuth and Caddy forward_auth (at /forward_auth) ask before serving a request.
+    ///
+    /// SIGHUP reloads the file's limits; SIGTERM or Ctrl-C stops accepting, finishes what is in
+    /// flight (at most `[serve.connections] drain_timeout`) and exits.
+    Serve {
+        /// The configuration file (.toml, .yaml, .yml or .json).
+        config: PathBuf,
+    },
     /// Validates a configuration file without starting anything and prints what it would run
     /// (listeners, stores, policies, routes); exits 1 with the mistake on a bad file.
     Check {
@@ -44,25 +53,31 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Proxy { config } => {
-            init_logs();
-            let runtime = match tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(runtime) => runtime,
-                Err(err) => {
-                    eprintln!("ratelimit-gateway: cannot start the runtime: {err}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            match runtime.block_on(ratelimit_gateway::proxy::run(config)) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(err) => {
-                    eprintln!("ratelimit-gateway: {err}");
-                    ExitCode::FAILURE
-                }
-            }
+        Command::Proxy { config } => run(ratelimit_gateway::proxy::run(config)),
+        Command::Serve { config } => run(ratelimit_gateway::serve::run(config)),
+    }
+}
+
+/// Runs a command until it ends, on a runtime of its own.
+fn run(
+    command: impl std::future::Future<Output = Result<(), ratelimit_gateway::server::BoxError>>,
+) -> ExitCode {
+    init_logs();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("ratelimit-gateway: cannot start the runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("ratelimit-gateway: {err}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -22,7 +22,9 @@ pub struct Nginx {
 impl Nginx {
     /// Starts nginx with `workers` worker processes and `http`, the body of its `http { }`
     /// block, in which `{port}` is replaced by the free port it listens on (write
-    /// `listen 127.0.0.1:{port};`); waits until it accepts connections.
+    /// `listen 127.0.0.1:{port};`); waits until it accepts connections. Client connections stay
+    /// open for as many requests as the load generator sends (nginx closes one after 1,000 by
+    /// default, which the load generator takes for a failure).
     pub fn start(workers: usize, http: &str) -> Result<Self, BoxError> {
         let binary = find_nginx()?;
         let dir = TempDir::new("nginx")
@@ -40,6 +42,7 @@ impl Nginx {
              events {{ worker_connections 4096; }}\n\
              http {{\n\
                access_log off;\n\
+               keepalive_requests 1000000;\n\
                client_body_temp_path {root}/body;\n\
                proxy_temp_path {root}/proxy;\n\
                fastcgi_temp_path {root}/fastcgi;\n\
@@ -108,6 +111,25 @@ impl Drop for Nginx {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The first ```` ```nginx ```` block of the markdown `page` (a guide's configuration), each
+/// `from` of `replacements` replaced by its `to` (e.g. the guide's addresses by a test's). A
+/// `from` the block lacks is an error: the guide changed, and so must its caller.
+pub fn documented(page: &str, replacements: &[(&str, String)]) -> Result<String, BoxError> {
+    let mut block = page
+        .split("```nginx\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .ok_or("the page has no ```nginx block")?
+        .to_owned();
+    for (from, to) in replacements {
+        if !block.contains(from) {
+            return Err(format!("the page's nginx block has no {from:?}").into());
+        }
+        block = block.replace(from, to);
+    }
+    Ok(block)
 }
 
 fn running_as_root() -> bool {

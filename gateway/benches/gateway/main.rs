@@ -16,7 +16,10 @@
 //! - `GATEWAY_BENCH_SECONDS`: the length of one slice (default 3);
 //! - `GATEWAY_BENCH_ROUNDS`: how many rounds (default 5);
 //! - `GATEWAY_BENCH_CONNECTIONS`: concurrent connections (default 32);
-//! - `GATEWAY_BENCH_WORKERS`: nginx's workers and the proxy's threads (default: the cores).
+//! - `GATEWAY_BENCH_WORKERS`: nginx's workers and the proxy's threads (default: the cores);
+//! - `GATEWAY_BENCH_MODES`: the modes to run, by short name, comma-separated (default: all):
+//!   `direct`, `nginx`, `proxy-memory`, `proxy-redis`, `proxy-refusing`, `serve`. E.g.
+//!   `GATEWAY_BENCH_MODES=nginx,serve` measures what `serve` adds to nginx's requests alone.
 
 mod modes;
 mod report;
@@ -60,6 +63,7 @@ pub(crate) struct Settings {
     rounds: usize,
     connections: usize,
     pub(crate) workers: usize,
+    modes: Vec<Mode>,
 }
 
 impl Settings {
@@ -75,6 +79,7 @@ impl Settings {
             rounds: env_or("GATEWAY_BENCH_ROUNDS", 5)?,
             connections: env_or("GATEWAY_BENCH_CONNECTIONS", 32)?,
             workers: env_or("GATEWAY_BENCH_WORKERS", cores)?,
+            modes: modes_from_env()?,
         };
         if settings.rounds == 0 || settings.connections == 0 || settings.workers == 0 {
             return Err("rounds, connections and workers must be at least 1".into());
@@ -83,18 +88,47 @@ impl Settings {
     }
 }
 
+/// The modes `GATEWAY_BENCH_MODES` names, in the report's order; all when it is not set.
+fn modes_from_env() -> Result<Vec<Mode>, BoxError> {
+    let Ok(names) = std::env::var("GATEWAY_BENCH_MODES") else {
+        return Ok(Mode::ALL.to_vec());
+    };
+    let names: Vec<&str> = names.split(',').map(str::trim).collect();
+    if let Some(unknown) = names
+        .iter()
+        .find(|name| !Mode::ALL.iter().any(|mode| mode.key() == **name))
+    {
+        let known: Vec<&str> = Mode::ALL.iter().map(|mode| mode.key()).collect();
+        return Err(format!(
+            "GATEWAY_BENCH_MODES: no mode {unknown:?}; the modes are {}",
+            known.join(", ")
+        )
+        .into());
+    }
+    Ok(Mode::ALL
+        .into_iter()
+        .filter(|mode| names.contains(&mode.key()))
+        .collect())
+}
+
 fn run() -> Result<(), BoxError> {
     let settings = Settings::from_env()?;
     let load_before = load::load_average();
     let upstream = upstream::start()?;
-    let redis = RedisServer::try_start()?;
+    // Only the Redis mode needs a server.
+    let redis = if settings.modes.contains(&Mode::ProxyRedis) {
+        Some(RedisServer::try_start()?)
+    } else {
+        None
+    };
+    let redis_url = redis.as_ref().map(RedisServer::url);
     let keys: Arc<[HeaderValue]> = (0..KEYS)
         .map(|i| HeaderValue::from_str(&format!("client-{i}")))
         .collect::<Result<Vec<_>, _>>()?
         .into();
     let mut targets = Vec::new();
-    for mode in Mode::ALL {
-        let target = Target::start(mode, &settings, upstream.addr, &redis.url())?;
+    for &mode in &settings.modes {
+        let target = Target::start(mode, &settings, upstream.addr, redis_url.as_deref())?;
         targets.push((target, Measured::new(mode)?));
     }
     let client = tokio::runtime::Builder::new_current_thread()
@@ -146,8 +180,12 @@ fn settings_line(settings: &Settings, before: Option<f64>, after: Option<f64>) -
         }
         _ => String::new(),
     };
+    let modes = match std::env::var("GATEWAY_BENCH_MODES") {
+        Ok(modes) => format!("GATEWAY_BENCH_MODES={modes} "),
+        Err(_) => String::new(),
+    };
     format!(
-        "cargo bench -p tower-redis-ratelimit-gateway --bench gateway: {} rounds × {:?} per \
+        "{modes}cargo bench -p tower-redis-ratelimit-gateway --bench gateway: {} rounds × {:?} per \
          mode, {} connections, {} keys, nginx workers and proxy threads {}, {cores} cores{load}",
         settings.rounds, settings.slice, settings.connections, KEYS, settings.workers
     )

@@ -23,21 +23,34 @@ pub(crate) enum Mode {
     ProxyRedis,
     /// `ratelimit-gateway proxy`, every request refused (429) by an exhausted global key.
     ProxyRefusing,
-    // The place for `serve` (item 2 of the gateway issue): nginx with `auth_request` to
-    // `ratelimit-gateway serve`, against nginx alone. Add `ServeAuthRequest` here, in ALL and
-    // in `name`, and its arm in `Target::start` (an Nginx whose config has the auth_request
-    // location, and a `serve` process).
+    /// nginx configured as docs/gateways.md says, asking `ratelimit-gateway serve` (counts in
+    /// process, every request admitted) through `auth_request` before proxying to the upstream:
+    /// what `serve` adds to nginx's requests.
+    ServeAuthRequest,
 }
 
 impl Mode {
     /// Every mode, in the order of the report.
-    pub(crate) const ALL: [Mode; 5] = [
+    pub(crate) const ALL: [Mode; 6] = [
         Mode::Direct,
         Mode::Nginx,
         Mode::ProxyMemory,
         Mode::ProxyRedis,
         Mode::ProxyRefusing,
+        Mode::ServeAuthRequest,
     ];
+
+    /// Its short name, as `GATEWAY_BENCH_MODES` lists it.
+    pub(crate) fn key(self) -> &'static str {
+        match self {
+            Mode::Direct => "direct",
+            Mode::Nginx => "nginx",
+            Mode::ProxyMemory => "proxy-memory",
+            Mode::ProxyRedis => "proxy-redis",
+            Mode::ProxyRefusing => "proxy-refusing",
+            Mode::ServeAuthRequest => "serve",
+        }
+    }
 
     pub(crate) fn name(self) -> &'static str {
         match self {
@@ -46,6 +59,7 @@ impl Mode {
             Mode::ProxyMemory => "proxy, in-process store",
             Mode::ProxyRedis => "proxy, Redis store",
             Mode::ProxyRefusing => "proxy, refusing everything",
+            Mode::ServeAuthRequest => "nginx + auth_request → serve",
         }
     }
 }
@@ -60,8 +74,17 @@ pub(crate) struct Target {
 /// Held for its `Drop`: nginx and the proxy stop with it.
 enum Running {
     Nothing,
-    Nginx { _nginx: Nginx },
-    Proxy { _proxy: ProxyProcess },
+    Nginx {
+        _nginx: Nginx,
+    },
+    Proxy {
+        _proxy: GatewayProcess,
+    },
+    /// nginx in front, `serve` behind it: nginx stops first.
+    Serve {
+        _nginx: Nginx,
+        _serve: GatewayProcess,
+    },
 }
 
 impl Target {
@@ -69,10 +92,11 @@ impl Target {
         mode: Mode,
         settings: &Settings,
         upstream: SocketAddr,
-        redis_url: &str,
+        redis_url: Option<&str>,
     ) -> Result<Target, BoxError> {
         let proxy = |store: &str, policy: &str, key: &str| {
-            ProxyProcess::start(
+            GatewayProcess::start(
+                "proxy",
                 settings.workers,
                 &proxy_config(upstream, store, policy, key),
             )
@@ -89,6 +113,7 @@ impl Target {
                 (proxy.addr, Running::Proxy { _proxy: proxy })
             }
             Mode::ProxyRedis => {
+                let redis_url = redis_url.ok_or("the Redis mode needs Redis")?;
                 let store = format!("[stores.redis]\ntype = \"redis\"\nurl = \"{redis_url}\"\n");
                 let proxy = proxy(&store, gcra, r#"{ header = "x-key" }"#)?;
                 (proxy.addr, Running::Proxy { _proxy: proxy })
@@ -98,6 +123,24 @@ impl Target {
                     r#"{ name = "bench", algorithm = "fixed_window", limit = 1, period = "1h" }"#;
                 let proxy = proxy("", one_an_hour, r#"{ global = "everyone" }"#)?;
                 (proxy.addr, Running::Proxy { _proxy: proxy })
+            }
+            Mode::ServeAuthRequest => {
+                let serve = GatewayProcess::start("serve", settings.workers, &serve_config(gcra))?;
+                let config = testkit::nginx::documented(
+                    include_str!("../../../docs/gateways.md"),
+                    &[
+                        ("server 127.0.0.1:3000;", format!("server {upstream};")),
+                        ("server 127.0.0.1:8081;", format!("server {};", serve.addr)),
+                        ("listen 8080;", "listen 127.0.0.1:{port};".to_owned()),
+                    ],
+                )?;
+                let nginx = Nginx::start(settings.workers, &config)?;
+                let addr = nginx.addr();
+                let running = Running::Serve {
+                    _nginx: nginx,
+                    _serve: serve,
+                };
+                (addr, running)
             }
         };
         Ok(Target {
@@ -133,20 +176,31 @@ fn proxy_config(upstream: SocketAddr, store: &str, rule: &str, key: &str) -> Str
     )
 }
 
-/// A `ratelimit-gateway proxy` process, killed when dropped.
-struct ProxyProcess {
+/// `serve` with counts in process, keyed as the proxy modes are.
+fn serve_config(rule: &str) -> String {
+    format!(
+        "[serve]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n\n\
+         [policies.bench]\nrules = [{rule}]\n\n\
+         [routes.bench]\npaths = [\"/\"]\npolicy = \"bench\"\nkey = {{ header = \"x-key\" }}\n"
+    )
+}
+
+/// A `ratelimit-gateway proxy` or `serve` process, killed when dropped.
+struct GatewayProcess {
     child: Child,
     addr: SocketAddr,
     _dir: TempDir,
 }
 
-impl ProxyProcess {
-    fn start(workers: usize, config: &str) -> Result<Self, BoxError> {
+impl GatewayProcess {
+    /// Runs `ratelimit-gateway <command>` on `config` with `workers` threads, and reads the TCP
+    /// address its first line names.
+    fn start(command: &str, workers: usize, config: &str) -> Result<Self, BoxError> {
         let dir = TempDir::new("gateway-bench")?;
-        let path = dir.path().join("proxy.toml");
+        let path = dir.path().join("gateway.toml");
         std::fs::write(&path, config)?;
         let mut child = Command::new(env!("CARGO_BIN_EXE_ratelimit-gateway"))
-            .arg("proxy")
+            .arg(command)
             .arg(&path)
             .env("TOKIO_WORKER_THREADS", workers.to_string())
             .stdin(Stdio::null())
@@ -158,7 +212,7 @@ impl ProxyProcess {
             BufReader::new(stdout).read_line(&mut line)?;
         }
         let addr = line
-            .strip_prefix("proxy: listening on http://")
+            .strip_prefix(&format!("{command}: listening on http://"))
             .and_then(|rest| rest.split(',').next())
             .and_then(|addr| addr.parse().ok());
         match addr {
@@ -170,13 +224,13 @@ impl ProxyProcess {
             None => {
                 let _ = child.kill();
                 let _ = child.wait();
-                Err(format!("the proxy did not start: its first line was {line:?}").into())
+                Err(format!("`{command}` did not start: its first line was {line:?}").into())
             }
         }
     }
 }
 
-impl Drop for ProxyProcess {
+impl Drop for GatewayProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

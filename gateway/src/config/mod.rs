@@ -10,12 +10,15 @@ use tower_redis_ratelimit::config::{ConfigFile, LimitsConfig, LoadError};
 mod connections;
 mod envoy;
 mod proxy;
+mod serve;
 mod size;
 
 pub use self::connections::{AccessLogFormat, Connections, ConnectionsConfig, TlsConfig};
 pub use self::envoy::{DEFAULT_ENVOY_DEADLINE, EnvoyTable};
 pub use self::proxy::{ProxyTable, WebSocketsConfig};
+pub use self::serve::{DEFAULT_GATEWAYS, ServeTable};
 use crate::paths::normalise;
+use crate::server::RouteKeys;
 
 /// The gateway's own top-level tables; the limits' tables (`stores`, `policies`, `routes`,
 /// `concurrency`, `shadow`) sit beside them.
@@ -26,6 +29,9 @@ pub struct Tables {
     /// `[proxy]`: what `ratelimit-gateway proxy` runs.
     #[serde(default)]
     pub proxy: Option<ProxyTable>,
+    /// `[serve]`: what `ratelimit-gateway serve` runs.
+    #[serde(default)]
+    pub serve: Option<ServeTable>,
 }
 
 /// A configuration file, read.
@@ -115,6 +121,18 @@ impl File {
             path: self.path.clone(),
             error,
         }
+    }
+
+    /// Each route's key extractor, by route name, for the access log's key digest (a route
+    /// whose key does not build has none: building its limits says why).
+    pub fn route_keys(&self) -> RouteKeys {
+        RouteKeys::new(
+            self.limits
+                .routes
+                .iter()
+                .filter_map(|(name, route)| Some((name.clone(), route.key.extractor().ok()?)))
+                .collect(),
+        )
     }
 
     /// Requests are matched on their normalised path: a prefix that is not one would never

@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
-use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HOST};
+use http::header::{CONTENT_LENGTH, HOST};
 use http::{HeaderValue, Request, Response, StatusCode, Uri, Version};
 use http_body::Body as _;
 use http_body_util::Either;
@@ -20,7 +20,7 @@ use super::headers::{add_forwarding, is_upgrade, is_websocket, strip_hop_by_hop}
 use super::tunnel;
 use super::upload::{Progress, Upload};
 use super::upstream::Upstream;
-use crate::server::{InFlight, Shutdown};
+use crate::server::{InFlight, Shutdown, problem, status_class};
 
 /// How a request is forwarded: to which upstream, with which bounds.
 #[derive(Clone)]
@@ -242,16 +242,6 @@ fn declared_length<B>(request: &Request<B>) -> Option<u64> {
         .ok()
 }
 
-pub(crate) fn status_class(status: StatusCode) -> &'static str {
-    match status.as_u16() {
-        100..=199 => "1xx",
-        200..=299 => "2xx",
-        300..=399 => "3xx",
-        400..=499 => "4xx",
-        _ => "5xx",
-    }
-}
-
 fn bad_gateway(err: &hyper_util::client::legacy::Error) -> Response<Body> {
     tracing::warn!(error = %err, source = ?std::error::Error::source(err), "the upstream cannot be reached");
     metrics::counter!("gateway_upstream_errors_total", "error" => "unreachable").increment(1);
@@ -275,21 +265,4 @@ fn too_large(max: u64) -> Response<Body> {
         StatusCode::PAYLOAD_TOO_LARGE,
         &format!("The request body is larger than {max} bytes."),
     )
-}
-
-/// A problem+json answer (RFC 9457) of the proxy's own.
-pub(crate) fn problem(status: StatusCode, detail: &str) -> Response<Body> {
-    let body = serde_json::json!({
-        "type": "about:blank",
-        "title": status.canonical_reason().unwrap_or("Error"),
-        "status": status.as_u16(),
-        "detail": detail,
-    });
-    let mut response = Response::new(Body::from(body.to_string()));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("application/problem+json"),
-    );
-    response
 }

@@ -1,17 +1,14 @@
 //! A file loaded for the proxy: its `[proxy]` table's settings and the built limits.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_rustls::TlsAcceptor;
 use tower_redis_ratelimit::ConcurrencyLimitLayer;
 use tower_redis_ratelimit::config::Limits;
-use tower_redis_ratelimit::key::KeyExtractor;
 
 use super::upstream::Upstream;
 use crate::config::{Connections, FieldError, File, FileError, ProxyTable};
-use crate::server::tls;
+use crate::server::{RouteKeys, tls};
 
 /// How long the upstream may take to start its answer unless the file says otherwise: as long
 /// as common proxies wait (nginx's `proxy_read_timeout`).
@@ -34,7 +31,7 @@ pub struct Loaded {
     /// The WebSocket limit, counted in the limits' store.
     pub websockets: Option<ConcurrencyLimitLayer>,
     /// Each route's key extractor, for the access log.
-    pub(crate) keys: BTreeMap<String, Arc<dyn KeyExtractor>>,
+    pub(crate) keys: RouteKeys,
 }
 
 /// Checks and builds `file` for the proxy; on a reload, keeping the stores of `previous` whose
@@ -85,12 +82,7 @@ pub fn load(file: &File, previous: Option<&Limits>) -> Result<Loaded, FileError>
         ),
         None => None,
     };
-    let keys = file
-        .limits
-        .routes
-        .iter()
-        .filter_map(|(name, route)| Some((name.clone(), route.key.extractor().ok()?)))
-        .collect();
+    let keys = file.route_keys();
     Ok(Loaded {
         keys,
         table,

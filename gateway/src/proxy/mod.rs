@@ -11,29 +11,28 @@ mod tunnel;
 mod upload;
 mod upstream;
 
-use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Body;
-use http::{Request, Response, StatusCode, Uri};
+use http::{Request, Response};
 use hyper::body::Incoming;
 use tower::ServiceExt;
 
-use self::forward::{Forward, Forwarded, problem, status_class};
+use self::forward::{Forward, Forwarded};
 pub use self::load::{DEFAULT_UPSTREAM_TIMEOUT, Loaded, load};
 use self::routes::Routes;
 use crate::config::File;
-use crate::paths::normalise;
+use crate::paths::normalised;
 use crate::server::{
-    self, AccessLog, Address, BoxError, Entry, Listener, Readiness, Shutdown, ShutdownTrigger,
-    X_REQUEST_ID, request_id,
+    self, AccessLog, Address, Admin, BoxError, Entry, Listener, Reloadable, Shutdown,
+    ShutdownTrigger, X_REQUEST_ID, count_request, request_id,
 };
 
 /// The routes in force, replaced whole on a reload.
-type Shared = Arc<RwLock<Arc<Routes>>>;
+type Shared = Arc<Reloadable<Routes>>;
 
 /// A proxy, bound and ready to serve.
 pub struct Proxy {
@@ -41,7 +40,7 @@ pub struct Proxy {
     shared: Shared,
     forward: Forward,
     listener: Listener,
-    admin: Option<(Listener, metrics_exporter_prometheus::PrometheusHandle)>,
+    admin: Option<Admin>,
     log: AccessLog,
     shutdown: Shutdown,
 }
@@ -66,12 +65,9 @@ impl Proxy {
             proto,
             shutdown.clone(),
         );
-        let admin = match loaded.table.admin {
-            Some(addr) => Some((Listener::tcp(addr).await?, server::install_metrics()?)),
-            None => None,
-        };
+        let admin = Admin::bind(loaded.table.admin).await?;
         let log = AccessLog::new(loaded.table.access_log);
-        let shared = Arc::new(RwLock::new(Arc::new(Routes::new(loaded, &forward))));
+        let shared = Reloadable::new(Routes::new(loaded, &forward));
         Ok(Proxy {
             path,
             shared,
@@ -90,12 +86,12 @@ impl Proxy {
 
     /// Where the admin endpoints are, if the file names an address.
     pub fn admin_address(&self) -> Option<std::io::Result<Address>> {
-        self.admin.as_ref().map(|(listener, _)| listener.address())
+        self.admin.as_ref().map(Admin::address)
     }
 
     /// The line printed at start: where it listens and what it forwards to.
     pub fn describe(&self) -> std::io::Result<String> {
-        let routes = current(&self.shared);
+        let routes = self.shared.current();
         let loaded = &routes.loaded;
         let mut line = format!(
             "proxy: listening on {}, upstream {}, {} routes, {} concurrency limits",
@@ -112,7 +108,7 @@ impl Proxy {
 
     /// The drain timeout of the file's `[proxy.connections]`.
     pub fn drain_timeout(&self) -> std::time::Duration {
-        current(&self.shared).loaded.connections.drain_timeout
+        self.shared.current().loaded.connections.drain_timeout
     }
 
     /// Serves until the drain is over; reloads the file on SIGHUP meanwhile.
@@ -126,15 +122,18 @@ impl Proxy {
             log,
             shutdown,
         } = self;
-        let connections = current(&shared).loaded.connections;
-        tokio::spawn(reload_on_hangup(path, Arc::clone(&shared), forward));
-        if let Some((listener, metrics)) = admin {
-            tokio::spawn(server::serve_admin(
-                listener,
-                metrics,
-                readiness(&shared),
+        let connections = shared.current().loaded.connections;
+        tokio::spawn(
+            Arc::clone(&shared).reload_on_hangup(path, move |file, previous| {
+                let loaded = load(file, Some(&previous.loaded.limits))?;
+                Ok(Routes::new(loaded, &forward))
+            }),
+        );
+        if let Some(admin) = admin {
+            admin.spawn(
+                shared.readiness(|routes| &routes.loaded.limits),
                 shutdown.clone(),
-            ));
+            );
         }
         let handler = move |request: Request<Incoming>| {
             let (shared, log) = (Arc::clone(&shared), log.clone());
@@ -155,37 +154,6 @@ pub async fn run(path: PathBuf) -> Result<(), BoxError> {
     Ok(())
 }
 
-fn current(shared: &Shared) -> Arc<Routes> {
-    Arc::clone(
-        &shared
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
-    )
-}
-
-/// `/readyz`: the configuration is loaded (it is, once running), and every store answers.
-fn readiness(shared: &Shared) -> Readiness {
-    let shared = Arc::clone(shared);
-    Arc::new(move || {
-        let routes = current(&shared);
-        Box::pin(async move {
-            let failed: Vec<String> = routes
-                .loaded
-                .limits
-                .ping_stores()
-                .await
-                .into_iter()
-                .filter_map(|(name, answer)| answer.err().map(|err| format!("store {name}: {err}")))
-                .collect();
-            if failed.is_empty() {
-                Ok(())
-            } else {
-                Err(failed.join("; "))
-            }
-        })
-    })
-}
-
 async fn handle(shared: &Shared, log: &AccessLog, request: Request<Incoming>) -> Response<Body> {
     let started = Instant::now();
     let mut request = request.map(Body::new);
@@ -193,12 +161,12 @@ async fn handle(shared: &Shared, log: &AccessLog, request: Request<Incoming>) ->
     let peer = request.extensions().get::<SocketAddr>().map(SocketAddr::ip);
     let method = request.method().clone();
     let mut logged_path = None;
-    let routes = current(shared);
+    let routes = shared.current();
     let (mut response, route, key) = match normalised(request) {
         Ok(request) => {
             let (service, route) = routes.service(&request);
             let (request, key) = match route {
-                Some(route) if log.is_on() => routes.key(route, request),
+                Some(route) if log.is_on() => routes.loaded.keys.key(route, request),
                 _ => (request, None),
             };
             if log.is_on() {
@@ -221,13 +189,7 @@ async fn handle(shared: &Shared, log: &AccessLog, request: Request<Incoming>) ->
         (Some(_), None) => "denied",
     };
     let latency = started.elapsed();
-    metrics::counter!(
-        "gateway_requests_total",
-        "decision" => decision,
-        "status" => status_class(response.status()),
-    )
-    .increment(1);
-    metrics::histogram!("gateway_request_duration_seconds").record(latency.as_secs_f64());
+    count_request(decision, response.status(), latency);
     if log.is_on() {
         let key = key.map(|key| log.key_digest(&key));
         log.record(&Entry {
@@ -245,67 +207,4 @@ async fn handle(shared: &Shared, log: &AccessLog, request: Request<Incoming>) ->
         });
     }
     response
-}
-
-/// `request` with its path normalised, or the 400 answer to a path that cannot be.
-fn normalised(mut request: Request<Body>) -> Result<Request<Body>, Box<Response<Body>>> {
-    match normalise(request.uri().path()) {
-        Ok(Cow::Borrowed(_)) => Ok(request),
-        Ok(Cow::Owned(path)) => match with_path(request.uri(), &path) {
-            // Forwarded as matched: the upstream serves what was limited.
-            Some(uri) => {
-                *request.uri_mut() = uri;
-                Ok(request)
-            }
-            None => Err(Box::new(problem(
-                StatusCode::BAD_REQUEST,
-                "The request's target cannot be forwarded.",
-            ))),
-        },
-        Err(err) => Err(Box::new(problem(
-            StatusCode::BAD_REQUEST,
-            &format!("{err}."),
-        ))),
-    }
-}
-
-/// `uri` with its path replaced by `path` (its query kept).
-fn with_path(uri: &Uri, path: &str) -> Option<Uri> {
-    let path_and_query = match uri.query() {
-        Some(query) => format!("{path}?{query}"),
-        None => path.to_owned(),
-    };
-    let mut parts = uri.clone().into_parts();
-    parts.path_and_query = Some(path_and_query.parse().ok()?);
-    Uri::from_parts(parts).ok()
-}
-
-/// Reloads the limits on every SIGHUP; a file that fails to load leaves the running limits.
-async fn reload_on_hangup(path: PathBuf, shared: Shared, forward: Forward) {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let Ok(mut hangups) = signal(SignalKind::hangup()) else {
-            return;
-        };
-        while hangups.recv().await.is_some() {
-            let previous = current(&shared);
-            let loaded =
-                File::read(&path).and_then(|file| load(&file, Some(&previous.loaded.limits)));
-            match loaded {
-                Ok(loaded) => {
-                    let routes = Arc::new(Routes::new(loaded, &forward));
-                    *shared
-                        .write()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner) = routes;
-                    tracing::info!(path = %path.display(), "configuration reloaded");
-                }
-                Err(err) => {
-                    tracing::error!(error = %err, "configuration not reloaded, the old one stays");
-                }
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = (path, shared, forward);
 }

@@ -1,42 +1,27 @@
 //! [`Routes`]: the services of one loaded configuration, and the one a request goes through.
 
-use std::collections::BTreeMap;
-use std::convert::Infallible;
-use std::sync::Arc;
-
 use axum::body::Body;
-use http::{Request, Response};
-use tower::Layer;
-use tower::util::{BoxCloneSyncService, MapResponseLayer};
-use tower_redis_ratelimit::key::KeyExtractor;
+use http::Request;
 
 use super::forward::Forward;
 use super::headers::is_upgrade;
 use super::load::Loaded;
-use crate::server::BoxError;
+use crate::server::{Boxed, behind as limited};
 
 /// The upstream behind some layers, boxed.
-pub(crate) type Proxied = BoxCloneSyncService<Request<Body>, Response<Body>, Infallible>;
+pub(crate) type Proxied = Boxed;
 
 /// The services of one configuration: the upstream, behind each request's limits.
 pub(crate) struct Routes {
     pub(crate) loaded: Loaded,
     upstream: Proxied,
-    /// Each route's key, for the access log's digest.
-    keys: BTreeMap<String, Arc<dyn KeyExtractor>>,
 }
 
 impl Routes {
     pub(crate) fn new(loaded: Loaded, forward: &Forward) -> Self {
-        let keys = loaded
-            .keys
-            .iter()
-            .map(|(name, key)| (name.clone(), Arc::clone(key)))
-            .collect();
         Self {
             loaded,
             upstream: Proxied::new(forward.clone()),
-            keys,
         }
     }
 
@@ -66,39 +51,4 @@ impl Routes {
         }
         (service, route)
     }
-
-    /// The key `route` counts `request` under, if it finds one.
-    pub(crate) fn key(
-        &self,
-        route: &str,
-        request: Request<Body>,
-    ) -> (Request<Body>, Option<Vec<u8>>) {
-        let Some(extractor) = self.keys.get(route) else {
-            return (request, None);
-        };
-        let (parts, body) = request.into_parts();
-        let key = extractor
-            .extract(&parts)
-            .ok()
-            .map(|key| key.as_bytes().to_vec());
-        (Request::from_parts(parts, body), key)
-    }
-}
-
-/// `service` behind `layer`, boxed again.
-fn limited<L, B>(layer: &L, service: Proxied) -> Proxied
-where
-    L: Layer<Proxied>,
-    L::Service: tower::Service<Request<Body>, Response = Response<B>, Error = Infallible>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    <L::Service as tower::Service<Request<Body>>>::Future: Send + 'static,
-    B: http_body::Body<Data = bytes::Bytes, Error: Into<BoxError>> + Send + 'static,
-{
-    Proxied::new(
-        MapResponseLayer::new(|response: Response<B>| response.map(Body::new))
-            .layer(layer.layer(service)),
-    )
 }

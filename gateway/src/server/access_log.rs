@@ -22,7 +22,8 @@ const QUEUE: usize = 16 * 1024;
 pub struct Entry<'a> {
     /// The request id (`X-Request-Id`).
     pub request_id: &'a str,
-    /// The client's address, when it came over TCP.
+    /// The client's address: for `proxy` the TCP peer (none on a Unix socket), for `serve`
+    /// the client of the request asked about.
     pub peer: Option<IpAddr>,
     /// The method.
     pub method: &'a Method,

@@ -3,6 +3,7 @@
 //! forwarded nor limited.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,15 +22,62 @@ pub type Readiness =
 /// How long `/readyz` waits for its answer before it says not ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Installs the process's Prometheus recorder: the crate's metrics and the gateway's own are
-/// recorded from then on. Call once, before the first request.
-pub fn install_metrics() -> Result<PrometheusHandle, super::BoxError> {
-    Ok(PrometheusBuilder::new().install_recorder()?)
+/// The admin address of a command, bound, with the process's Prometheus recorder.
+pub struct Admin {
+    listener: Listener,
+    metrics: PrometheusHandle,
+}
+
+impl Admin {
+    /// Binds `addr`, if the file names one, and installs the process's Prometheus recorder:
+    /// the crate's metrics and the gateway's own are recorded from then on. Once a process.
+    pub async fn bind(addr: Option<SocketAddr>) -> Result<Option<Admin>, super::BoxError> {
+        let Some(addr) = addr else {
+            return Ok(None);
+        };
+        let listener = Listener::tcp(addr).await?;
+        let metrics = PrometheusBuilder::new().install_recorder()?;
+        Ok(Some(Admin { listener, metrics }))
+    }
+
+    /// Where it listens.
+    pub fn address(&self) -> std::io::Result<super::Address> {
+        self.listener.address()
+    }
+
+    /// Serves the admin endpoints, `/readyz` asking `ready`, on a task of its own until
+    /// `shutdown` drains it.
+    pub fn spawn(self, ready: Readiness, shutdown: Shutdown) {
+        tokio::spawn(serve_admin(self.listener, self.metrics, ready, shutdown));
+    }
+}
+
+/// Counts an answered request in the gateway's metrics: `gateway_requests_total` by what the
+/// limits decided and the answer's status class, and its latency.
+pub fn count_request(decision: &'static str, status: StatusCode, latency: Duration) {
+    metrics::counter!(
+        "gateway_requests_total",
+        "decision" => decision,
+        "status" => status_class(status),
+    )
+    .increment(1);
+    metrics::histogram!("gateway_request_duration_seconds").record(latency.as_secs_f64());
+}
+
+/// `2xx` and the like: a label of few values.
+pub fn status_class(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        100..=199 => "1xx",
+        200..=299 => "2xx",
+        300..=399 => "3xx",
+        400..=499 => "4xx",
+        _ => "5xx",
+    }
 }
 
 /// Serves the admin endpoints on `listener` until `shutdown` drains it. While draining,
 /// `/readyz` answers 503: a load balancer stops sending requests before the listeners close.
-pub async fn serve_admin(
+async fn serve_admin(
     listener: Listener,
     metrics: PrometheusHandle,
     ready: Readiness,

@@ -4,17 +4,25 @@
 
 mod access_log;
 mod admin;
+mod boxed;
 mod listener;
+mod problem;
+mod reload;
 mod request_id;
+mod route_keys;
 mod serve;
 mod shutdown;
 pub mod tls;
 mod watch;
 
 pub use self::access_log::{AccessLog, Entry};
-pub use self::admin::{Readiness, install_metrics, serve_admin};
+pub use self::admin::{Admin, Readiness, count_request, status_class};
+pub use self::boxed::{Boxed, behind};
 pub use self::listener::{Address, Listener};
+pub use self::problem::problem;
+pub use self::reload::Reloadable;
 pub use self::request_id::{X_REQUEST_ID, request_id};
+pub use self::route_keys::RouteKeys;
 pub use self::serve::serve;
 pub use self::shutdown::{Shutdown, ShutdownTrigger};
 pub use self::watch::{InFlight, Tracked};

@@ -9,6 +9,8 @@ mod lifecycle;
 mod limits;
 mod logs;
 mod paths;
+#[path = "../common/process.rs"]
+mod process;
 mod streaming;
 mod support;
 mod timeouts;

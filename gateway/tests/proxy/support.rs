@@ -1,9 +1,9 @@
 //! The upstream, the proxy process, and a client whose requests cannot hang a test.
 
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use axum::Router;
@@ -14,8 +14,8 @@ use axum::http::HeaderMap;
 use axum::routing::{any, get, post};
 use futures_util::StreamExt;
 
-/// The installed program, as cargo built it for this test binary.
-pub(crate) const BINARY: &str = env!("CARGO_BIN_EXE_ratelimit-gateway");
+pub(crate) use crate::process::BINARY;
+use crate::process::GatewayProcess;
 
 /// The upstream: echoes forwarding headers and the request id, streams, counts uploads, fails, echoes WebSockets.
 pub(crate) async fn upstream() -> SocketAddr {
@@ -103,7 +103,7 @@ pub(crate) async fn upstream() -> SocketAddr {
 
 /// A running proxy and its configuration file.
 pub(crate) struct Proxy {
-    pub(crate) child: Child,
+    pub(crate) process: GatewayProcess,
     pub(crate) addr: String,
     pub(crate) config: PathBuf,
     /// What the first line said after the address.
@@ -176,17 +176,7 @@ impl Proxy {
     ) -> (Self, BufReader<std::process::ChildStdout>) {
         let path = std::env::temp_dir().join(format!("proxy-{}.toml", fastrand::u64(..)));
         std::fs::write(&path, config).unwrap();
-        let mut child = Command::new(BINARY)
-            .arg("proxy")
-            .arg(&path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
+        let (process, line, stdout) = GatewayProcess::start("proxy", &path, stderr);
         let rest = line
             .strip_prefix("proxy: listening on ")
             .and_then(|rest| {
@@ -196,7 +186,7 @@ impl Proxy {
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
         let (addr, first_line) = rest.split_once(',').unwrap_or((rest, ""));
         let proxy = Proxy {
-            child,
+            process,
             addr: addr.to_owned(),
             config: path,
             first_line: first_line.trim().to_owned(),
@@ -210,33 +200,16 @@ impl Proxy {
 
     /// Waits for the process to exit with status 0, failing the test after `within`.
     pub(crate) async fn exits_successfully_within(&mut self, within: Duration) {
-        let deadline = std::time::Instant::now() + within;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "still running {within:?} later"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
-        assert!(status.success(), "{status}");
+        self.process.exits_successfully_within(within).await;
     }
 
     pub(crate) fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args([signal, &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
+        self.process.signal(signal);
     }
 }
 
 impl Drop for Proxy {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.config);
     }
 }

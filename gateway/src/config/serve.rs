@@ -1,0 +1,46 @@
+//! The `[serve]` table: what `ratelimit-gateway serve` runs.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::{AccessLogFormat, ConnectionsConfig, TlsConfig};
+
+/// The gateways trusted by default: this host's loopback addresses (nginx on the same host).
+pub const DEFAULT_GATEWAYS: [&str; 2] = ["127.0.0.0/8", "::1/128"];
+
+/// The `[serve]` table. At least one of `listen` and `socket`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ServeTable {
+    /// A TCP address where gateways ask.
+    #[serde(default)]
+    pub listen: Option<SocketAddr>,
+    /// A Unix domain socket where gateways (a sidecar's neighbours) ask; whoever can open it
+    /// is a trusted gateway.
+    #[serde(default)]
+    pub socket: Option<PathBuf>,
+    /// The networks (CIDRs or addresses) of the gateways whose word on the client address is
+    /// taken (default: loopback, `127.0.0.0/8` and `::1`).
+    #[serde(default)]
+    pub gateways: Option<Vec<String>>,
+    /// The header in which gateways name the client: `x-forwarded-for` (the default: its
+    /// rightmost address that is not a gateway's), `forwarded` (RFC 7239), or a header of one
+    /// address such as `x-real-ip`.
+    #[serde(default)]
+    pub client_header: Option<String>,
+    /// TLS on the TCP listener (default: none, plain HTTP).
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
+    /// Where `/healthz`, `/readyz` and `/metrics` are served (none by default).
+    #[serde(default)]
+    pub admin: Option<SocketAddr>,
+    /// One line per decision on standard output (default `text`).
+    #[serde(default)]
+    pub access_log: AccessLogFormat,
+    /// Gateway connections: how many, and their timers.
+    #[serde(default)]
+    pub connections: ConnectionsConfig,
+}

@@ -1,0 +1,83 @@
+//! A file loaded for `serve`: its `[serve]` table's settings and the built limits.
+
+use tokio_rustls::TlsAcceptor;
+use tower_redis_ratelimit::config::Limits;
+
+use super::client::Gateways;
+use crate::config::{Connections, FieldError, File, FileError, ServeTable};
+use crate::server::{RouteKeys, tls};
+
+/// A file loaded for `serve`: its settings and the built limits.
+pub struct Loaded {
+    /// The `[serve]` table.
+    pub table: ServeTable,
+    /// `[serve.connections]` with its defaults.
+    pub connections: Connections,
+    /// Who may name the client, and in which header.
+    pub(crate) gateways: Gateways,
+    /// TLS on the TCP listener.
+    pub(crate) tls: Option<TlsAcceptor>,
+    /// The limits, built.
+    pub limits: Limits,
+    /// Each route's key extractor, for the access log.
+    pub(crate) keys: RouteKeys,
+}
+
+/// Checks and builds `file` for `serve`; on a reload, keeping the stores of `previous` whose
+/// settings did not change (their counts and connections).
+pub fn load(file: &File, previous: Option<&Limits>) -> Result<Loaded, FileError> {
+    let field = |error| file.field_error(error);
+    let table = file.tables.serve.clone().ok_or_else(|| {
+        field(FieldError::new(
+            "serve",
+            "no [serve] table: `serve` needs at least `listen` or `socket`",
+        ))
+    })?;
+    if table.listen.is_none() && table.socket.is_none() {
+        return Err(field(FieldError::new(
+            "serve.listen",
+            "`serve` needs `listen` (a TCP address), `socket` (a Unix socket's path) or both",
+        )));
+    }
+    if table.tls.is_some() && table.listen.is_none() {
+        return Err(field(FieldError::new(
+            "serve.tls",
+            "TLS is for the TCP listener: set `listen` too",
+        )));
+    }
+    // A permit is held until the answer's body ends: here that is the answer to the gateway,
+    // long before the request it asks about is served.
+    if let Some(name) = file.limits.concurrency.keys().next() {
+        return Err(field(FieldError::new(
+            format!("concurrency.{name}"),
+            "`serve` answers before the request is served, so it cannot hold a concurrency \
+             slot for it: concurrency limits work in `proxy` only (remove the table to run \
+             `serve`)",
+        )));
+    }
+    let connections = table
+        .connections
+        .settings("serve.connections")
+        .map_err(field)?;
+    let gateways = Gateways::new(&table).map_err(field)?;
+    let tls = match &table.tls {
+        Some(config) => Some(
+            tls::acceptor(&config.certificate, &config.private_key)
+                .map_err(|err| field(FieldError::new("serve.tls", err)))?,
+        ),
+        None => None,
+    };
+    let limits = match previous {
+        Some(previous) => file.limits.rebuild(previous),
+        None => file.limits.build(),
+    }
+    .map_err(|err| file.limits_error(err))?;
+    Ok(Loaded {
+        keys: file.route_keys(),
+        table,
+        connections,
+        gateways,
+        tls,
+        limits,
+    })
+}

@@ -1,0 +1,263 @@
+//! `ratelimit-gateway serve CONFIG`: the decision service for gateways. nginx (`auth_request`),
+//! Traefik (ForwardAuth) and Caddy (`forward_auth`) ask it whether a request may pass, before
+//! they serve it; it answers with the routes, keys, policies, plans and headers of the file,
+//! as `proxy` would decide, and never sees the request's body nor the upstream.
+//!
+//! - `/auth_request` ([`Endpoint::AuthRequest`]) and `/forward_auth`
+//!   ([`Endpoint::ForwardAuth`]), on a TCP address, a Unix domain socket, or both.
+//! - The request asked about is named by the gateway: `X-Original-URI` or `X-Forwarded-Uri`,
+//!   `X-Forwarded-Method`, and its headers passed on; its client by a trusted gateway
+//!   (`[serve] gateways`) in `X-Forwarded-For` or `client_header`.
+
+mod client;
+mod decide;
+mod endpoints;
+mod load;
+mod original;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Body;
+use http::{Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+
+use self::decide::{Admitted, admitted, decide};
+pub use self::endpoints::{Endpoint, REJECTION_STATUS};
+pub use self::load::{Loaded, load};
+pub use self::original::{X_FORWARDED_METHOD, X_FORWARDED_URI, X_ORIGINAL_URI};
+use crate::config::File;
+use crate::server::{
+    self, AccessLog, Address, Admin, BoxError, Boxed, Entry, Listener, Reloadable, Shutdown,
+    ShutdownTrigger, X_REQUEST_ID, count_request, problem, request_id,
+};
+
+/// What a request needs: the limits in force (replaced on a reload), the service behind them,
+/// and the log.
+#[derive(Clone)]
+struct State {
+    loaded: Arc<Reloadable<Loaded>>,
+    admit: Boxed,
+    log: AccessLog,
+}
+
+/// The decision service, bound and ready to answer.
+pub struct Serve {
+    path: PathBuf,
+    state: State,
+    listeners: Vec<Listener>,
+    admin: Option<Admin>,
+    shutdown: Shutdown,
+}
+
+impl Serve {
+    /// Loads the file at `path`, builds its limits and binds its listeners (the admin address
+    /// too, with the process's Prometheus recorder installed). `shutdown` says when to drain.
+    pub async fn bind(path: impl Into<PathBuf>, shutdown: Shutdown) -> Result<Serve, BoxError> {
+        let path = path.into();
+        let file = File::read(&path)?;
+        let loaded = load(&file, None)?;
+        let mut listeners = Vec::new();
+        if let Some(addr) = loaded.table.listen {
+            let mut listener = Listener::tcp(addr).await?;
+            if let Some(tls) = &loaded.tls {
+                listener = listener.with_tls(tls.clone());
+            }
+            listeners.push(listener);
+        }
+        #[cfg(unix)]
+        if let Some(socket) = &loaded.table.socket {
+            listeners.push(Listener::unix(socket)?);
+        }
+        #[cfg(not(unix))]
+        if loaded.table.socket.is_some() {
+            return Err("`serve.socket`: Unix domain sockets need a Unix system".into());
+        }
+        let admin = Admin::bind(loaded.table.admin).await?;
+        let log = AccessLog::new(loaded.table.access_log);
+        let state = State {
+            loaded: Reloadable::new(loaded),
+            admit: admitted(),
+            log,
+        };
+        Ok(Serve {
+            path,
+            state,
+            listeners,
+            admin,
+            shutdown,
+        })
+    }
+
+    /// Where gateways ask: the TCP address first, then the Unix socket, as configured.
+    pub fn addresses(&self) -> std::io::Result<Vec<Address>> {
+        self.listeners.iter().map(Listener::address).collect()
+    }
+
+    /// Where the admin endpoints are, if the file names an address.
+    pub fn admin_address(&self) -> Option<std::io::Result<Address>> {
+        self.admin.as_ref().map(Admin::address)
+    }
+
+    /// The line printed at start: where it listens and what it decides.
+    pub fn describe(&self) -> std::io::Result<String> {
+        let addresses: Vec<String> = self.addresses()?.iter().map(ToString::to_string).collect();
+        let mut line = format!(
+            "serve: listening on {}, {} routes",
+            addresses.join(" and "),
+            self.state.loaded.current().limits.layers().count(),
+        );
+        if let Some(admin) = self.admin_address() {
+            line.push_str(&format!(", admin on {}", admin?));
+        }
+        Ok(line)
+    }
+
+    /// The drain timeout of the file's `[serve.connections]`.
+    pub fn drain_timeout(&self) -> std::time::Duration {
+        self.state.loaded.current().connections.drain_timeout
+    }
+
+    /// Answers until the drain is over; reloads the file on SIGHUP meanwhile (the stores whose
+    /// settings did not change are kept, with their counts).
+    pub async fn run(self) {
+        let Serve {
+            path,
+            state,
+            listeners,
+            admin,
+            shutdown,
+        } = self;
+        let shared = Arc::clone(&state.loaded);
+        let connections = shared.current().connections;
+        tokio::spawn(
+            Arc::clone(&shared).reload_on_hangup(path, |file, previous: &Loaded| {
+                load(file, Some(&previous.limits))
+            }),
+        );
+        if let Some(admin) = admin {
+            admin.spawn(shared.readiness(|loaded| &loaded.limits), shutdown.clone());
+        }
+        let servers = listeners.into_iter().map(|listener| {
+            let state = state.clone();
+            let handler = move |request: Request<Incoming>| {
+                let state = state.clone();
+                async move { answer(&state, request).await }
+            };
+            tokio::spawn(server::serve(
+                listener,
+                connections,
+                handler,
+                shutdown.clone(),
+            ))
+        });
+        for server in servers.collect::<Vec<_>>() {
+            let _ = server.await;
+        }
+    }
+}
+
+/// Runs the decision service of the file at `path` until SIGTERM or Ctrl-C (and the drain
+/// after it), printing where it listens on standard output first.
+pub async fn run(path: PathBuf) -> Result<(), BoxError> {
+    let (trigger, shutdown) = ShutdownTrigger::new();
+    let serve = Serve::bind(path, shutdown).await?;
+    println!("{}", serve.describe()?);
+    trigger.on_signals(serve.drain_timeout());
+    serve.run().await;
+    Ok(())
+}
+
+/// The answer to a gateway's question, logged and counted.
+async fn answer(state: &State, mut question: Request<Incoming>) -> Response<Body> {
+    let started = Instant::now();
+    let id = request_id(question.headers_mut());
+    let loaded = state.loaded.current();
+    // The question's own method until it names the request's; no path until then.
+    let mut asked = Asked {
+        method: question.method().clone(),
+        path: None,
+        client: None,
+        key: None,
+    };
+    let endpoint = Endpoint::at(question.uri().path());
+    let (answer, route) = match endpoint {
+        None => (
+            problem(
+                StatusCode::NOT_FOUND,
+                "Ask at /auth_request (nginx) or /forward_auth (Traefik, Caddy).",
+            ),
+            None,
+        ),
+        Some(_) => match original::original(question, &loaded.gateways) {
+            Ok(request) => ask(&loaded, &state.admit, &state.log, request, &mut asked).await,
+            Err(refused) => (*refused, None),
+        },
+    };
+    let decision = match (route, answer.extensions().get::<Admitted>()) {
+        (None, _) => "unlimited",
+        (Some(_), Some(Admitted { decided: true })) => "allowed",
+        (Some(_), Some(Admitted { decided: false })) => "skipped",
+        (Some(_), None) => "denied",
+    };
+    let mut response = match endpoint {
+        Some(endpoint) => endpoint.shape(answer),
+        None => answer,
+    };
+    response.headers_mut().insert(X_REQUEST_ID, id.clone());
+    let latency = started.elapsed();
+    count_request(decision, response.status(), latency);
+    let log = &state.log;
+    if log.is_on() {
+        let key = asked.key.map(|key| log.key_digest(&key));
+        log.record(&Entry {
+            request_id: id.to_str().unwrap_or("-"),
+            peer: asked.client,
+            method: &asked.method,
+            // A question refused before its target was read names no path: it may hold anything.
+            path: asked.path.as_deref().unwrap_or("-"),
+            status: response.status().as_u16(),
+            route,
+            key: key.as_deref(),
+            decision,
+            latency,
+            upstream_status: None,
+        });
+    }
+    response
+}
+
+/// What the access log says of the request a question is about.
+struct Asked {
+    method: Method,
+    /// Its normalised path, without the query.
+    path: Option<String>,
+    client: Option<IpAddr>,
+    /// Its route's key, if it has both.
+    key: Option<Vec<u8>>,
+}
+
+/// The limits' answer about `request`, and its route's name; what the log needs noted in
+/// `asked` (only when it is on).
+async fn ask<'a>(
+    loaded: &'a Loaded,
+    admit: &Boxed,
+    log: &AccessLog,
+    request: Request<Body>,
+    asked: &mut Asked,
+) -> (Response<Body>, Option<&'a str>) {
+    let route = loaded.limits.route_for(request.uri().path());
+    let mut request = request;
+    if log.is_on() {
+        asked.method = request.method().clone();
+        asked.path = Some(request.uri().path().to_owned());
+        asked.client = request.extensions().get::<SocketAddr>().map(SocketAddr::ip);
+        if let Some((name, _)) = route {
+            (request, asked.key) = loaded.keys.key(name, request);
+        }
+    }
+    let answer = decide(route.map(|(_, layer)| layer), admit, request).await;
+    (answer, route.map(|(name, _)| name))
+}

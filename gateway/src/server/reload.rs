@@ -1,0 +1,95 @@
+//! What a command built from its file, shared by its requests and replaced whole when SIGHUP
+//! reloads the file; and `/readyz`'s question about the stores it holds.
+
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+use tower_redis_ratelimit::config::Limits;
+
+use super::Readiness;
+use crate::config::{File, FileError};
+
+/// What is in force, replaced whole on a reload; requests take their own `Arc` of it.
+pub struct Reloadable<T> {
+    current: RwLock<Arc<T>>,
+}
+
+impl<T: Send + Sync + 'static> Reloadable<T> {
+    /// `first` in force.
+    pub fn new(first: T) -> Arc<Self> {
+        Arc::new(Self {
+            current: RwLock::new(Arc::new(first)),
+        })
+    }
+
+    /// What is in force now.
+    pub fn current(&self) -> Arc<T> {
+        Arc::clone(
+            &self
+                .current
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    fn replace(&self, next: T) {
+        *self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(next);
+    }
+
+    /// Reads the file at `path` again on every SIGHUP and builds it with `build`, which is
+    /// given what is in force (to keep its stores: their counts, connections and permits); a
+    /// file that fails to load leaves what runs, and says why in the log.
+    pub async fn reload_on_hangup<B>(self: Arc<Self>, path: PathBuf, build: B)
+    where
+        B: Fn(&File, &T) -> Result<T, FileError> + Send + 'static,
+    {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+                return;
+            };
+            while hangups.recv().await.is_some() {
+                let previous = self.current();
+                match File::read(&path).and_then(|file| build(&file, &previous)) {
+                    Ok(next) => {
+                        self.replace(next);
+                        tracing::info!(path = %path.display(), "configuration reloaded");
+                    }
+                    Err(err) => {
+                        tracing::error!(error = %err, "configuration not reloaded, the old one stays");
+                    }
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = (path, build);
+    }
+
+    /// `/readyz`: the configuration is loaded (it is, once running), and every store of the
+    /// limits in force (`limits` finds them) answers.
+    pub fn readiness(self: &Arc<Self>, limits: fn(&T) -> &Limits) -> Readiness {
+        let shared = Arc::clone(self);
+        Arc::new(move || {
+            let current = shared.current();
+            Box::pin(async move {
+                let failed: Vec<String> = limits(&current)
+                    .ping_stores()
+                    .await
+                    .into_iter()
+                    .filter_map(|(name, answer)| {
+                        answer.err().map(|err| format!("store {name}: {err}"))
+                    })
+                    .collect();
+                if failed.is_empty() {
+                    Ok(())
+                } else {
+                    Err(failed.join("; "))
+                }
+            })
+        })
+    }
+}
