@@ -89,6 +89,10 @@ pub enum FileError {
         /// The mistake.
         error: FieldError,
     },
+    /// envoyproxy/ratelimit's files that `[serve.envoy] rules` names are wrong (the message
+    /// names the YAML file and its field).
+    #[error(transparent)]
+    Envoy(#[from] crate::envoy::RulesError),
 }
 
 impl File {

@@ -6,6 +6,9 @@
 mod differences;
 mod examples;
 mod files;
+#[path = "../common/process.rs"]
+mod process;
 mod redis;
+mod serving;
 mod support;
 mod transport;

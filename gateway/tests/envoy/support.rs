@@ -175,3 +175,19 @@ pub(crate) async fn overall(
     }
     seen
 }
+
+/// A client of the service on the Unix socket at `path`.
+pub(crate) async fn unix_client(path: &std::path::Path) -> RateLimitServiceClient<Channel> {
+    let path = path.to_owned();
+    let channel = tonic::transport::Endpoint::from_static("http://localhost")
+        .connect_with_connector(tower::service_fn(move |_| {
+            let path = path.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(path).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        }))
+        .await
+        .expect("connected");
+    RateLimitServiceClient::new(channel)
+}

@@ -2,14 +2,11 @@
 //! connects.
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
-use hyper_util::rt::TokioIo;
 use ratelimit_gateway::server::Listener;
-use tonic::transport::Endpoint;
 use tower_redis_ratelimit::admission::FailureMode;
 
 use crate::differences::TWO_LIMITS;
-use crate::support::{Rules, codes, request, serve, tcp};
+use crate::support::{Rules, codes, request, serve, tcp, unix_client};
 
 #[tokio::test]
 async fn envoys_client_is_answered_over_tcp() {
@@ -39,17 +36,7 @@ async fn envoys_client_is_answered_on_a_unix_socket() {
     let socket = rules.dir.path().join("rls.sock");
     let listener = Listener::unix(&socket).expect("the socket");
     let _served = serve(rules.service(FailureMode::Open), listener);
-    let channel = Endpoint::from_static("http://localhost")
-        .connect_with_connector(tower::service_fn(move |_| {
-            let socket = socket.clone();
-            async move {
-                let stream = tokio::net::UnixStream::connect(socket).await?;
-                Ok::<_, std::io::Error>(TokioIo::new(stream))
-            }
-        }))
-        .await
-        .expect("connected");
-    let mut client = RateLimitServiceClient::new(channel);
+    let mut client = unix_client(&socket).await;
     let answer = client
         .should_rate_limit(request("api", &[&[("user", "erin")]]))
         .await
