@@ -119,3 +119,37 @@ fn a_file_alone_loads_as_a_directory_does() {
         "only .yaml and .yml files are read"
     );
 }
+
+/// `gateway/examples/envoy.toml` and its rules are what `check` accepts and describes.
+#[test]
+fn the_example_checks_and_check_names_a_bad_rules_file_and_field() {
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/envoy.toml");
+    let summary = ratelimit_gateway::check::check(&example).expect("the example is valid");
+    assert!(
+        summary.contains("domain edge_proxy_per_ip (") && summary.contains("ratelimit/edge.yaml"),
+        "{summary}"
+    );
+    let rules = Rules::new(
+        &[(
+            "bad.yaml",
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: fortnight, requests_per_unit: 1 }\n",
+        )],
+        "",
+    );
+    let config = rules.dir.path().join("serve.toml");
+    std::fs::write(
+        &config,
+        "[serve]\nlisten = \"127.0.0.1:0\"\n\n[serve.envoy]\nrules = \".\"\n",
+    )
+    .unwrap();
+    let err = ratelimit_gateway::check::check(&config)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        err.ends_with(
+            "bad.yaml: `descriptors[0].rate_limit.unit`: invalid rate limit unit 'fortnight'"
+        ),
+        "{err}"
+    );
+}
