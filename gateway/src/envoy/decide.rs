@@ -6,10 +6,11 @@
 //! The descriptors' rules are one [`Policy`] on one key, the domain: the store decides every
 //! rule of a policy in one atomic step and counts them only when all admit. On Redis their
 //! state keys share the domain as hash tag, one slot on a Cluster (`docs/envoy.md` says what
-//! that means for a domain's load). A store decides one cost per policy, so descriptors with
-//! different `hits_addend` are decided one cost after another, and a request with more
-//! descriptors than a policy holds ([`MAX_RULES`]) in groups of that size: a refusal stops the
-//! groups after it from counting, and the groups before it stay counted.
+//! that means for a domain's load). A store decides one cost per policy and holds a rule once,
+//! so descriptors with different `hits_addend` are decided one cost after another, one counter
+//! sent twice in two steps, and a request with more descriptors than a policy holds
+//! ([`MAX_RULES`]) in groups of that size: a refusal stops the groups after it from counting,
+//! and the groups before it stay counted.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -69,13 +70,28 @@ pub(super) async fn decide(
             "rate limit descriptor list must not be empty",
         ));
     }
-    let domain = loaded.domains.get(&request.domain);
+    // A domain the files do not have limits nothing, its descriptors' own limits included, as
+    // the reference answers.
+    let (Some(domain), Some(store)) = (
+        loaded.domains.get(&request.domain),
+        loaded.store(&request.domain),
+    ) else {
+        let ok = DescriptorStatus {
+            code: Code::Ok.into(),
+            ..DescriptorStatus::default()
+        };
+        return Ok(response(
+            vec![ok; request.descriptors.len()],
+            false,
+            Vec::new(),
+        ));
+    };
     let mut found: Vec<Option<Found>> = request
         .descriptors
         .iter()
         .map(|descriptor| match &descriptor.limit {
             Some(over) => Some(Found::overridden(&request.domain, descriptor, over)),
-            None => domain?.find(&request.domain, &descriptor.entries),
+            None => domain.find(&request.domain, &descriptor.entries),
         })
         .collect();
     apply_replaces(&mut found);
@@ -105,9 +121,11 @@ pub(super) async fn decide(
         )
         .collect();
     let mut refused = false;
-    // Enforced and shadow limits by cost; a limit of nothing refuses without the store.
-    let mut enforced: BTreeMap<u32, Vec<Counted>> = BTreeMap::new();
-    let mut shadow: BTreeMap<u32, Vec<Counted>> = BTreeMap::new();
+    // Enforced and shadow limits by cost, then step: one counter twice in a request (Envoy
+    // sends what its actions make, duplicates too) is counted twice, in two steps, as a policy
+    // holds a rule once. A limit of nothing refuses without the store.
+    let mut enforced: BTreeMap<(u32, usize), Vec<Counted>> = BTreeMap::new();
+    let mut shadow: BTreeMap<(u32, usize), Vec<Counted>> = BTreeMap::new();
     for (index, found) in found.iter().enumerate() {
         let Some(found) = found else { continue };
         match &found.limit.kind {
@@ -140,18 +158,24 @@ pub(super) async fn decide(
                 } else {
                     &mut enforced
                 };
-                groups.entry(cost(index)).or_default().push(counted);
+                let cost = cost(index);
+                let step = (0..)
+                    .find(|step| {
+                        groups.get(&(cost, *step)).is_none_or(|group| {
+                            group
+                                .iter()
+                                .all(|other| other.rule.name() != counted.rule.name())
+                        })
+                    })
+                    .unwrap_or(0);
+                groups.entry((cost, step)).or_default().push(counted);
             }
         }
     }
-    let Some(store) = loaded.store(&request.domain) else {
-        // A domain the files do not have: nothing is limited, as the reference answers.
-        return Ok(response(statuses, false, Vec::new()));
-    };
     let key = Key::from(request.domain.as_str());
     let mut shown: Option<(PolicyHeaders, Decision)> = None;
     for (groups, shadow) in [(enforced, false), (shadow, true)] {
-        for (cost, group) in groups {
+        for ((cost, _), group) in groups {
             for chunk in group.chunks(MAX_RULES) {
                 let answer = decide_group(store, &key, settings, chunk, cost, !refused).await;
                 let (decision, each) = match answer {

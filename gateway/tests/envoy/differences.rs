@@ -260,3 +260,17 @@ async fn an_unknown_domain_limits_nothing_and_many_descriptors_are_decided_in_st
     assert_eq!(codes(&answer).1, Code::Ok);
     assert_eq!(remaining(&answer), vec![2; 10]);
 }
+
+#[tokio::test]
+async fn a_descriptor_sent_twice_counts_twice() {
+    let rules = Rules::new(&[("api.yaml", TWO_LIMITS)], "");
+    let service = rules.service(FailureMode::Open);
+    let twice = request("api", &[&[("user", "gina")], &[("user", "gina")]]);
+    let answer = ask(&service, &twice).await;
+    assert_eq!(codes(&answer), (vec![Code::Ok, Code::Ok], Code::Ok));
+    assert_eq!(remaining(&answer), vec![2, 1]);
+    let answer = ask(&service, &twice).await;
+    assert_eq!(codes(&answer).1, Code::OverLimit, "3 of 3 spent, then refused");
+    let once = request("api", &[&[("user", "gina")]]);
+    assert_eq!(codes(&ask(&service, &once).await).1, Code::OverLimit);
+}
