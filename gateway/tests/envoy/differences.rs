@@ -270,7 +270,11 @@ async fn a_descriptor_sent_twice_counts_twice() {
     assert_eq!(codes(&answer), (vec![Code::Ok, Code::Ok], Code::Ok));
     assert_eq!(remaining(&answer), vec![2, 1]);
     let answer = ask(&service, &twice).await;
-    assert_eq!(codes(&answer).1, Code::OverLimit, "3 of 3 spent, then refused");
+    assert_eq!(
+        codes(&answer).1,
+        Code::OverLimit,
+        "3 of 3 spent, then refused"
+    );
     let once = request("api", &[&[("user", "gina")]]);
     assert_eq!(codes(&ask(&service, &once).await).1, Code::OverLimit);
 }

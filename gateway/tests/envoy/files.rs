@@ -143,8 +143,7 @@ fn the_example_checks_and_check_names_a_bad_rules_file_and_field() {
     )
     .unwrap();
     let err = ratelimit_gateway::check::check(&config)
-        .err()
-        .expect("refused")
+        .expect_err("refused")
         .to_string();
     assert!(
         err.ends_with(
