@@ -10,6 +10,7 @@
 //! - `decide`: one request decided, its descriptors all or nothing, in the domain's store.
 //! - [`metrics`]: the reference's per-descriptor counters.
 //! - [`RateLimitService`]: the tonic service, mounted by a listener under [`PATH_PREFIX`].
+//! - [`watch`]: a reload when the files change.
 
 pub mod config;
 mod decide;
@@ -17,6 +18,7 @@ pub mod file;
 pub mod matching;
 pub mod metrics;
 mod service;
+pub mod watch;
 
 use std::path::PathBuf;
 

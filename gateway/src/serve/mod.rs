@@ -125,8 +125,9 @@ impl Serve {
         self.state.loaded.current().connections.drain_timeout
     }
 
-    /// Answers until the drain is over; reloads the file on SIGHUP meanwhile (the stores whose
-    /// settings did not change are kept, with their counts).
+    /// Answers until the drain is over; reloads the file on SIGHUP meanwhile, and when the
+    /// files of `[serve.envoy] rules` change (the stores whose settings did not change are
+    /// kept, with their counts).
     pub async fn run(self) {
         let Serve {
             path,
@@ -137,11 +138,19 @@ impl Serve {
         } = self;
         let shared = Arc::clone(&state.loaded);
         let connections = shared.current().connections;
-        tokio::spawn(
-            Arc::clone(&shared).reload_on_hangup(path, |file, previous: &Loaded| {
-                load(file, Some(&previous.limits))
-            }),
-        );
+        let hangup_path = path.clone();
+        let reload = |file: &File, previous: &Loaded| load(file, Some(&previous.limits));
+        // envoyproxy/ratelimit's files reload when they change, as the reference's do.
+        let (watched, reloaded, config) = (Arc::clone(&shared), Arc::clone(&shared), path.clone());
+        tokio::spawn(envoy::watch::on_change(
+            move || {
+                let current = watched.current();
+                let table = current.table.envoy.as_ref()?;
+                Some(table.rules_path(&config))
+            },
+            move || reloaded.reload(&path, &reload),
+        ));
+        tokio::spawn(Arc::clone(&shared).reload_on_hangup(hangup_path, reload));
         if let Some(admin) = admin {
             admin.spawn(shared.readiness(|loaded| &loaded.limits), shutdown.clone());
         }

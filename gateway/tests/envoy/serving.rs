@@ -103,3 +103,56 @@ async fn serve_answers_envoy_beside_the_gateway_endpoints_and_a_reload_keeps_cou
         .exits_successfully_within(Duration::from_secs(10))
         .await;
 }
+
+#[tokio::test]
+async fn a_changed_rules_file_is_reloaded_without_a_signal() {
+    let dir = TempDir::new("envoy-watch").unwrap();
+    std::fs::write(dir.path().join("api.yaml"), RULES).unwrap();
+    let config = dir.path().join("serve.toml");
+    std::fs::write(
+        &config,
+        "[serve]\nlisten = \"127.0.0.1:0\"\n\n[serve.envoy]\nrules = \"api.yaml\"\n",
+    )
+    .unwrap();
+    let (_process, line, _stdout) = GatewayProcess::start("serve", &config, Stdio::null());
+    let addr = line
+        .strip_prefix("serve: listening on ")
+        .and_then(|rest| rest.split([',', ' ']).next())
+        .unwrap()
+        .to_owned();
+    let mut client = RateLimitServiceClient::connect(addr).await.unwrap();
+    let user = request("api", &[&[("user", "hank")]]);
+    let limit_of = |answer: &envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse| {
+        answer.statuses[0]
+            .current_limit
+            .as_ref()
+            .unwrap()
+            .requests_per_unit
+    };
+    let first = client
+        .should_rate_limit(user.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(limit_of(&first), 5);
+    std::fs::write(
+        dir.path().join("api.yaml"),
+        RULES.replace("requests_per_unit: 5", "requests_per_unit: 8"),
+    )
+    .unwrap();
+    // Within a few looks at the file (one a second): no signal sent.
+    let mut seen = 5;
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let answer = client
+            .should_rate_limit(user.clone())
+            .await
+            .unwrap()
+            .into_inner();
+        seen = limit_of(&answer);
+        if seen == 8 {
+            break;
+        }
+    }
+    assert_eq!(seen, 8, "the changed file was not reloaded");
+}
