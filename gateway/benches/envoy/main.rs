@@ -100,7 +100,7 @@ fn run() -> Result<(), BoxError> {
     let mut targets = Vec::new();
     for mode in Mode::ALL {
         let server = servers.block_on(Server::start(mode, &redis.url()))?;
-        targets.push((server, Measured::new(mode.name())?));
+        targets.push((server, Measured::new(mode)?));
     }
     let client = tokio::runtime::Builder::new_current_thread()
         .enable_all()

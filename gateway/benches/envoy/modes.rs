@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService as Rls, RateLimitServiceServer,
 };
@@ -39,8 +39,9 @@ const DENIED_USERS: u64 = 16;
 /// One server of the run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Mode {
-    /// A tonic handler that answers OK without limiting: the floor.
-    Bare,
+    /// A tonic handler that answers OK (one status per descriptor) without limiting: the
+    /// floor, with as many descriptors per request as the service's modes it is compared with.
+    Bare { descriptors: usize },
     /// The same handler making one raw `EVALSHA` (an `INCR` and a `PEXPIRE`) per request.
     Evalsha,
     /// The service: its store, descriptors per request, and whether they are mostly refused.
@@ -52,8 +53,9 @@ pub(crate) enum Mode {
 }
 
 impl Mode {
-    pub(crate) const ALL: [Mode; 10] = [
-        Mode::Bare,
+    pub(crate) const ALL: [Mode; 11] = [
+        Mode::Bare { descriptors: 1 },
+        Mode::Bare { descriptors: 3 },
         Mode::Evalsha,
         Mode::Service {
             redis: false,
@@ -99,7 +101,8 @@ impl Mode {
 
     pub(crate) fn name(self) -> &'static str {
         match self {
-            Mode::Bare => "bare tonic handler",
+            Mode::Bare { descriptors: 1 } => "bare tonic handler, 1 descriptor",
+            Mode::Bare { .. } => "bare tonic handler, 3 descriptors",
             Mode::Evalsha => "one raw EVALSHA",
             Mode::Service {
                 redis: false,
@@ -144,6 +147,14 @@ impl Mode {
         }
     }
 
+    /// Descriptors per request.
+    pub(crate) fn descriptors(self) -> usize {
+        match self {
+            Mode::Bare { descriptors } | Mode::Service { descriptors, .. } => descriptors,
+            Mode::Evalsha => 1,
+        }
+    }
+
     /// The `n`th request of the run.
     pub(crate) fn request(self, n: u64) -> RateLimitRequest {
         let (domain, descriptors, users) = match self {
@@ -153,7 +164,8 @@ impl Mode {
                 ..
             } => ("denied", descriptors, DENIED_USERS),
             Mode::Service { descriptors, .. } => ("allowed", descriptors, ALLOWED_USERS),
-            Mode::Bare | Mode::Evalsha => ("allowed", 1, ALLOWED_USERS),
+            Mode::Bare { descriptors } => ("allowed", descriptors, ALLOWED_USERS),
+            Mode::Evalsha => ("allowed", 1, ALLOWED_USERS),
         };
         let user = n % users;
         let entries = [
@@ -196,7 +208,7 @@ impl Server {
         let (trigger, shutdown) = ShutdownTrigger::new();
         let mut rules_dir = None;
         match mode {
-            Mode::Bare => serve(listener, shutdown, RateLimitServiceServer::new(Bare(None))),
+            Mode::Bare { .. } => serve(listener, shutdown, RateLimitServiceServer::new(Bare(None))),
             Mode::Evalsha => {
                 let client = redis::Client::open(redis_url)?;
                 let connection = client.get_multiplexed_async_connection().await?;
@@ -294,8 +306,13 @@ impl Rls for Bare {
                 .await
                 .map_err(|err| tonic::Status::unavailable(err.to_string()))?;
         }
+        let ok = DescriptorStatus {
+            code: Code::Ok.into(),
+            ..DescriptorStatus::default()
+        };
         Ok(tonic::Response::new(RateLimitResponse {
             overall_code: Code::Ok.into(),
+            statuses: vec![ok; request.descriptors.len()],
             ..RateLimitResponse::default()
         }))
     }
