@@ -1,5 +1,6 @@
-//! On Redis: all or nothing, four instances sharing one quota exactly, fail open and closed
-//! when Redis is gone, and a reload that keeps the counts.
+//! On Redis: all or nothing on standalone, Sentinel and Cluster; four instances sharing one
+//! quota exactly; fail open and closed, the denial cache and the fallback when Redis is gone;
+//! a reload that keeps the counts.
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use testkit::RedisServer;
@@ -100,14 +101,9 @@ async fn a_reload_keeps_the_counts() {
 #[tokio::test]
 async fn a_refused_request_consumes_none_of_its_other_limits_on_a_cluster() {
     let cluster = testkit::cluster::RedisCluster::start();
-    let nodes: Vec<String> = cluster
-        .urls()
-        .iter()
-        .map(|url| format!("{url:?}"))
-        .collect();
     let store = format!(
-        "[stores.cluster]\ntype = \"cluster\"\nnodes = [{}]\nconnect_timeout = \"500ms\"\n",
-        nodes.join(", ")
+        "[stores.cluster]\ntype = \"cluster\"\nnodes = {}\nconnect_timeout = \"500ms\"\n",
+        toml_list(&cluster.urls())
     );
     let rules = Rules::new(&[("api.yaml", TWO_LIMITS)], &store);
     refused_requests_consume_no_other_limit(&rules).await;
@@ -118,4 +114,48 @@ async fn a_refused_request_consumes_none_of_its_other_limits_on_a_cluster() {
         !keys.is_empty() && keys.iter().all(|key| key.ends_with("{api}")),
         "{keys:?}"
     );
+}
+
+#[tokio::test]
+async fn with_redis_gone_a_remembered_denial_still_refuses_and_a_fallback_decides() {
+    let mut redis = RedisServer::start();
+    let store = format!(
+        "{}fallback = {{ instances = 2, timeout = \"100ms\" }}\n",
+        redis_store(&redis.url())
+    );
+    let rules = Rules::new(&[("api.yaml", TWO_LIMITS)], &store);
+    let service = rules.service(FailureMode::Open);
+    let user = request("api", &[&[("user", "ivy")]]);
+    for _ in 0..3 {
+        ask(&service, &user).await;
+    }
+    assert_eq!(codes(&ask(&service, &user).await).1, Code::OverLimit);
+    redis.kill();
+    // The denial cache answers for the refused user until its wait is over: no store call.
+    let refused = ask(&service, &user).await;
+    assert_eq!(codes(&refused).1, Code::OverLimit);
+    // Another user is decided by the fallback, with its share of the quota (3 / 2 instances),
+    // and says so.
+    let other = request("api", &[&[("user", "jay")]]);
+    let answer = ask(&service, &other).await;
+    assert_eq!(codes(&answer).1, Code::Ok);
+    assert_eq!(header(&answer, "rate-limiting-state"), Some("Degraded"));
+}
+
+#[tokio::test]
+async fn a_refused_request_consumes_none_of_its_other_limits_under_sentinel() {
+    let sentinels = testkit::sentinel::RedisSentinels::start();
+    let store = format!(
+        "[stores.ha]\ntype = \"sentinel\"\nsentinels = {}\nmaster = \"{}\"\n",
+        toml_list(&sentinels.urls()),
+        testkit::sentinel::MASTER
+    );
+    let rules = Rules::new(&[("api.yaml", TWO_LIMITS)], &store);
+    refused_requests_consume_no_other_limit(&rules).await;
+}
+
+/// `urls` as a TOML array of strings.
+fn toml_list(urls: &[String]) -> String {
+    let quoted: Vec<String> = urls.iter().map(|url| format!("{url:?}")).collect();
+    format!("[{}]", quoted.join(", "))
 }
