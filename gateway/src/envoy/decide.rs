@@ -16,12 +16,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use envoy_types::pb::envoy::config::core::v3::HeaderValue;
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
-    Code, DescriptorStatus, RateLimit,
-};
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use envoy_types::pb::google::protobuf::Duration as ProtoDuration;
 use http::HeaderMap;
 use sha2::{Digest, Sha256};
 use tower_redis_ratelimit::admission::FailureMode;
@@ -31,10 +27,11 @@ use tower_redis_ratelimit::policy::{MAX_RULES, Policy, Rule};
 use tower_redis_ratelimit::store::StoreError;
 use tower_redis_ratelimit::{Decision, Store};
 
-use super::config::{LimitKind, Reported, unit_period};
+use super::limit::{LimitKind, Reported, unit_period};
 use super::matching::{Found, apply_replaces};
 use super::metrics::{Hit, near, record};
 use super::service::Loaded;
+use super::status::{current_limit, failed, fill, header_values, proto, response};
 
 /// How the service decides, beside its rules.
 #[derive(Clone, Copy, Debug)]
@@ -190,7 +187,7 @@ pub(super) async fn decide(
                     fill(
                         &mut statuses[counted.index],
                         found,
-                        counted,
+                        counted.reported,
                         own,
                         over && !shadow,
                     );
@@ -262,51 +259,6 @@ async fn within(
     }
 }
 
-/// A store that failed: every counted descriptor OK (`Open`) or OVER_LIMIT (`Closed`, with
-/// `Retry-After: 1`).
-fn failed(
-    settings: &Settings,
-    found: &[Option<Found>],
-    mut statuses: Vec<DescriptorStatus>,
-    err: &StoreError,
-) -> RateLimitResponse {
-    tracing::warn!(error = %err, failure_mode = ?settings.failure_mode, "the store failed");
-    metrics::counter!("ratelimit_service_should_rate_limit_error", "err_type" => "redis_error")
-        .increment(1);
-    let closed = matches!(settings.failure_mode, FailureMode::Closed);
-    for (status, found) in statuses.iter_mut().zip(found) {
-        if let Some(LimitKind::Counted { .. }) = found.as_ref().map(|found| &found.limit.kind) {
-            status.code = if closed { Code::OverLimit } else { Code::Ok }.into();
-        }
-    }
-    let headers = if closed {
-        vec![header("retry-after", "1")]
-    } else if settings.headers.contains(HeaderFamilies::RATE_LIMITING) {
-        vec![header("rate-limiting-state", "Skipped")]
-    } else {
-        Vec::new()
-    };
-    response(statuses, closed, headers)
-}
-
-fn fill(
-    status: &mut DescriptorStatus,
-    found: &Option<Found>,
-    counted: &Counted,
-    own: &Decision,
-    denied: bool,
-) {
-    let Some(found) = found else { return };
-    status.code = if denied { Code::OverLimit } else { Code::Ok }.into();
-    status.current_limit = Some(current_limit(found, counted.reported));
-    status.limit_remaining = if denied {
-        0
-    } else {
-        u32::try_from(own.remaining()).unwrap_or(u32::MAX)
-    };
-    status.duration_until_reset = Some(proto(own.reset_after()));
-}
-
 fn record_hit(found: &Option<Found>, own: &Decision, over: bool, shadow: bool, cost: u32) {
     let Some(found) = found else { return };
     let hit = if over {
@@ -317,27 +269,6 @@ fn record_hit(found: &Option<Found>, own: &Decision, over: bool, shadow: bool, c
         }
     };
     record(&labels(found), hit, u64::from(cost));
-}
-
-fn current_limit(found: &Found, reported: Reported) -> RateLimit {
-    RateLimit {
-        name: found.limit.name.clone().unwrap_or_default(),
-        requests_per_unit: reported.requests_per_unit,
-        unit: reported.unit.into(),
-    }
-}
-
-fn response(
-    statuses: Vec<DescriptorStatus>,
-    refused: bool,
-    response_headers_to_add: Vec<HeaderValue>,
-) -> RateLimitResponse {
-    RateLimitResponse {
-        overall_code: if refused { Code::OverLimit } else { Code::Ok }.into(),
-        statuses,
-        response_headers_to_add,
-        ..RateLimitResponse::default()
-    }
 }
 
 /// What names a descriptor's counter among its domain's: a digest of its entries, each length
@@ -361,7 +292,7 @@ fn counter_name(counter: &[(String, String)]) -> String {
 }
 
 /// The headers of a group's decisions: its rules under the names the client sees (each
-/// limit's [`shown`](super::config::Limit) name, made unique with the descriptor's position), made
+/// limit's [`shown`](super::limit::Limit) name, made unique with the descriptor's position), made
 /// once per limit for a group of one. `None` would be a bug (names made plain, quotas checked
 /// when the file loaded), answered without headers.
 fn headers_of(group: &[Counted], found: &[Option<Found>]) -> Option<PolicyHeaders> {
@@ -389,27 +320,5 @@ fn labels(found: &Found) -> std::borrow::Cow<'_, [metrics::Label]> {
     match &found.metric_key {
         Some(key) => std::borrow::Cow::Owned(super::metrics::labels(key)),
         None => std::borrow::Cow::Borrowed(&found.limit.labels),
-    }
-}
-
-fn header_values(headers: &HeaderMap) -> Vec<HeaderValue> {
-    headers
-        .iter()
-        .filter_map(|(name, value)| Some(header(name.as_str(), value.to_str().ok()?)))
-        .collect()
-}
-
-fn header(key: &str, value: &str) -> HeaderValue {
-    HeaderValue {
-        key: key.to_owned(),
-        value: value.to_owned(),
-        ..HeaderValue::default()
-    }
-}
-
-fn proto(duration: Duration) -> ProtoDuration {
-    ProtoDuration {
-        seconds: i64::try_from(duration.as_secs()).unwrap_or(i64::MAX),
-        nanos: i32::try_from(duration.subsec_nanos()).unwrap_or(0),
     }
 }

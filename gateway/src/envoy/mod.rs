@@ -6,8 +6,10 @@
 //!
 //! - [`file`](mod@file): the YAML files as written, and the gateway's extensions (`extensions:` keys).
 //! - [`config`]: the reference's validation, and each domain's descriptor tree.
+//! - [`limit`]: a `rate_limit`, its units and extensions.
 //! - [`matching`]: which limit a descriptor gets (most specific first, wildcards, `replaces`).
-//! - `decide`: one request decided, its descriptors all or nothing, in the domain's store.
+//! - `decide`: one request decided, its descriptors all or nothing, in the domain's store;
+//!   `status`: the answer Envoy gets.
 //! - [`metrics`]: the reference's per-descriptor counters.
 //! - [`RateLimitService`]: the tonic service, mounted by a listener under [`PATH_PREFIX`].
 //! - [`watch`]: a reload when the files change.
@@ -15,9 +17,11 @@
 pub mod config;
 mod decide;
 pub mod file;
+pub mod limit;
 pub mod matching;
 pub mod metrics;
 mod service;
+mod status;
 pub mod watch;
 
 use std::path::PathBuf;
