@@ -152,3 +152,26 @@ fn the_example_checks_and_check_names_a_bad_rules_file_and_field() {
         "{err}"
     );
 }
+
+/// The configuration docs/envoy.md opens with reads as the gateway's file (every field it names
+/// exists).
+#[test]
+fn the_guides_configuration_reads() {
+    let guide = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/envoy.md");
+    let guide = std::fs::read_to_string(guide).unwrap();
+    let toml = guide
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a TOML block");
+    let dir = testkit::TempDir::new("envoy-guide").unwrap();
+    let path = dir.path().join("serve.toml");
+    std::fs::write(&path, toml).unwrap();
+    let file = ratelimit_gateway::config::File::read(&path).unwrap();
+    let envoy = file.tables.serve.unwrap().envoy.unwrap();
+    assert_eq!(envoy.rules, std::path::PathBuf::from("ratelimit/config"));
+    assert_eq!(
+        envoy.settings().deadline,
+        std::time::Duration::from_millis(100)
+    );
+}
