@@ -40,6 +40,13 @@ impl Entry {
                 std::mem::replace(&mut rule.expires_at, expires_at)
             }
             None => {
+                // A key whose rules are many and come and go (the Envoy service's domain holds
+                // one rule per counter it has seen) would keep every state that expired while
+                // the key lived on: before the entry grows past a few rules, those are dropped,
+                // so it holds the live states only.
+                if self.rules.len() >= PRUNE_AT {
+                    self.rules.retain(|rule| rule.expires_at > now);
+                }
                 self.rules.push(RuleState {
                     id,
                     state: write.into_state(),
@@ -128,6 +135,10 @@ pub(super) struct Shard {
     #[cfg(test)]
     scans: usize,
 }
+
+/// How many rule states an entry holds before a new one first drops those that expired: above
+/// a policy's most rules, so a key under one policy never pays for it.
+const PRUNE_AT: usize = crate::policy::MAX_RULES;
 
 /// A full shard scans for expired entries at most once a millisecond, however fast new keys
 /// arrive; in between it evicts from a sample, and the background sweep does the bulk.
@@ -269,6 +280,21 @@ mod tests {
         assert!(shard.find(3, &3u64.to_le_bytes()).is_none());
         assert!(shard.find(2, &2u64.to_le_bytes()).is_some());
         assert_eq!(shard.len(), 3);
+    }
+
+    #[test]
+    fn an_entry_of_many_rules_keeps_only_the_live_ones() {
+        let mut shard = Shard::new(10);
+        // A thousand rules of one key, each live for 10 ms, one new every 0.1 ms.
+        for id in 0..1_000u64 {
+            let now = id * 100;
+            shard.entry(1, b"domain", now).update(id, state(), now, now + 10_000);
+        }
+        let entry = shard.find(1, b"domain").unwrap();
+        // The rules of the last 10 ms (100 of them), and at most a policy's worth more.
+        assert!(entry.rules.len() <= 100 + PRUNE_AT, "{} rules", entry.rules.len());
+        assert!(entry.state(999, 99_900).is_some());
+        assert!(entry.state(850, 99_900).is_none(), "expired");
     }
 
     fn insert(shard: &mut Shard, hash: u64, now: u64, expires_at: u64) {
