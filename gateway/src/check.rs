@@ -97,8 +97,9 @@ fn describe_listener(
 ) {
     let _ = writeln!(
         out,
-        "  connections: at most {}, header timeout {}, idle timeout {}, drain timeout {}",
+        "  connections: at most {} on {} workers, header timeout {}, idle timeout {}, drain timeout {}",
         connections.max,
+        connections.workers,
         human(connections.header_timeout),
         human(connections.idle_timeout),
         human(connections.drain_timeout),

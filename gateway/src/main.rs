@@ -63,7 +63,11 @@ fn run(
     command: impl std::future::Future<Output = Result<(), ratelimit_gateway::server::BoxError>>,
 ) -> ExitCode {
     init_logs();
+    // Connections are served by the workers (`connections.workers`), each with a runtime of its
+    // own; this one runs what is beside them: accepting, the stores' connections, the admin
+    // address, reloads.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
         .enable_all()
         .build()
     {

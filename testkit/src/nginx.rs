@@ -153,3 +153,46 @@ pub fn find_nginx() -> Result<PathBuf, BoxError> {
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Empty};
+    use hyper::client::conn::http1;
+    use hyper_util::rt::TokioIo;
+
+    use super::Nginx;
+
+    /// The load generator keeps each connection for a whole slice: nginx must not close it
+    /// after its default 1,000 requests.
+    #[test]
+    fn a_connection_serves_more_than_a_thousand_requests() {
+        let nginx = Nginx::start(
+            1,
+            "server { listen 127.0.0.1:{port}; location / { return 200 \"ok\"; } }",
+        )
+        .unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let stream = tokio::net::TcpStream::connect(nginx.addr()).await.unwrap();
+            let (mut sender, connection) = http1::handshake(TokioIo::new(stream)).await.unwrap();
+            tokio::spawn(connection);
+            for sent in 0..1_100 {
+                sender
+                    .ready()
+                    .await
+                    .unwrap_or_else(|err| panic!("closed after {sent} requests: {err}"));
+                let request = http::Request::get("/")
+                    .header(http::header::HOST, "localhost")
+                    .body(Empty::<Bytes>::new())
+                    .unwrap();
+                let response = sender.send_request(request).await.unwrap();
+                assert_eq!(response.status(), 200);
+                response.into_body().collect().await.unwrap();
+            }
+        });
+    }
+}

@@ -272,7 +272,8 @@ where
     };
     tokio::spawn(server::serve(
         listener,
-        Connections::DEFAULT,
+        Connections::defaults(),
+        server::Workers::none(),
         handler,
         shutdown,
     ));

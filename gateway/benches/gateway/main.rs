@@ -16,7 +16,7 @@
 //! - `GATEWAY_BENCH_SECONDS`: the length of one slice (default 3);
 //! - `GATEWAY_BENCH_ROUNDS`: how many rounds (default 5);
 //! - `GATEWAY_BENCH_CONNECTIONS`: concurrent connections (default 32);
-//! - `GATEWAY_BENCH_WORKERS`: nginx's workers and the proxy's threads (default: the cores);
+//! - `GATEWAY_BENCH_WORKERS`: nginx's workers and the gateway's (`connections.workers`; default: the cores);
 //! - `GATEWAY_BENCH_MODES`: the modes to run, by short name, comma-separated (default: all):
 //!   `direct`, `nginx`, `proxy-memory`, `proxy-redis`, `proxy-refusing`, `serve`. E.g.
 //!   `GATEWAY_BENCH_MODES=nginx,serve` measures what `serve` adds to nginx's requests alone.
@@ -148,8 +148,10 @@ fn run() -> Result<(), BoxError> {
         settings.connections,
         settings.workers,
     );
-    for (target, _) in &targets {
-        client.block_on(drive(&load_for(target, WARM_UP)))?;
+    for (target, measured) in &targets {
+        client
+            .block_on(drive(&load_for(target, WARM_UP)))
+            .map_err(|err| format!("{}: {err}", measured.mode.name()))?;
     }
     let modes = targets.len();
     for round in 0..settings.rounds {
@@ -160,7 +162,9 @@ fn run() -> Result<(), BoxError> {
         );
         for offset in 0..modes {
             let (target, measured) = &mut targets[(round + offset) % modes];
-            let slice = client.block_on(drive(&load_for(target, settings.slice)))?;
+            let slice = client
+                .block_on(drive(&load_for(target, settings.slice)))
+                .map_err(|err| format!("{}: {err}", measured.mode.name()))?;
             measured.add(&slice)?;
         }
     }
@@ -186,7 +190,7 @@ fn settings_line(settings: &Settings, before: Option<f64>, after: Option<f64>) -
     };
     format!(
         "{modes}cargo bench -p tower-redis-ratelimit-gateway --bench gateway: {} rounds × {:?} per \
-         mode, {} connections, {} keys, nginx workers and proxy threads {}, {cores} cores{load}",
+         mode, {} connections, {} keys, nginx's and the gateway's workers {}, {cores} cores{load}",
         settings.rounds, settings.slice, settings.connections, KEYS, settings.workers
     )
 }

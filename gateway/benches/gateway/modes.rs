@@ -97,8 +97,7 @@ impl Target {
         let proxy = |store: &str, policy: &str, key: &str| {
             GatewayProcess::start(
                 "proxy",
-                settings.workers,
-                &proxy_config(upstream, store, policy, key),
+                &proxy_config(upstream, settings.workers, store, policy, key),
             )
         };
         let gcra = r#"{ name = "bench", algorithm = "gcra", limit = 1000000, period = "1s", burst = 1000000 }"#;
@@ -125,7 +124,7 @@ impl Target {
                 (proxy.addr, Running::Proxy { _proxy: proxy })
             }
             Mode::ServeAuthRequest => {
-                let serve = GatewayProcess::start("serve", settings.workers, &serve_config(gcra))?;
+                let serve = GatewayProcess::start("serve", &serve_config(settings.workers, gcra))?;
                 let config = testkit::nginx::documented(
                     include_str!("../../../docs/gateways.md"),
                     &[
@@ -167,19 +166,29 @@ fn nginx_config(upstream: SocketAddr) -> String {
     )
 }
 
-fn proxy_config(upstream: SocketAddr, store: &str, rule: &str, key: &str) -> String {
+/// The proxy with as many workers as nginx has.
+fn proxy_config(
+    upstream: SocketAddr,
+    workers: usize,
+    store: &str,
+    rule: &str,
+    key: &str,
+) -> String {
     format!(
-        "[proxy]\nlisten = \"127.0.0.1:0\"\nupstream = \"http://{upstream}\"\naccess_log = \"off\"\n\n\
+        "[proxy]\nlisten = \"127.0.0.1:0\"\nupstream = \"http://{upstream}\"\naccess_log = \"off\"\n\
+         connections = {{ workers = {workers} }}\n\n\
          {store}\n\
          [policies.bench]\nrules = [{rule}]\n\n\
          [routes.bench]\npaths = [\"/\"]\npolicy = \"bench\"\nkey = {key}\nfailure_mode = \"closed\"\n"
     )
 }
 
-/// `serve` with counts in process, keyed as the proxy modes are.
-fn serve_config(rule: &str) -> String {
+/// `serve` with counts in process, keyed as the proxy modes are, with as many workers as nginx
+/// has.
+fn serve_config(workers: usize, rule: &str) -> String {
     format!(
-        "[serve]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n\n\
+        "[serve]\nlisten = \"127.0.0.1:0\"\naccess_log = \"off\"\n\
+         connections = {{ workers = {workers} }}\n\n\
          [policies.bench]\nrules = [{rule}]\n\n\
          [routes.bench]\npaths = [\"/\"]\npolicy = \"bench\"\nkey = {{ header = \"x-key\" }}\n"
     )
@@ -193,16 +202,15 @@ struct GatewayProcess {
 }
 
 impl GatewayProcess {
-    /// Runs `ratelimit-gateway <command>` on `config` with `workers` threads, and reads the TCP
-    /// address its first line names.
-    fn start(command: &str, workers: usize, config: &str) -> Result<Self, BoxError> {
+    /// Runs `ratelimit-gateway <command>` on `config`, and reads the TCP address its first line
+    /// names.
+    fn start(command: &str, config: &str) -> Result<Self, BoxError> {
         let dir = TempDir::new("gateway-bench")?;
         let path = dir.path().join("gateway.toml");
         std::fs::write(&path, config)?;
         let mut child = Command::new(env!("CARGO_BIN_EXE_ratelimit-gateway"))
             .arg(command)
             .arg(&path)
-            .env("TOKIO_WORKER_THREADS", workers.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

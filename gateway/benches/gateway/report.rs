@@ -7,7 +7,7 @@ use crate::modes::Mode;
 
 /// Everything measured for one mode, over every round.
 pub(crate) struct Measured {
-    mode: Mode,
+    pub(crate) mode: Mode,
     total: Outcome,
     per_round: Vec<f64>,
 }

@@ -30,6 +30,11 @@ pub struct ConnectionsConfig {
     /// (tunnels with a WebSocket close frame) and the process exits (default `"30s"`).
     #[serde(default, deserialize_with = "duration::optional")]
     pub drain_timeout: Option<Duration>,
+    /// How many threads serve connections, each with its own event loop and its own
+    /// connections to the upstream, a connection staying on one from its accept to its close
+    /// (default: one per core).
+    #[serde(default)]
+    pub workers: Option<usize>,
 }
 
 /// [`ConnectionsConfig`] with its defaults filled in and checked.
@@ -43,23 +48,30 @@ pub struct Connections {
     pub idle_timeout: Duration,
     /// How long a shutdown waits for what is in flight.
     pub drain_timeout: Duration,
+    /// How many worker threads serve connections; 0: the runtime that calls
+    /// [`crate::server::serve`] does.
+    pub workers: usize,
 }
 
 impl Connections {
-    /// The defaults: 10,000 connections, 10 s for a head, 60 s idle, 30 s to drain.
-    pub const DEFAULT: Connections = Connections {
-        max: 10_000,
-        header_timeout: Duration::from_secs(10),
-        idle_timeout: Duration::from_secs(60),
-        drain_timeout: Duration::from_secs(30),
-    };
+    /// The defaults: 10,000 connections, 10 s for a head, 60 s idle, 30 s to drain, one
+    /// worker per core.
+    pub fn defaults() -> Connections {
+        Connections {
+            max: 10_000,
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            drain_timeout: Duration::from_secs(30),
+            workers: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+        }
+    }
 }
 
 impl ConnectionsConfig {
     /// The settings, the defaults filled in; a mistake is named from `field`
     /// (`proxy.connections`).
     pub fn settings(&self, field: &str) -> Result<Connections, FieldError> {
-        let default = Connections::DEFAULT;
+        let default = Connections::defaults();
         let positive = |name: &str, value: Option<Duration>, default: Duration| match value {
             Some(value) if value.is_zero() => Err(FieldError::new(
                 format!("{field}.{name}"),
@@ -88,6 +100,16 @@ impl ConnectionsConfig {
             idle_timeout: positive("idle_timeout", self.idle_timeout, default.idle_timeout)?,
             // Zero is allowed: cut at once.
             drain_timeout: self.drain_timeout.unwrap_or(default.drain_timeout),
+            workers: match self.workers {
+                Some(0) => {
+                    return Err(FieldError::new(
+                        format!("{field}.workers"),
+                        "must be at least 1",
+                    ));
+                }
+                Some(workers) => workers,
+                None => default.workers,
+            },
         })
     }
 }

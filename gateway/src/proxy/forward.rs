@@ -211,7 +211,7 @@ impl Forward {
         progress: Option<&Progress>,
     ) -> Result<Result<Response<hyper::body::Incoming>, hyper_util::client::legacy::Error>, Elapsed>
     {
-        let answer = self.upstream.client.request(request);
+        let answer = self.upstream.client().request(request);
         let Some(progress) = progress else {
             return tokio::time::timeout(self.timeout, answer)
                 .await

@@ -54,8 +54,12 @@ pub fn load(file: &File, previous: Option<&Limits>) -> Result<Loaded, FileError>
             "must be longer than 0",
         )));
     }
-    let upstream = Upstream::new(&table.upstream, table.upstream_ca.as_deref())
-        .map_err(|err| file.field_error(err))?;
+    let upstream = Upstream::new(
+        &table.upstream,
+        table.upstream_ca.as_deref(),
+        connections.workers,
+    )
+    .map_err(|err| file.field_error(err))?;
     let tls = match &table.tls {
         Some(config) => Some(
             tls::acceptor(&config.certificate, &config.private_key)

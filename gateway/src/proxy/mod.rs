@@ -28,7 +28,7 @@ use crate::config::File;
 use crate::paths::normalised;
 use crate::server::{
     self, AccessLog, Address, Admin, BoxError, Entry, Listener, Reloadable, Shutdown,
-    ShutdownTrigger, X_REQUEST_ID, count_request, request_id,
+    ShutdownTrigger, Workers, X_REQUEST_ID, count_request, request_id,
 };
 
 /// The routes in force, replaced whole on a reload.
@@ -40,6 +40,7 @@ pub struct Proxy {
     shared: Shared,
     forward: Forward,
     listener: Listener,
+    workers: Workers,
     admin: Option<Admin>,
     log: AccessLog,
     shutdown: Shutdown,
@@ -65,6 +66,7 @@ impl Proxy {
             proto,
             shutdown.clone(),
         );
+        let workers = Workers::start(loaded.connections.workers)?;
         let admin = Admin::bind(loaded.table.admin).await?;
         let log = AccessLog::new(loaded.table.access_log);
         let shared = Reloadable::new(Routes::new(loaded, &forward));
@@ -73,6 +75,7 @@ impl Proxy {
             shared,
             forward,
             listener,
+            workers,
             admin,
             log,
             shutdown,
@@ -118,6 +121,7 @@ impl Proxy {
             shared,
             forward,
             listener,
+            workers,
             admin,
             log,
             shutdown,
@@ -139,7 +143,7 @@ impl Proxy {
             let (shared, log) = (Arc::clone(&shared), log.clone());
             async move { handle(&shared, &log, request).await }
         };
-        server::serve(listener, connections, handler, shutdown).await;
+        server::serve(listener, connections, workers, handler, shutdown).await;
     }
 }
 

@@ -18,6 +18,7 @@ use rustls::pki_types::pem::PemObject;
 
 use super::upload::Upload;
 use crate::config::FieldError;
+use crate::server::current_worker;
 
 /// How long connecting to the upstream may take: then 502.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -28,18 +29,20 @@ pub(crate) type UpstreamClient = Client<HttpsConnector<HttpConnector>, RequestBo
 /// A request body as it goes upstream: as the client sent it, or watched ([`Upload`]).
 pub(crate) type RequestBody = http_body_util::Either<Body, Upload>;
 
-/// The upstream's scheme and authority, and the client to reach it.
+/// The upstream's scheme and authority, and the clients to reach it: one per worker, so that
+/// a worker's requests go out on connections that its own event loop drives.
 #[derive(Clone)]
 pub(crate) struct Upstream {
-    pub(crate) client: UpstreamClient,
+    clients: Arc<[UpstreamClient]>,
     pub(crate) scheme: Scheme,
     pub(crate) authority: Authority,
 }
 
 impl Upstream {
-    /// The upstream at `url` (`http://host:port` or `https://host:port`, no path); `ca`, a PEM
-    /// file of the certificates an `https://` upstream's must chain to, instead of Mozilla's.
-    pub(crate) fn new(url: &str, ca: Option<&Path>) -> Result<Self, FieldError> {
+    /// The upstream at `url` (`http://host:port` or `https://host:port`, no path), reached by
+    /// `workers` workers; `ca`, a PEM file of the certificates an `https://` upstream's must
+    /// chain to, instead of Mozilla's.
+    pub(crate) fn new(url: &str, ca: Option<&Path>, workers: usize) -> Result<Self, FieldError> {
         let field = |message: String| FieldError::new("proxy.upstream", message);
         let uri: Uri = url
             .parse()
@@ -86,11 +89,20 @@ impl Upstream {
             .https_or_http()
             .enable_http1()
             .wrap_connector(http);
+        let clients = (0..workers.max(1))
+            .map(|_| Client::builder(TokioExecutor::new()).build(connector.clone()))
+            .collect();
         Ok(Self {
-            client: Client::builder(TokioExecutor::new()).build(connector),
+            clients,
             scheme,
             authority,
         })
+    }
+
+    /// The client of the worker that calls this (the first off the workers).
+    pub(crate) fn client(&self) -> &UpstreamClient {
+        let worker = current_worker().unwrap_or(0);
+        &self.clients[worker % self.clients.len()]
     }
 }
 

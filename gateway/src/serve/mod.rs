@@ -32,7 +32,7 @@ use crate::config::File;
 use crate::envoy;
 use crate::server::{
     self, AccessLog, Address, Admin, BoxError, Boxed, Entry, Listener, Reloadable, Shutdown,
-    ShutdownTrigger, X_REQUEST_ID, count_request, problem, request_id,
+    ShutdownTrigger, Workers, X_REQUEST_ID, count_request, problem, request_id,
 };
 
 /// What a request needs: the limits in force (replaced on a reload), the service behind them,
@@ -49,6 +49,8 @@ pub struct Serve {
     path: PathBuf,
     state: State,
     listeners: Vec<Listener>,
+    /// Shared by the listeners: one worker per core, whichever listener a question comes in on.
+    workers: Workers,
     admin: Option<Admin>,
     shutdown: Shutdown,
 }
@@ -76,6 +78,7 @@ impl Serve {
         if loaded.table.socket.is_some() {
             return Err("`serve.socket`: Unix domain sockets need a Unix system".into());
         }
+        let workers = Workers::start(loaded.connections.workers)?;
         let admin = Admin::bind(loaded.table.admin).await?;
         let log = AccessLog::new(loaded.table.access_log);
         let state = State {
@@ -87,6 +90,7 @@ impl Serve {
             path,
             state,
             listeners,
+            workers,
             admin,
             shutdown,
         })
@@ -133,6 +137,7 @@ impl Serve {
             path,
             state,
             listeners,
+            workers,
             admin,
             shutdown,
         } = self;
@@ -163,6 +168,7 @@ impl Serve {
             tokio::spawn(server::serve(
                 listener,
                 connections,
+                workers.clone(),
                 handler,
                 shutdown.clone(),
             ))

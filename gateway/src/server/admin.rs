@@ -13,7 +13,7 @@ use http::header::CONTENT_TYPE;
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
-use super::{Connections, Listener, Shutdown, serve};
+use super::{Connections, Listener, Shutdown, Workers, serve};
 
 /// What `/readyz` asks: `Ok` when ready, or what is not.
 pub type Readiness =
@@ -94,8 +94,10 @@ async fn serve_admin(
         header_timeout: Duration::from_secs(5),
         idle_timeout: Duration::from_secs(30),
         drain_timeout: Duration::ZERO,
+        // Served beside the background tasks (`Workers::none`), not on the workers.
+        workers: 0,
     };
-    serve(listener, connections, handler, shutdown).await;
+    serve(listener, connections, Workers::none(), handler, shutdown).await;
 }
 
 async fn answer(

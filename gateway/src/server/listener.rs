@@ -115,23 +115,20 @@ impl Listener {
         }
     }
 
-    /// The next connection, and the client's address (none on a Unix socket).
-    pub(crate) async fn accept(&self) -> io::Result<(Accepted, Option<SocketAddr>)> {
+    /// The next connection, taken off this event loop for a worker to take on, and the
+    /// client's address (none on a Unix socket).
+    pub(crate) async fn accept(&self) -> io::Result<(Detached, Option<SocketAddr>)> {
         match self {
             Listener::Tcp(listener, tls) => {
                 let (stream, peer) = listener.accept().await?;
                 // Answers are small and written whole: no reason to wait for more.
                 stream.set_nodelay(true)?;
-                let accepted = match tls {
-                    None => Accepted::Ready(Stream::Tcp(stream)),
-                    Some(tls) => Accepted::Handshake(tls.clone(), stream),
-                };
-                Ok((accepted, Some(peer)))
+                Ok((Detached::Tcp(stream.into_std()?, tls.clone()), Some(peer)))
             }
             #[cfg(unix)]
             Listener::Unix(listener, _) => {
                 let (stream, _) = listener.accept().await?;
-                Ok((Accepted::Ready(Stream::Unix(stream)), None))
+                Ok((Detached::Unix(stream.into_std()?), None))
             }
         }
     }
@@ -150,6 +147,32 @@ impl Drop for Listener {
 pub(crate) enum Accepted {
     Ready(Stream),
     Handshake(TlsAcceptor, TcpStream),
+}
+
+/// An accepted connection off the event loop that accepted it, to be handed to a worker
+/// ([`super::Workers`]), which takes it on with [`Detached::attach`].
+pub(crate) enum Detached {
+    Tcp(std::net::TcpStream, Option<TlsAcceptor>),
+    #[cfg(unix)]
+    Unix(std::os::unix::net::UnixStream),
+}
+
+impl Detached {
+    /// The connection on the event loop of the calling task.
+    pub(crate) fn attach(self) -> io::Result<Accepted> {
+        match self {
+            Detached::Tcp(stream, None) => {
+                Ok(Accepted::Ready(Stream::Tcp(TcpStream::from_std(stream)?)))
+            }
+            Detached::Tcp(stream, Some(tls)) => {
+                Ok(Accepted::Handshake(tls, TcpStream::from_std(stream)?))
+            }
+            #[cfg(unix)]
+            Detached::Unix(stream) => {
+                Ok(Accepted::Ready(Stream::Unix(UnixStream::from_std(stream)?)))
+            }
+        }
+    }
 }
 
 impl Accepted {

@@ -14,6 +14,7 @@ mod serve;
 mod shutdown;
 pub mod tls;
 mod watch;
+mod workers;
 
 pub use self::access_log::{AccessLog, Entry};
 pub use self::admin::{Admin, Readiness, count_request, status_class};
@@ -26,6 +27,7 @@ pub use self::route_keys::RouteKeys;
 pub use self::serve::serve;
 pub use self::shutdown::{Shutdown, ShutdownTrigger};
 pub use self::watch::{InFlight, Tracked};
+pub use self::workers::{Workers, current_worker};
 pub use crate::config::Connections;
 
 /// An error of any kind, with a message that says what failed.

@@ -1,5 +1,6 @@
 //! The accept loop: at most so many connections, each served by hyper (HTTP/1.1, and HTTP/2 by
-//! prior knowledge) under its timers, upgrades allowed, drained on shutdown.
+//! prior knowledge) on one of the workers, under its timers, upgrades allowed, drained on
+//! shutdown.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -18,6 +19,7 @@ use tokio::sync::Semaphore;
 use super::listener::{Listener, Stream};
 use super::shutdown::Shutdown;
 use super::watch::{Activity, InFlight, Tracked, Watched};
+use super::workers::Workers;
 use super::{BoxError, Connections};
 
 /// How long the accept loop pauses after an error such as "too many open files", rather than
@@ -27,14 +29,16 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// How long connections (tunnels) may take to close once the drain is cut.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
-/// Serves `handler` on `listener` until `shutdown` drains it, then waits for the connections to
-/// finish their requests and tunnels, until the drain is cut (and a short grace to close).
+/// Serves `handler` on `listener`, each connection on one of `workers`, until `shutdown` drains
+/// it, then waits for the connections to finish their requests and tunnels, until the drain is
+/// cut (and a short grace to close).
 /// `handler` receives each request with the client's [`SocketAddr`] in its extensions (none on
 /// a Unix socket), and an upgrade request also with an [`InFlight`] that keeps the connection's
 /// timers off, and its slot among the `connections.max` taken, while the tunnel lives.
 pub async fn serve<H, F, B>(
     listener: Listener,
     connections: Connections,
+    workers: Workers,
     handler: H,
     mut shutdown: Shutdown,
 ) where
@@ -70,7 +74,14 @@ pub async fn serve<H, F, B>(
         let activity = Arc::new(Activity::new(permit));
         let (builder, handler, shutdown) =
             (Arc::clone(&builder), handler.clone(), shutdown.clone());
-        tokio::spawn(async move {
+        workers.spawn(async move {
+            let accepted = match accepted.attach() {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    tracing::warn!(error = %err, ?peer, "cannot take a connection on");
+                    return;
+                }
+            };
             let handshake = tokio::time::timeout(connections.header_timeout, accepted.stream());
             let stream = match handshake.await {
                 Ok(Ok(stream)) => stream,

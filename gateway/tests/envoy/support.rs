@@ -71,7 +71,8 @@ pub(crate) fn serve(service: RateLimitService, listener: Listener) -> Served {
     };
     tokio::spawn(server::serve(
         listener,
-        Connections::DEFAULT,
+        Connections::defaults(),
+        server::Workers::none(),
         handler,
         shutdown,
     ));

@@ -92,10 +92,15 @@ fn check_says_what_a_file_would_run() {
         "{stdout}{}",
         String::from_utf8_lossy(&output.stderr)
     );
+    // One worker per core unless the file says otherwise.
+    let cores = std::thread::available_parallelism().unwrap();
+    let connections = format!(
+        "  connections: at most 10000 on {cores} workers, header timeout 10s, idle timeout 1m, drain timeout 30s"
+    );
     for line in [
         "examples/proxy.toml: the configuration is valid",
         "proxy: listen http://127.0.0.1:8080, upstream http://127.0.0.1:3000, upstream timeout 1m",
-        "  connections: at most 10000, header timeout 10s, idle timeout 1m, drain timeout 30s",
+        &connections,
         "  access log: text",
         "  websockets: at most 2 open per key, key client address",
         "stores: none named: counts are kept in process (one instance)",

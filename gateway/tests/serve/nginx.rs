@@ -73,17 +73,23 @@ async fn nginx_clients_get_the_limits_headers_and_429s() {
 }
 
 /// With Redis gone, a route failing open admits (nginx serves the request) and one failing
-/// closed refuses with 503 and `Retry-After: 1`, each within the route's deadline.
+/// closed refuses with 503 and `Retry-After: 1`, each within the route's deadline; `/readyz`
+/// says which store is down.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nginx_clients_get_fail_open_and_fail_closed_when_redis_is_down() {
     let mut redis = RedisServer::start();
     let upstream = upstream().await;
+    let admin = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
     let config = format!(
         r#"
         [serve]
         listen = "127.0.0.1:0"
         gateways = ["127.0.0.1"]
         access_log = "off"
+        admin = "{admin}"
 
         [stores.shared]
         type = "redis"
@@ -115,7 +121,12 @@ async fn nginx_clients_get_fail_open_and_fail_closed_when_redis_is_down() {
     assert_eq!(header(&open, "ratelimit"), "\"api\";r=99;t=60");
     let closed = get("127.0.0.2", &url("/closed/x"), &[]).await;
     assert_eq!(closed.status(), 200);
+    let readyz = format!("http://{admin}/readyz");
+    assert_eq!(get("127.0.0.1", &readyz, &[]).await.status(), 200);
     redis.kill();
+    let not_ready = get("127.0.0.1", &readyz, &[]).await;
+    assert_eq!(not_ready.status(), 503);
+    assert!(not_ready.text().await.unwrap().contains("store shared"));
     for _ in 0..3 {
         let started = Instant::now();
         let open = get("127.0.0.2", &url("/open/x"), &[]).await;

@@ -288,11 +288,17 @@ mod tests {
         // A thousand rules of one key, each live for 10 ms, one new every 0.1 ms.
         for id in 0..1_000u64 {
             let now = id * 100;
-            shard.entry(1, b"domain", now).update(id, state(), now, now + 10_000);
+            shard
+                .entry(1, b"domain", now)
+                .update(id, state(), now, now + 10_000);
         }
         let entry = shard.find(1, b"domain").unwrap();
         // The rules of the last 10 ms (100 of them), and at most a policy's worth more.
-        assert!(entry.rules.len() <= 100 + PRUNE_AT, "{} rules", entry.rules.len());
+        assert!(
+            entry.rules.len() <= 100 + PRUNE_AT,
+            "{} rules",
+            entry.rules.len()
+        );
         assert!(entry.state(999, 99_900).is_some());
         assert!(entry.state(850, 99_900).is_none(), "expired");
     }
