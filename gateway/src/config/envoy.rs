@@ -18,7 +18,7 @@ pub const DEFAULT_ENVOY_DEADLINE: Duration = Duration::from_millis(100);
 ///
 /// ```toml
 /// [serve.envoy]
-/// rules = "ratelimit/config"   # a YAML file, or a directory of them
+/// files = "ratelimit/config"   # a YAML file, or a directory of them
 /// failure_mode = "open"        # or "closed": OVER_LIMIT while the store fails
 /// deadline = "100ms"
 /// headers = ["ietf", "rate_limiting"]
@@ -30,7 +30,7 @@ pub struct EnvoyTable {
     /// envoyproxy/ratelimit's configuration: one YAML file, or a directory whose `.yaml` and
     /// `.yml` files are each a domain. A relative path is from the configuration file's
     /// directory.
-    pub rules: PathBuf,
+    pub files: PathBuf,
     /// `open` (default: the descriptors are answered OK) or `closed` (OVER_LIMIT, with
     /// `Retry-After: 1`) while the store fails.
     #[serde(default)]
@@ -45,11 +45,11 @@ pub struct EnvoyTable {
 }
 
 impl EnvoyTable {
-    /// The rules' path, for a configuration file at `file`.
-    pub fn rules_path(&self, file: &Path) -> PathBuf {
+    /// The files' path, for a configuration file at `file`.
+    pub fn files_path(&self, file: &Path) -> PathBuf {
         match file.parent() {
-            Some(dir) if self.rules.is_relative() => dir.join(&self.rules),
-            _ => self.rules.clone(),
+            Some(dir) if self.files.is_relative() => dir.join(&self.files),
+            _ => self.files.clone(),
         }
     }
 

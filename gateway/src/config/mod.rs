@@ -89,10 +89,10 @@ pub enum FileError {
         /// The mistake.
         error: FieldError,
     },
-    /// envoyproxy/ratelimit's files that `[serve.envoy] rules` names are wrong (the message
+    /// envoyproxy/ratelimit's files that `[serve.envoy] files` names are wrong (the message
     /// names the YAML file and its field).
     #[error(transparent)]
-    Envoy(#[from] crate::envoy::RulesError),
+    Envoy(#[from] crate::envoy::FilesError),
 }
 
 impl File {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::RulesError;
+use super::FilesError;
 use super::file::{DescriptorFile, DomainFile};
 use super::limit::{Limit, limit};
 use crate::config::FieldError;
@@ -40,10 +40,10 @@ pub(super) struct Node {
 
 impl Domains {
     /// Validates and builds the domains of `files` (each with its path).
-    pub fn build(files: Vec<(PathBuf, DomainFile)>) -> Result<Self, RulesError> {
+    pub fn build(files: Vec<(PathBuf, DomainFile)>) -> Result<Self, FilesError> {
         let mut domains: HashMap<String, Domain> = HashMap::new();
         for (path, file) in files {
-            let field_error = |field: &str, message: String| RulesError::Field {
+            let field_error = |field: &str, message: String| FilesError::Field {
                 path: path.clone(),
                 error: FieldError::new(field, message),
             };
@@ -105,8 +105,8 @@ pub(super) struct Level<'a> {
 }
 
 impl Level<'_> {
-    pub(super) fn error(&self, field: String, message: impl Into<String>) -> RulesError {
-        RulesError::Field {
+    pub(super) fn error(&self, field: String, message: impl Into<String>) -> FilesError {
+        FilesError::Field {
             path: self.path.to_owned(),
             error: FieldError::new(field, message),
         }
@@ -114,7 +114,7 @@ impl Level<'_> {
 }
 
 impl Node {
-    fn load(&mut self, at: &Level<'_>, descriptors: &[DescriptorFile]) -> Result<(), RulesError> {
+    fn load(&mut self, at: &Level<'_>, descriptors: &[DescriptorFile]) -> Result<(), FilesError> {
         for (index, descriptor) in descriptors.iter().enumerate() {
             let field = format!("{}descriptors[{index}]", at.field);
             if descriptor.key.is_empty() {

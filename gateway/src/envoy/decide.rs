@@ -51,7 +51,7 @@ struct Counted {
     reported: Reported,
 }
 
-/// Decides `request` with `loaded`'s rules and stores.
+/// Decides `request` with `loaded`'s domains and stores.
 pub(super) async fn decide(
     loaded: &Loaded,
     settings: &Settings,

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Deserializer, de};
 
-use super::RulesError;
+use super::FilesError;
 
 /// One file: a domain and its descriptors.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -128,8 +128,8 @@ pub struct LimitExtensions {
 
 /// Reads `path`: a YAML file, or a directory whose `.yaml` and `.yml` files are read in name
 /// order (as the reference reads its runtime directory), each with its path.
-pub fn read(path: &Path) -> Result<Vec<(PathBuf, DomainFile)>, RulesError> {
-    let read_error = |path: &Path, source| RulesError::Read {
+pub fn read(path: &Path) -> Result<Vec<(PathBuf, DomainFile)>, FilesError> {
+    let read_error = |path: &Path, source| FilesError::Read {
         path: path.to_owned(),
         source,
     };
@@ -155,7 +155,7 @@ pub fn read(path: &Path) -> Result<Vec<(PathBuf, DomainFile)>, RulesError> {
         .into_iter()
         .map(|path| {
             let text = std::fs::read_to_string(&path).map_err(|err| read_error(&path, err))?;
-            let file = serde_yaml_ng::from_str(&text).map_err(|err| RulesError::Parse {
+            let file = serde_yaml_ng::from_str(&text).map_err(|err| FilesError::Parse {
                 path: path.clone(),
                 message: err.to_string(),
             })?;

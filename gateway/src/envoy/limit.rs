@@ -11,7 +11,7 @@ use tower_redis_ratelimit::Quota;
 use tower_redis_ratelimit::headers::PolicyHeaders;
 use tower_redis_ratelimit::policy::{Algorithm, Policy, Rule};
 
-use super::RulesError;
+use super::FilesError;
 use super::config::Level;
 use super::file::{DescriptorFile, RateLimitFile};
 
@@ -130,7 +130,7 @@ pub(super) fn limit(
     descriptor: &DescriptorFile,
     metric_key: Vec<String>,
     keys: &[String],
-) -> Result<Limit, RulesError> {
+) -> Result<Limit, FilesError> {
     let unit = match file.unit.as_deref() {
         None => None,
         Some(name) => match unit(name) {

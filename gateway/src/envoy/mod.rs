@@ -30,10 +30,10 @@ pub use self::decide::Settings;
 pub use self::service::{PATH_PREFIX, RateLimitService};
 use crate::config::FieldError;
 
-/// Why the rules cannot be used; each names its file.
+/// Why the Envoy files cannot be used; each names its file.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum RulesError {
+pub enum FilesError {
     /// A file or directory cannot be read.
     #[error("{}: {source}", path.display())]
     Read {

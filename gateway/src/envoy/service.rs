@@ -1,4 +1,4 @@
-//! [`RateLimitService`]: the rules loaded (and reloaded) with their stores, answering Envoy's
+//! [`RateLimitService`]: the Envoy files loaded (and reloaded) with their stores, answering Envoy's
 //! `ShouldRateLimit` as a tonic service that a listener mounts under [`PATH_PREFIX`].
 
 use std::collections::HashMap;
@@ -14,7 +14,7 @@ use tower_redis_ratelimit::config::Limits;
 
 use super::config::Domains;
 use super::decide::{Settings, decide};
-use super::{RulesError, file};
+use super::{FilesError, file};
 
 /// The path every request of the protocol starts with: a listener hands requests under it to
 /// [`RateLimitService::grpc`].
@@ -46,12 +46,12 @@ impl Loaded {
 }
 
 impl RateLimitService {
-    /// Reads the rules at `rules` (a YAML file or a directory of them) and finds each domain's
+    /// Reads the Envoy files at `files` (a YAML file or a directory of them) and finds each domain's
     /// store among `limits`' stores.
-    pub fn load(rules: &Path, settings: Settings, limits: &Limits) -> Result<Self, RulesError> {
+    pub fn load(files: &Path, settings: Settings, limits: &Limits) -> Result<Self, FilesError> {
         Ok(Self {
             settings,
-            loaded: Arc::new(load(rules, limits)?),
+            loaded: Arc::new(load(files, limits)?),
         })
     }
 
@@ -110,19 +110,19 @@ impl Rls for RateLimitService {
     }
 }
 
-fn load(rules: &Path, limits: &Limits) -> Result<Loaded, RulesError> {
-    let domains = Domains::build(file::read(rules)?)?;
+fn load(files: &Path, limits: &Limits) -> Result<Loaded, FilesError> {
+    let domains = Domains::build(file::read(files)?)?;
     let stores = domains
         .iter()
         .map(|(name, domain)| {
             let store = limits
                 .rate_store("extensions", domain.store.as_deref())
-                .map_err(|error| RulesError::Store {
+                .map_err(|error| FilesError::Store {
                     path: domain.file.clone(),
                     error,
                 })?;
             Ok((name.to_owned(), store))
         })
-        .collect::<Result<_, RulesError>>()?;
+        .collect::<Result<_, FilesError>>()?;
     Ok(Loaded { domains, stores })
 }

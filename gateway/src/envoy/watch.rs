@@ -1,5 +1,5 @@
 //! Reloading when envoyproxy/ratelimit's files change, as the reference reloads when its
-//! runtime directory changes: the rules' file or directory is looked at every
+//! runtime directory changes: the Envoy files' file or directory is looked at every
 //! [`WATCH_INTERVAL`] (names, sizes and modification times of its YAML files), and a change
 //! reloads the whole configuration as SIGHUP does. Polling rather than inotify: it sees files
 //! replaced by a rename (a Kubernetes ConfigMap's symlink swap) and works on every system.
@@ -7,29 +7,29 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-/// How often the rules are looked at.
+/// How often the Envoy files are looked at.
 pub const WATCH_INTERVAL: Duration = Duration::from_secs(1);
 
 /// What is compared between two looks: each YAML file's path, size and modification time.
 type Fingerprint = Vec<(PathBuf, u64, Option<SystemTime>)>;
 
-/// Calls `changed` whenever the rules at the path `rules` gives (read again each time: a
+/// Calls `changed` whenever the files at the path `files` gives (read again each time: a
 /// reload may name another) look different than at the previous look. Runs until dropped.
-pub async fn on_change(rules: impl Fn() -> Option<PathBuf>, changed: impl Fn()) {
-    let mut seen = rules().map(|path| fingerprint(&path));
+pub async fn on_change(files: impl Fn() -> Option<PathBuf>, changed: impl Fn()) {
+    let mut seen = files().map(|path| fingerprint(&path));
     loop {
         tokio::time::sleep(WATCH_INTERVAL).await;
-        let now = rules().map(|path| fingerprint(&path));
+        let now = files().map(|path| fingerprint(&path));
         if now != seen {
             changed();
             // What the reload read; a reload that failed is not tried again until the files
             // change again (or SIGHUP).
-            seen = rules().map(|path| fingerprint(&path));
+            seen = files().map(|path| fingerprint(&path));
         }
     }
 }
 
-/// The rules' files as they are now (a file that cannot be read has no entry).
+/// The Envoy files as they are now (a file that cannot be read has no entry).
 fn fingerprint(path: &Path) -> Fingerprint {
     let files: Vec<PathBuf> = match std::fs::read_dir(path) {
         Ok(entries) => entries

@@ -22,7 +22,7 @@ pub struct Loaded {
     pub limits: Limits,
     /// Each route's key extractor, for the access log.
     pub(crate) keys: RouteKeys,
-    /// Envoy's rate limit service, when `[serve.envoy]` names its rules: built again with each
+    /// Envoy's rate limit service, when `[serve.envoy]` names its files: built again with each
     /// reload's limits, so it counts in the same stores.
     pub envoy: Option<RateLimitService>,
 }
@@ -78,7 +78,7 @@ pub fn load(file: &File, previous: Option<&Limits>) -> Result<Loaded, FileError>
     .map_err(|err| file.limits_error(err))?;
     let envoy = match &table.envoy {
         Some(envoy) => Some(RateLimitService::load(
-            &envoy.rules_path(&file.path),
+            &envoy.files_path(&file.path),
             envoy.settings(),
             &limits,
         )?),

@@ -130,7 +130,7 @@ impl Serve {
     }
 
     /// Answers until the drain is over; reloads the file on SIGHUP meanwhile, and when the
-    /// files of `[serve.envoy] rules` change (the stores whose settings did not change are
+    /// files of `[serve.envoy] files` change (the stores whose settings did not change are
     /// kept, with their counts).
     pub async fn run(self) {
         let Serve {
@@ -151,7 +151,7 @@ impl Serve {
             move || {
                 let current = watched.current();
                 let table = current.table.envoy.as_ref()?;
-                Some(table.rules_path(&config))
+                Some(table.files_path(&config))
             },
             move || reloaded.reload(&path, &reload),
         ));

@@ -8,7 +8,7 @@ use envoy_types::pb::google::protobuf::UInt64Value;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use tower_redis_ratelimit::admission::FailureMode;
 
-use crate::support::{Rules, ask, codes, descriptor, header, overall, remaining, request};
+use crate::support::{Files, ask, codes, descriptor, header, overall, remaining, request};
 
 pub(crate) const TWO_LIMITS: &str = "
 domain: api
@@ -24,7 +24,7 @@ descriptors:
 ";
 
 /// The all-or-nothing check, against whichever store `rules` has.
-pub(crate) async fn refused_requests_consume_no_other_limit(rules: &Rules) {
+pub(crate) async fn refused_requests_consume_no_other_limit(rules: &Files) {
     let service = rules.service(FailureMode::Closed);
     let both = request("api", &[&[("user", "alice")], &[("route", "/orders")]]);
     for sent in 1..=3u32 {
@@ -50,7 +50,7 @@ pub(crate) async fn refused_requests_consume_no_other_limit(rules: &Rules) {
 
 #[tokio::test]
 async fn a_refused_request_consumes_none_of_its_other_limits() {
-    let rules = Rules::new(&[("api.yaml", TWO_LIMITS)], "");
+    let rules = Files::new(&[("api.yaml", TWO_LIMITS)], "");
     refused_requests_consume_no_other_limit(&rules).await;
 }
 
@@ -69,7 +69,7 @@ descriptors:
       requests_per_unit: 3
       extensions: { algorithm: sliding_log, period: 90s }
 ";
-    let rules = Rules::new(&[("ext.yaml", file)], "");
+    let rules = Files::new(&[("ext.yaml", file)], "");
     let service = rules.service(FailureMode::Open);
     let bucket = request("ext", &[&[("bucket", "b")]]);
     let burst = overall(&service, &bucket, 3).await;
@@ -90,7 +90,7 @@ descriptors:
 
 #[tokio::test]
 async fn hits_addend_is_the_cost_and_zero_is_one() {
-    let rules = Rules::new(&[("api.yaml", TWO_LIMITS)], "");
+    let rules = Files::new(&[("api.yaml", TWO_LIMITS)], "");
     let service = rules.service(FailureMode::Open);
     let mut heavy = request("api", &[&[("route", "/bulk")]]);
     heavy.hits_addend = 40;
@@ -116,7 +116,7 @@ async fn hits_addend_is_the_cost_and_zero_is_one() {
 
 #[tokio::test]
 async fn a_descriptors_own_limit_overrides_the_files() {
-    let rules = Rules::new(&[("api.yaml", TWO_LIMITS)], "");
+    let rules = Files::new(&[("api.yaml", TWO_LIMITS)], "");
     let service = rules.service(FailureMode::Open);
     let mut overridden = descriptor(&[("user", "bob")]);
     overridden.limit = Some(RateLimitOverride {
@@ -136,7 +136,7 @@ async fn a_descriptors_own_limit_overrides_the_files() {
 
 #[tokio::test]
 async fn the_crates_headers_go_to_envoy_and_retry_after_on_a_refusal() {
-    let rules = Rules::new(&[("api.yaml", TWO_LIMITS)], "");
+    let rules = Files::new(&[("api.yaml", TWO_LIMITS)], "");
     let service = rules.service(FailureMode::Open);
     let user = request("api", &[&[("user", "carol")]]);
     let answer = ask(&service, &user).await;
@@ -204,7 +204,7 @@ descriptors:
         .unwrap();
     metrics::with_local_recorder(&recorder, || {
         runtime.block_on(async {
-            let rules = Rules::new(&[("example8.yaml", file)], "");
+            let rules = Files::new(&[("example8.yaml", file)], "");
             let service = rules.service(FailureMode::Open);
             for _ in 0..3 {
                 ask(
@@ -245,7 +245,7 @@ descriptors:
 
 #[tokio::test]
 async fn an_unknown_domain_limits_nothing_and_many_descriptors_are_decided_in_steps() {
-    let rules = Rules::new(&[("api.yaml", TWO_LIMITS)], "");
+    let rules = Files::new(&[("api.yaml", TWO_LIMITS)], "");
     let service = rules.service(FailureMode::Open);
     let unknown = ask(&service, &request("nowhere", &[&[("user", "x")]])).await;
     assert_eq!(codes(&unknown), (vec![Code::Ok], Code::Ok));
@@ -263,7 +263,7 @@ async fn an_unknown_domain_limits_nothing_and_many_descriptors_are_decided_in_st
 
 #[tokio::test]
 async fn a_descriptor_sent_twice_counts_twice() {
-    let rules = Rules::new(&[("api.yaml", TWO_LIMITS)], "");
+    let rules = Files::new(&[("api.yaml", TWO_LIMITS)], "");
     let service = rules.service(FailureMode::Open);
     let twice = request("api", &[&[("user", "gina")], &[("user", "gina")]]);
     let answer = ask(&service, &twice).await;

@@ -4,7 +4,7 @@
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use tower_redis_ratelimit::admission::FailureMode;
 
-use crate::support::{Rules, ask, codes, overall, remaining, request};
+use crate::support::{Files, ask, codes, overall, remaining, request};
 
 const EXAMPLE_2: &str = "
 domain: messaging
@@ -27,7 +27,7 @@ descriptors:
 
 #[tokio::test]
 async fn example_2_nested_descriptors_limit_each_number_and_every_message() {
-    let rules = Rules::new(&[("messaging.yaml", EXAMPLE_2)], "");
+    let rules = Files::new(&[("messaging.yaml", EXAMPLE_2)], "");
     let service = rules.service(FailureMode::Open);
     let both = request(
         "messaging",
@@ -78,7 +78,7 @@ descriptors:
 
 #[tokio::test]
 async fn example_3_a_value_match_wins_over_the_key_alone() {
-    let rules = Rules::new(&[("edge.yaml", EXAMPLE_3)], "");
+    let rules = Files::new(&[("edge.yaml", EXAMPLE_3)], "");
     let service = rules.service(FailureMode::Open);
     let blocked = request("edge_proxy_per_ip", &[&[("remote_address", "50.0.0.5")]]);
     let answer = ask(&service, &blocked).await;
@@ -120,10 +120,10 @@ descriptors:
           unit: second
 ";
     let two = request("example4", &[&[("key", "value"), ("subkey", "subvalue")]]);
-    let rules = Rules::new(&[("example4.yaml", shallow)], "");
+    let rules = Files::new(&[("example4.yaml", shallow)], "");
     let answer = ask(&rules.service(FailureMode::Open), &two).await;
     assert!(answer.statuses[0].current_limit.is_none(), "no match");
-    let rules = Rules::new(&[("example4.yaml", deep)], "");
+    let rules = Files::new(&[("example4.yaml", deep)], "");
     let answer = ask(&rules.service(FailureMode::Open), &two).await;
     assert_eq!(
         answer.statuses[0]
@@ -150,7 +150,7 @@ descriptors:
       unit: minute
       requests_per_unit: 100
 ";
-    let rules = Rules::new(&[("internal.yaml", file)], "");
+    let rules = Files::new(&[("internal.yaml", file)], "");
     let service = rules.service(FailureMode::Open);
     let both = request("internal", &[&[("ldap", "x")], &[("azure", "y")]]);
     let answer = ask(&service, &both).await;
@@ -178,7 +178,7 @@ descriptors:
           requests_per_unit: 2
           unit: minute
 ";
-    let rules = Rules::new(&[("example6.yaml", file)], "");
+    let rules = Files::new(&[("example6.yaml", file)], "");
     let service = rules.service(FailureMode::Open);
     let a = request(
         "example6",
@@ -227,7 +227,7 @@ descriptors:
           requests_per_unit: 10
           unit: second
 ";
-    let rules = Rules::new(&[("example7.yaml", file)], "");
+    let rules = Files::new(&[("example7.yaml", file)], "");
     let service = rules.service(FailureMode::Open);
     let one = [("key_1", "value_1"), ("user", "bkthomps")];
     let two = [("key_2", "value_2"), ("user", "bkthomps")];
@@ -260,7 +260,7 @@ descriptors:
       unit: minute
       requests_per_unit: 7
 ";
-    let rules = Rules::new(&[("example9.yaml", file)], "");
+    let rules = Files::new(&[("example9.yaml", file)], "");
     let service = rules.service(FailureMode::Open);
     let limit_of = |answer: &envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse| {
         answer.statuses[0]
@@ -301,7 +301,7 @@ descriptors:
       unit: hour
       requests_per_unit: 10
 ";
-    let rules = Rules::new(&[("example11.yaml", file)], "");
+    let rules = Files::new(&[("example11.yaml", file)], "");
     let service = rules.service(FailureMode::Open);
     for name in ["a.pdf", "b.csv"] {
         for _ in 0..5 {

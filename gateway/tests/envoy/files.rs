@@ -3,12 +3,12 @@
 use tower_redis_ratelimit::admission::FailureMode;
 use tower_redis_ratelimit::config::{Format, LimitsConfig};
 
-use crate::support::Rules;
+use crate::support::Files;
 use ratelimit_gateway::envoy::{RateLimitService, Settings};
 
 /// The error loading `files` (name, YAML), as printed.
 fn refused(files: &[(&str, &str)]) -> String {
-    let rules = Rules::new(files, "");
+    let rules = Files::new(files, "");
     let settings = Settings {
         failure_mode: FailureMode::Open,
         deadline: std::time::Duration::from_millis(100),
@@ -96,7 +96,7 @@ fn invalid_files_are_refused_with_the_file_the_field_and_the_references_message(
 
 #[test]
 fn a_file_alone_loads_as_a_directory_does() {
-    let rules = Rules::new(
+    let rules = Files::new(
         &[("only.yaml", "domain: only\n"), ("notes.txt", "not yaml")],
         "",
     );
@@ -129,7 +129,7 @@ fn the_example_checks_and_check_names_a_bad_rules_file_and_field() {
         summary.contains("domain edge_proxy_per_ip (") && summary.contains("ratelimit/edge.yaml"),
         "{summary}"
     );
-    let rules = Rules::new(
+    let rules = Files::new(
         &[(
             "bad.yaml",
             "domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: fortnight, requests_per_unit: 1 }\n",
@@ -139,7 +139,7 @@ fn the_example_checks_and_check_names_a_bad_rules_file_and_field() {
     let config = rules.dir.path().join("serve.toml");
     std::fs::write(
         &config,
-        "[serve]\nlisten = \"127.0.0.1:0\"\n\n[serve.envoy]\nrules = \".\"\n",
+        "[serve]\nlisten = \"127.0.0.1:0\"\n\n[serve.envoy]\nfiles = \".\"\n",
     )
     .unwrap();
     let err = ratelimit_gateway::check::check(&config)
@@ -169,7 +169,7 @@ fn the_guides_configuration_reads() {
     std::fs::write(&path, toml).unwrap();
     let file = ratelimit_gateway::config::File::read(&path).unwrap();
     let envoy = file.tables.serve.unwrap().envoy.unwrap();
-    assert_eq!(envoy.rules, std::path::PathBuf::from("ratelimit/config"));
+    assert_eq!(envoy.files, std::path::PathBuf::from("ratelimit/config"));
     assert_eq!(
         envoy.settings().deadline,
         std::time::Duration::from_millis(100)

@@ -9,7 +9,7 @@ use tower_redis_ratelimit::admission::FailureMode;
 use ratelimit_gateway::envoy::{RateLimitService, Settings};
 
 use crate::differences::{TWO_LIMITS, refused_requests_consume_no_other_limit};
-use crate::support::{Rules, ask, codes, header, redis_store, remaining, request};
+use crate::support::{Files, ask, codes, header, redis_store, remaining, request};
 
 const SHARED: &str = "
 domain: shared
@@ -24,7 +24,7 @@ descriptors:
 #[tokio::test]
 async fn a_refused_request_consumes_none_of_its_other_limits_on_redis() {
     let redis = RedisServer::start();
-    let rules = Rules::new(&[("api.yaml", TWO_LIMITS)], &redis_store(&redis.url()));
+    let rules = Files::new(&[("api.yaml", TWO_LIMITS)], &redis_store(&redis.url()));
     refused_requests_consume_no_other_limit(&rules).await;
 }
 
@@ -32,8 +32,8 @@ async fn a_refused_request_consumes_none_of_its_other_limits_on_redis() {
 async fn four_instances_on_one_redis_admit_exactly_the_quota() {
     let redis = RedisServer::start();
     // Each instance with its own stores (connections, denial cache), as four processes have.
-    let instances: Vec<Rules> = (0..4)
-        .map(|_| Rules::new(&[("shared.yaml", SHARED)], &redis_store(&redis.url())))
+    let instances: Vec<Files> = (0..4)
+        .map(|_| Files::new(&[("shared.yaml", SHARED)], &redis_store(&redis.url())))
         .collect();
     let services: Vec<_> = instances
         .iter()
@@ -57,7 +57,7 @@ async fn four_instances_on_one_redis_admit_exactly_the_quota() {
 #[tokio::test]
 async fn with_redis_gone_open_says_ok_and_closed_says_over_limit() {
     let mut redis = RedisServer::start();
-    let rules = Rules::new(&[("shared.yaml", SHARED)], &redis_store(&redis.url()));
+    let rules = Files::new(&[("shared.yaml", SHARED)], &redis_store(&redis.url()));
     let open = rules.service(FailureMode::Open);
     let closed = rules.service(FailureMode::Closed);
     let tenant = request("shared", &[&[("tenant", "acme")]]);
@@ -74,7 +74,7 @@ async fn with_redis_gone_open_says_ok_and_closed_says_over_limit() {
 #[tokio::test]
 async fn a_reload_keeps_the_counts() {
     let redis = RedisServer::start();
-    let rules = Rules::new(&[("shared.yaml", SHARED)], &redis_store(&redis.url()));
+    let rules = Files::new(&[("shared.yaml", SHARED)], &redis_store(&redis.url()));
     let service = rules.service(FailureMode::Closed);
     let tenant = request("shared", &[&[("tenant", "acme")]]);
     for _ in 0..10 {
@@ -105,7 +105,7 @@ async fn a_refused_request_consumes_none_of_its_other_limits_on_a_cluster() {
         "[stores.cluster]\ntype = \"cluster\"\nnodes = {}\nconnect_timeout = \"500ms\"\n",
         toml_list(&cluster.urls())
     );
-    let rules = Rules::new(&[("api.yaml", TWO_LIMITS)], &store);
+    let rules = Files::new(&[("api.yaml", TWO_LIMITS)], &store);
     refused_requests_consume_no_other_limit(&rules).await;
     // Every counter of a domain carries the domain as its hash tag: one slot, one script call.
     let node = cluster.node(cluster.primary_for("{api}"));
@@ -123,7 +123,7 @@ async fn with_redis_gone_a_remembered_denial_still_refuses_and_a_fallback_decide
         "{}fallback = {{ instances = 2, timeout = \"100ms\" }}\n",
         redis_store(&redis.url())
     );
-    let rules = Rules::new(&[("api.yaml", TWO_LIMITS)], &store);
+    let rules = Files::new(&[("api.yaml", TWO_LIMITS)], &store);
     let service = rules.service(FailureMode::Open);
     let user = request("api", &[&[("user", "ivy")]]);
     for _ in 0..3 {
@@ -150,7 +150,7 @@ async fn a_refused_request_consumes_none_of_its_other_limits_under_sentinel() {
         toml_list(&sentinels.urls()),
         testkit::sentinel::MASTER
     );
-    let rules = Rules::new(&[("api.yaml", TWO_LIMITS)], &store);
+    let rules = Files::new(&[("api.yaml", TWO_LIMITS)], &store);
     refused_requests_consume_no_other_limit(&rules).await;
 }
 

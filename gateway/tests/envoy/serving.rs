@@ -79,10 +79,10 @@ async fn serve_answers_envoy_beside_the_gateway_endpoints_and_sighup_keeps_count
         std::fs::write(dir.path().join(name).join("api.yaml"), rules(limit)).unwrap();
     }
     let config = dir.path().join("serve.toml");
-    let file = |rules: &str| {
+    let file = |files: &str| {
         format!(
             "[stores.shared]\ntype = \"redis\"\nurl = \"{}\"\n\n[serve]\nlisten = \"127.0.0.1:0\"\n\
-             socket = \"{}\"\n\n[serve.envoy]\nrules = \"{rules}\"\n",
+             socket = \"{}\"\n\n[serve.envoy]\nfiles = \"{files}\"\n",
             redis.url(),
             dir.path().join("rls.sock").display()
         )
@@ -126,7 +126,7 @@ async fn a_changed_rules_file_is_reloaded_without_a_signal() {
     let config = dir.path().join("serve.toml");
     std::fs::write(
         &config,
-        "[serve]\nlisten = \"127.0.0.1:0\"\n\n[serve.envoy]\nrules = \"api.yaml\"\n",
+        "[serve]\nlisten = \"127.0.0.1:0\"\n\n[serve.envoy]\nfiles = \"api.yaml\"\n",
     )
     .unwrap();
     let (_process, _, addr) = start(&config);

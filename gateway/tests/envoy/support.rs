@@ -20,23 +20,23 @@ use tower_redis_ratelimit::config::{Format, Limits, LimitsConfig};
 /// How long a store may take in these tests.
 const DEADLINE: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// Rules in a directory of their own, and the limits (stores) of a TOML file's text.
-pub(crate) struct Rules {
+/// Files in a directory of their own, and the limits (stores) of a TOML file's text.
+pub(crate) struct Files {
     pub(crate) dir: TempDir,
     pub(crate) limits: Limits,
     pub(crate) config: LimitsConfig,
 }
 
-impl Rules {
+impl Files {
     /// `files` (name, YAML) in a new directory; `stores` is the TOML of the stores.
-    pub(crate) fn new(files: &[(&str, &str)], stores: &str) -> Rules {
+    pub(crate) fn new(files: &[(&str, &str)], stores: &str) -> Files {
         let dir = TempDir::new("envoy-rules").expect("a temporary directory");
         for (name, yaml) in files {
             std::fs::write(dir.path().join(name), yaml).expect("the rules written");
         }
         let config = LimitsConfig::parse(stores, Format::Toml).expect("the stores");
         let limits = config.build().expect("the stores built");
-        Rules {
+        Files {
             dir,
             limits,
             config,

@@ -6,11 +6,11 @@ use ratelimit_gateway::server::Listener;
 use tower_redis_ratelimit::admission::FailureMode;
 
 use crate::differences::TWO_LIMITS;
-use crate::support::{Rules, codes, request, serve, tcp, unix_client};
+use crate::support::{Files, codes, request, serve, tcp, unix_client};
 
 #[tokio::test]
 async fn envoys_client_is_answered_over_tcp() {
-    let rules = Rules::new(&[("api.yaml", TWO_LIMITS)], "");
+    let rules = Files::new(&[("api.yaml", TWO_LIMITS)], "");
     let (_served, mut client) = tcp(rules.service(FailureMode::Open)).await;
     let user = request("api", &[&[("user", "dave")]]);
     let mut seen = Vec::new();
@@ -32,7 +32,7 @@ async fn envoys_client_is_answered_over_tcp() {
 
 #[tokio::test]
 async fn envoys_client_is_answered_on_a_unix_socket() {
-    let rules = Rules::new(&[("api.yaml", TWO_LIMITS)], "");
+    let rules = Files::new(&[("api.yaml", TWO_LIMITS)], "");
     let socket = rules.dir.path().join("rls.sock");
     let listener = Listener::unix(&socket).expect("the socket");
     let _served = serve(rules.service(FailureMode::Open), listener);
