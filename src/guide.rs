@@ -63,6 +63,12 @@ pub mod keys {}
 #[doc = include_str!("../docs/headers.md")]
 pub mod headers {}
 
+/// One quota across regions: global policies decided in each region from allotments of a
+/// ledger, the bound and its proof, the failure table, deployment and measurements.
+#[cfg(feature = "regions")]
+#[doc = include_str!("../docs/regions.md")]
+pub mod regions {}
+
 /// The glossary: the one meaning of each word the code, the guides, the metrics and the
 /// configuration file use.
 #[doc = include_str!("../docs/glossary.md")]

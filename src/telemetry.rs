@@ -13,6 +13,8 @@
 //! | `ratelimit_denial_cache_hits_total` | counter | | denials answered by the denial cache, without Redis |
 //! | `ratelimit_shed_total` | counter | `shedder` (`utilization`, `fleet`), `priority` | requests shed |
 //! | `ratelimit_concurrency_refused_total` | counter | `limit` | requests refused by a full concurrency slot |
+//! | `ratelimit_region_calls_total` | counter | `call` (`lead`, `sync`, `take`, `apply`, `surrender`, `credit`), `outcome` (`ok`, `error`) | the background calls of a [`RegionStore`](crate::region::RegionStore): demand reported, allotments moved |
+//! | `ratelimit_region_emergency_units_total` | counter | | units a region cut off from the ledger granted itself (emergency mode) |
 
 /// The `limiting` label of what rate limits ask their stores: a rate limit's decisions, and the
 /// calls a Redis store makes on their behalf (its fallback's, its quota leases' in the
@@ -113,6 +115,21 @@ mod enabled {
             .increment(1);
     }
 
+    /// A background call of a region store.
+    #[inline]
+    #[cfg(feature = "regions")]
+    pub(crate) fn region_call(call: &'static str, outcome: &'static str) {
+        metrics::counter!("ratelimit_region_calls_total", "call" => call, "outcome" => outcome)
+            .increment(1);
+    }
+
+    /// Units a region cut off from the ledger granted itself.
+    #[inline]
+    #[cfg(feature = "regions")]
+    pub(crate) fn region_emergency_units(units: u64) {
+        metrics::counter!("ratelimit_region_emergency_units_total").increment(units);
+    }
+
     /// A request refused by the full slot of concurrency limit `limit`.
     #[inline]
     #[cfg(feature = "concurrency")]
@@ -152,6 +169,12 @@ mod enabled {
     #[inline(always)]
     #[cfg(feature = "concurrency")]
     pub(crate) fn concurrency_refused(_: &str) {}
+    #[inline(always)]
+    #[cfg(feature = "regions")]
+    pub(crate) fn region_call(_: &'static str, _: &'static str) {}
+    #[inline(always)]
+    #[cfg(feature = "regions")]
+    pub(crate) fn region_emergency_units(_: u64) {}
 }
 
 pub(crate) use enabled::*;

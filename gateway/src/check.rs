@@ -147,7 +147,12 @@ fn describe_limits(out: &mut String, limits: &LimitsConfig) {
     out.push_str("policies:\n");
     for (name, policy) in &limits.policies {
         let rules: Vec<String> = policy.rules.iter().map(rule).collect();
-        let _ = writeln!(out, "  {name}: {}", rules.join("; "));
+        let global = if policy.global {
+            ", global (one quota across regions)"
+        } else {
+            ""
+        };
+        let _ = writeln!(out, "  {name}: {}{global}", rules.join("; "));
     }
     out.push_str("routes (matched on the normalised path, longest prefix first):\n");
     for (name, route) in &limits.routes {
@@ -199,6 +204,23 @@ fn store(store: &StoreConfig) -> String {
     }
     if let Some(master) = &store.master {
         let _ = write!(text, ", master {master}");
+    }
+    if let Some(region) = &store.region {
+        let ledger = &region.ledger;
+        let urls: Vec<String> = [
+            ledger.url.iter().cloned().collect::<Vec<_>>(),
+            ledger.sentinels.clone().unwrap_or_default(),
+        ]
+        .concat()
+        .iter()
+        .map(|url| redact(url))
+        .collect();
+        let _ = write!(
+            text,
+            ", region {} (ledger {})",
+            region.name,
+            urls.join(", ")
+        );
     }
     text
 }

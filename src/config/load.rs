@@ -138,7 +138,7 @@ impl LimitsConfig {
     /// let error = LimitsConfig::parse("[policies.api]\nrulez = []\n", Format::Toml).unwrap_err();
     /// assert_eq!(
     ///     error.to_string(),
-    ///     "line 2, column 1: unknown field `rulez`, expected `rules`"
+    ///     "line 2, column 1: unknown field `rulez`, expected `rules` or `global`"
     /// );
     /// ```
     pub fn parse(text: &str, format: Format) -> Result<LimitsConfig, LoadError> {

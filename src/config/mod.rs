@@ -50,6 +50,8 @@ mod key;
 mod load;
 mod paths;
 mod policy;
+#[cfg(feature = "regions")]
+mod region;
 mod route;
 mod shadow;
 mod store;
@@ -65,6 +67,8 @@ pub use self::key::{ClientIpConfig, KeyConfig};
 pub use self::load::{Format, LoadError};
 use self::paths::Paths;
 pub use self::policy::{PolicyConfig, RuleConfig};
+#[cfg(feature = "regions")]
+pub use self::region::{LedgerConfig, RegionConfig};
 pub use self::route::{ListConfig, RouteConfig};
 use self::shadow::Shadows;
 use self::store::BuiltStore;

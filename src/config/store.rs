@@ -68,6 +68,11 @@ pub struct StoreConfig {
     /// Redis stores: a local fallback while Redis fails (off unless set).
     #[serde(default)]
     pub fallback: Option<FallbackConfig>,
+    /// Redis stores: the store is a region's, spending allotments of global policies
+    /// (`region::RegionStore`; off unless set).
+    #[cfg(feature = "regions")]
+    #[serde(default)]
+    pub region: Option<super::region::RegionConfig>,
 }
 
 /// The kinds of store.
@@ -215,6 +220,8 @@ impl StoreConfig {
             ("denial_cache", self.denial_cache.is_some(), redis),
             ("quota_leases", self.quota_leases.is_some(), redis),
             ("fallback", self.fallback.is_some(), redis),
+            #[cfg(feature = "regions")]
+            ("region", self.region.is_some(), redis),
         ];
         let required = ["url", "nodes", "sentinels", "master"];
         let store = self.kind;
@@ -273,6 +280,19 @@ mod redis {
         let store = apply(builder, config)
             .build()
             .map_err(|err| error::at(field, err, setting))?;
+        #[cfg(feature = "regions")]
+        if let Some(region) = &config.region {
+            return Ok(BuiltStore {
+                rate: std::sync::Arc::new(crate::config::region::build(
+                    region,
+                    store.clone(),
+                    field,
+                )?),
+                #[cfg(feature = "concurrency")]
+                permits: std::sync::Arc::new(store.clone()),
+                redis: Some(store),
+            });
+        }
         Ok(BuiltStore {
             redis: Some(store.clone()),
             ..BuiltStore::new(store)

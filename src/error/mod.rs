@@ -40,6 +40,25 @@ pub enum ConfigError {
         /// The maximum.
         max: usize,
     },
+    /// A global policy (one quota for every region, see [`Policy::global`](crate::Policy::global))
+    /// holds one fixed-window rule.
+    #[error(
+        "rule {rule:?} of a global policy is not a fixed window: a global policy holds one \
+         fixed-window rule (`Rule::fixed_window`)"
+    )]
+    GlobalNotFixedWindow {
+        /// The rule's name.
+        rule: String,
+    },
+    /// A global policy given more rules than its one.
+    #[error(
+        "a global policy holds one rule, this one {count}: limit the other rules with a layer \
+         of their own"
+    )]
+    GlobalRules {
+        /// How many rules were given.
+        count: usize,
+    },
     /// Two rules of one policy have the same name.
     #[error(
         "two rules of one policy are named {name:?}: rule names must be unique within a policy"

@@ -112,6 +112,28 @@ pub enum StoreConfigError {
     /// A fallback whose breaker opens after no failure.
     #[error("a fallback's breaker needs at least 1 failure to open")]
     FallbackFailures,
+    /// A region name that is empty, too long or holds other characters than `A-Z a-z 0-9 . _ -`.
+    #[error(
+        "invalid region name {name:?}: use 1 to 64 characters of A-Z, a-z, 0-9, '.', '_' and '-'"
+    )]
+    InvalidRegionName {
+        /// The name refused.
+        name: String,
+    },
+    /// An emergency share outside (0, 1].
+    #[error(
+        "a region's emergency fraction must be in (0, 1], not {fraction}: use `refuse` to spend \
+         nothing past the allotments held"
+    )]
+    EmergencyFraction {
+        /// The fraction refused.
+        fraction: f64,
+    },
+    /// A region store whose `sync_every` or `move_timeout` is zero.
+    #[error(
+        "a region store's sync_every and move_timeout must be above zero, e.g. 100ms and 500ms"
+    )]
+    ZeroRegionInterval,
     /// A fallback with a zero cool-down.
     #[error("a fallback's cool-down is zero: Redis would be called again at once; use e.g. 1s")]
     FallbackCoolDown,

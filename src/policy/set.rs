@@ -34,6 +34,8 @@ pub struct Policy {
 
 struct PolicyInner {
     rules: Box<[Rule]>,
+    /// One quota for the whole world, spent by regions (see [`Policy::global`]).
+    global: bool,
     /// Stable per-rule identities for the memory store (name and state code hashed).
     rule_ids: Box<[u64]>,
     /// Each rule's parameters as the algorithms compute with them, validated once here.
@@ -75,12 +77,61 @@ impl Policy {
         Ok(Self {
             inner: Arc::new(PolicyInner {
                 rules,
+                global: false,
                 rule_ids,
                 params,
                 #[cfg(feature = "redis")]
                 state_names: std::sync::OnceLock::new(),
             }),
         })
+    }
+
+    /// A global policy: one quota per key for the whole world, of which each region spends the
+    /// allotments a ledger hands it (see `region::RegionStore`), deciding every request in the
+    /// region. It holds one fixed-window rule, whose windows are aligned to the Unix epoch under
+    /// a region store so that every region counts the same windows.
+    ///
+    /// A store that is not a `region::RegionStore` counts a global policy as any other: one
+    /// Redis, or one process, is then the whole world.
+    ///
+    /// ```
+    /// use tower_redis_ratelimit::{ConfigError, Policy, Quota, Rule};
+    ///
+    /// let policy = Policy::global(Rule::fixed_window("api", Quota::per_minute(6_000)))?;
+    /// assert!(policy.is_global());
+    /// let error = Policy::global(Rule::gcra("api", Quota::per_minute(6_000))).unwrap_err();
+    /// assert!(matches!(error, ConfigError::GlobalNotFixedWindow { .. }));
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn global(rule: Rule) -> Result<Self, ConfigError> {
+        if rule.algorithm() != crate::algorithm::Algorithm::FixedWindow {
+            return Err(ConfigError::GlobalNotFixedWindow {
+                rule: rule.name().to_owned(),
+            });
+        }
+        let mut policy = Self::new([rule])?;
+        if let Some(inner) = Arc::get_mut(&mut policy.inner) {
+            inner.global = true;
+        }
+        Ok(policy)
+    }
+
+    /// A policy of `rules`, [global](Self::global) or not: what a layer's builder, given a
+    /// policy and maybe more rules, builds.
+    pub(crate) fn of(rules: Vec<Rule>, global: bool) -> Result<Self, ConfigError> {
+        if !global {
+            return Self::new(rules);
+        }
+        let count = rules.len();
+        match <[Rule; 1]>::try_from(rules) {
+            Ok([rule]) => Self::global(rule),
+            Err(_) => Err(ConfigError::GlobalRules { count }),
+        }
+    }
+
+    /// Whether this is a [global](Self::global) policy.
+    pub fn is_global(&self) -> bool {
+        self.inner.global
     }
 
     /// The rules, in the order they were given.
@@ -130,13 +181,14 @@ impl fmt::Debug for Policy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Policy")
             .field("rules", &self.inner.rules)
+            .field("global", &self.inner.global)
             .finish()
     }
 }
 
 impl PartialEq for Policy {
     fn eq(&self, other: &Self) -> bool {
-        self.inner.rules == other.inner.rules
+        self.inner.rules == other.inner.rules && self.inner.global == other.inner.global
     }
 }
 

@@ -21,6 +21,8 @@ use crate::store::{MemoryStore, Store};
 pub struct RateLimitLayerBuilder {
     common: LayerSettings<RateLimitRejection>,
     rules: Vec<Rule>,
+    /// Whether the rules form a global policy (set by `policy` from a `Policy::global`).
+    global: bool,
     store: Option<Arc<dyn Store>>,
     cost: Option<Arc<CostFn>>,
     /// The layer's shadow switch; a new one, off, unless given.
@@ -41,6 +43,7 @@ impl RateLimitLayer {
         RateLimitLayerBuilder {
             common: LayerSettings::new(HeaderFamilies::DEFAULT),
             rules: Vec::new(),
+            global: false,
             store: None,
             cost: None,
             shadow: None,
@@ -72,9 +75,10 @@ impl RateLimitLayerBuilder {
         self
     }
 
-    /// Sets every rule at once, from a policy.
+    /// Sets every rule at once, from a policy (a [global](Policy::global) one stays global).
     pub fn policy(mut self, policy: &Policy) -> Self {
         self.rules = policy.rules().to_vec();
+        self.global = policy.is_global();
         self
     }
 
@@ -186,6 +190,7 @@ impl RateLimitLayerBuilder {
         let RateLimitLayerBuilder {
             mut common,
             rules,
+            global,
             store,
             cost,
             shadow,
@@ -194,7 +199,7 @@ impl RateLimitLayerBuilder {
             choose_plan,
             partition_secret,
         } = self;
-        let policy = Policy::new(rules)?;
+        let policy = Policy::of(rules, global)?;
         for (index, (plan, _)) in plans.iter().enumerate() {
             if plans[..index].iter().any(|(other, _)| other == plan) {
                 return Err(ConfigError::DuplicatePlan(plan.name().to_owned()));

@@ -29,6 +29,11 @@ pub use self::rate::Store;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::{Fallback, QuotaLeases, RedisStore, RedisStoreBuilder};
+#[cfg(feature = "regions")]
+pub(crate) use self::{
+    key::StorageKey,
+    redis::{Call, Entry},
+};
 
 /// The old name of [`permits`].
 #[cfg(feature = "concurrency")]

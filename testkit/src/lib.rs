@@ -10,7 +10,8 @@
 //! - [`nginx::Nginx`]: a private nginx on a free port, for the gateway's tests and benchmark;
 //! - [`governor`]: tower_governor keyed as the benchmarks key ours, their in-process baseline;
 //! - [`traces`]: seeded request traces for the algorithm studies;
-//! - [`harness`]: tests in a binary without libtest's harness, answering `cargo test` alike.
+//! - [`harness`]: tests in a binary without libtest's harness, answering `cargo test` alike;
+//! - [`wan::WanLink`]: a link between regions on one machine, with latency, partitions and drops.
 //!
 //! It does not depend on the crate under test, so the crate's own unit tests may use it too.
 
@@ -25,6 +26,7 @@ pub mod sentinel;
 mod server;
 mod temp_dir;
 pub mod traces;
+pub mod wan;
 
 pub use server::{RedisServer, find_binary, free_port};
 pub use temp_dir::TempDir;

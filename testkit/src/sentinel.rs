@@ -129,6 +129,29 @@ impl RedisSentinels {
         );
     }
 
+    /// Starts every server that is not running again (empty, as after a crash) as a replica of
+    /// the primary, and waits until it is in sync: a set whose primary was killed gets back the
+    /// replica a failover needs.
+    pub fn revive(&mut self) {
+        let primary = self.primary_port().to_string();
+        for server in &mut self.servers {
+            if !server.is_running() {
+                server.restart();
+                server.cli(&["REPLICAOF", "127.0.0.1", &primary]);
+            }
+        }
+        self.wait(
+            Duration::from_secs(30),
+            "the revived replica to sync",
+            |set| {
+                set.servers.iter().all(|server| {
+                    let role = server.cli(&["INFO", "replication"]);
+                    role.contains("role:master") || role.contains("master_link_status:up")
+                })
+            },
+        );
+    }
+
     fn wait(&self, within: Duration, what: &str, done: impl Fn(&Self) -> bool) {
         let deadline = Instant::now() + within;
         while !done(self) {

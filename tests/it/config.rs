@@ -341,7 +341,7 @@ fn what_does_not_parse_is_named_by_the_format() {
     for (config, expected) in [
         (
             "[policies.api]\nrulez = []\n",
-            "unknown field `rulez`, expected `rules`",
+            "unknown field `rulez`, expected `rules` or `global`",
         ),
         (
             "[policies.api]\nrules = [{ name = \"a\", algorithm = \"gcra\", limit = 5, period = \"ten seconds\" }]\n",
@@ -644,7 +644,7 @@ fn what_does_not_parse_is_named_with_its_file_line_and_column() {
             "limits.toml",
             "[policies.api]\nrulez = []\n",
             (2, 1),
-            "unknown field `rulez`, expected `rules`",
+            "unknown field `rulez`, expected `rules` or `global`",
         ),
         (
             "limits.yaml",

@@ -103,7 +103,7 @@ fn mistakes_anywhere_carry_their_line_and_column() {
         (
             Format::Toml,
             "[server]\nlisten = \"x\"\n[policies.api]\nrulez = []\n",
-            "line 4, column 1: unknown field `rulez`, expected `rules`",
+            "line 4, column 1: unknown field `rulez`, expected `rules` or `global`",
         ),
         (
             Format::Yaml,

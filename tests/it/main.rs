@@ -26,6 +26,8 @@ mod plans;
 mod properties;
 mod quickstart;
 mod redis;
+#[cfg(feature = "regions")]
+mod regions;
 mod reset;
 mod routes;
 mod shadow;

@@ -115,6 +115,41 @@ fn check_says_what_a_file_would_run() {
     }
 }
 
+/// `check` on a file whose store is a region's and whose policy is global: the proxy builds
+/// them from the library's configuration, as any other.
+#[test]
+fn check_says_which_store_is_a_region_s_and_which_policy_global() {
+    let file = TempFile::new(
+        "toml",
+        "[proxy]\nlisten = \"127.0.0.1:8080\"\nupstream = \"http://127.0.0.1:3000\"\n\
+         [stores.eu]\ntype = \"redis\"\nurl = \"redis://127.0.0.1:6379\"\n\
+         region = { name = \"eu-west\", ledger = { url = \"redis://:s3cret@ledger:6379\" } }\n\
+         [policies.api]\nglobal = true\n\
+         rules = [{ name = \"api\", algorithm = \"fixed_window\", limit = 600, period = \"1min\" }]\n\
+         [routes.api]\npaths = [\"/api/\"]\npolicy = \"api\"\nkey = { header = \"x-api-key\" }\n",
+    );
+    let output = Command::new(BINARY)
+        .arg("check")
+        .arg(&file.0)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for line in [
+        "  eu: redis redis://127.0.0.1:6379, region eu-west (ledger redis://:***@ledger:6379)",
+        "  api: api FixedWindow 600/1m, global (one quota across regions)",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "no line {line:?} in:\n{stdout}"
+        );
+    }
+}
+
 /// `check` on bad files: exit 1, and the mistake named by its line or its field.
 #[test]
 fn check_names_the_mistake() {

@@ -16,6 +16,8 @@ mod script;
 #[cfg(feature = "sentinel")]
 mod sentinel;
 mod slot;
+#[cfg(feature = "regions")]
+mod wrapped;
 
 use std::fmt;
 use std::sync::Arc;
@@ -29,6 +31,8 @@ use self::fallback::Degraded;
 pub use self::fallback::Fallback;
 use self::leases::Leases;
 pub use self::leases::QuotaLeases;
+#[cfg(feature = "regions")]
+pub(crate) use self::script::{Call, Entry};
 use super::key::StorageKey;
 #[cfg(feature = "concurrency")]
 use super::permits::heartbeat::Heartbeat;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::SharedConnection;
+use super::{Checkout, SharedConnection};
 use crate::store::StoreError;
 use crate::store::redis::script::{Call, Dialect, Library, Recovery};
 
@@ -24,6 +24,51 @@ impl SharedConnection {
         call: &Call,
     ) -> Result<T, StoreError> {
         let mut checkout = self.get().await?;
+        self.call_on(&mut checkout, call).await
+    }
+
+    /// Sends `call` as [`call`](Self::call) does, then `WAIT replicas timeout` on the same
+    /// connection: WAIT counts the replicas that hold this connection's writes, so it must
+    /// follow them on the connection that made them. Both go in one pipeline (one round trip);
+    /// a call that needs the library or its script loaded first is sent alone, then WAIT.
+    /// Returns the call's reply and how many replicas acknowledged it.
+    #[cfg(feature = "regions")]
+    pub(in crate::store::redis) async fn call_and_wait<T: redis::FromRedisValue>(
+        self: &Arc<Self>,
+        call: &Call,
+        replicas: u32,
+        timeout: std::time::Duration,
+    ) -> Result<(T, u32), StoreError> {
+        let mut checkout = self.get().await?;
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(replicas).arg(
+            u64::try_from(timeout.as_millis())
+                .unwrap_or(u64::MAX)
+                .max(1),
+        );
+        let mut pipeline = redis::pipe();
+        pipeline
+            .add_command(call.command(self.dialect()).into_owned())
+            .add_command(wait.clone());
+        checkout.health.sending(self.now_ms());
+        if let Ok(both) = pipeline
+            .query_async::<(T, u32)>(&mut checkout.connection)
+            .await
+        {
+            checkout.health.answered();
+            return Ok(both);
+        }
+        let reply = self.call_on(&mut checkout, call).await?;
+        checkout.health.sending(self.now_ms());
+        let acknowledged = wait.query_async::<u32>(&mut checkout.connection).await;
+        Ok((reply, self.settle(&checkout, acknowledged)?))
+    }
+
+    async fn call_on<T: redis::FromRedisValue>(
+        self: &Arc<Self>,
+        checkout: &mut Checkout,
+        call: &Call,
+    ) -> Result<T, StoreError> {
         let mut recoveries = 0;
         loop {
             let dialect = self.dialect();
@@ -33,11 +78,11 @@ impl SharedConnection {
                 .query_async::<T>(&mut checkout.connection)
                 .await
             {
-                Ok(reply) => return self.settle(&checkout, Ok(reply)),
+                Ok(reply) => return self.settle(checkout, Ok(reply)),
                 Err(err) => err,
             };
             if recoveries == MAX_RECOVERIES {
-                return self.settle(&checkout, Err(err));
+                return self.settle(checkout, Err(err));
             }
             recoveries += 1;
             match call.recovery(dialect, &err) {
@@ -60,7 +105,7 @@ impl SharedConnection {
                         self.set_dialect(Dialect::Scripts);
                         continue;
                     }
-                    self.settle(&checkout, loaded)?;
+                    self.settle(checkout, loaded)?;
                     tracing::debug!(
                         ?dialect,
                         library = Library::get().name,
@@ -74,7 +119,7 @@ impl SharedConnection {
                     );
                     self.set_dialect(Dialect::Scripts);
                 }
-                Recovery::None => return self.settle(&checkout, Err(err)),
+                Recovery::None => return self.settle(checkout, Err(err)),
             }
         }
     }

@@ -21,7 +21,7 @@ pub(super) const EVERY_ALGORITHM: u8 = 0b1_1111;
 
 /// An entry point: one kind of call, with the KEYS/ARGV/reply contract its file opens with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(in crate::store::redis) enum Entry {
+pub(crate) enum Entry {
     /// Rate-limit decisions of one policy (`lua/decide.lua`).
     Decide,
     /// A quota lease (`lua/grant.lua`).
@@ -32,6 +32,12 @@ pub(in crate::store::redis) enum Entry {
     Reset,
     /// A concurrency permit acquired, released or renewed (`lua/concurrency.lua`).
     Concurrency,
+    /// A region's allotments of a global policy spent, applied, surrendered or read
+    /// (`lua/region.lua`).
+    Region,
+    /// The ledger of global policies: allotments taken and credited, a ledger declared
+    /// (`lua/ledger.lua`).
+    Ledger,
 }
 
 /// An entry point's script: its code (what `SCRIPT LOAD` is sent) and its SHA-1 (what
@@ -43,12 +49,14 @@ pub(super) struct Composed {
 
 impl Entry {
     /// Every entry point, in the library's order.
-    pub(super) const ALL: [Entry; 5] = [
+    pub(super) const ALL: [Entry; 7] = [
         Entry::Decide,
         Entry::Grant,
         Entry::Refund,
         Entry::Reset,
         Entry::Concurrency,
+        Entry::Region,
+        Entry::Ledger,
     ];
 
     /// The entry point's file.
@@ -59,6 +67,8 @@ impl Entry {
             Entry::Refund => include_str!("../../../../lua/refund.lua"),
             Entry::Reset => include_str!("../../../../lua/reset.lua"),
             Entry::Concurrency => include_str!("../../../../lua/concurrency.lua"),
+            Entry::Region => include_str!("../../../../lua/region.lua"),
+            Entry::Ledger => include_str!("../../../../lua/ledger.lua"),
         }
     }
 
@@ -70,6 +80,8 @@ impl Entry {
             Entry::Refund => "refund",
             Entry::Reset => "reset",
             Entry::Concurrency => "concurrency",
+            Entry::Region => "region",
+            Entry::Ledger => "ledger",
         }
     }
 
@@ -85,7 +97,7 @@ impl Entry {
     /// sent any leasable policy, and holds them all.
     pub(super) fn script(self, algorithms: u8) -> &'static Composed {
         static DECIDE: [OnceLock<Composed>; 32] = [const { OnceLock::new() }; 32];
-        static OTHERS: [OnceLock<Composed>; 4] = [const { OnceLock::new() }; 4];
+        static OTHERS: [OnceLock<Composed>; 6] = [const { OnceLock::new() }; 6];
         let (slot, algorithms) = match self {
             Entry::Decide => (
                 &DECIDE[usize::from(algorithms & EVERY_ALGORITHM)],
@@ -95,6 +107,8 @@ impl Entry {
             Entry::Refund => (&OTHERS[1], EVERY_ALGORITHM),
             Entry::Reset => (&OTHERS[2], 0),
             Entry::Concurrency => (&OTHERS[3], 0),
+            Entry::Region => (&OTHERS[4], 0),
+            Entry::Ledger => (&OTHERS[5], 0),
         };
         slot.get_or_init(|| {
             let code = self.compose(algorithms);

@@ -30,7 +30,8 @@ pub(super) mod decide;
 mod entry;
 mod library;
 
-pub(super) use self::call::{Call, Dialect, Recovery};
+pub(crate) use self::call::Call;
+pub(super) use self::call::{Dialect, Recovery};
 pub(super) use self::decide::state_key;
-pub(super) use self::entry::Entry;
+pub(crate) use self::entry::Entry;
 pub(super) use self::library::Library;

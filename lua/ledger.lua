@@ -1,0 +1,130 @@
+-- The ledger of global policies (src/region/): which region holds how much of each key's window
+-- quota. Stands alone: no helper, no algorithm. Every write is a move with an id, applied once.
+--
+-- KEYS[1]:  the ledger's birth, a string "<epoch> <declared at, µs> <max skew, µs>", written
+--           only by 'declare' (`region::Ledger::declare_new`). A ledger without it (a Redis that
+--           restarted empty, or was never declared) grants nothing: it cannot know what was
+--           granted before it.
+-- KEYS[2]:  (take, credit) the key's window, a hash { f = units free (absent: the whole quota),
+--           g:<region> = units the region holds, n:<region> = the region's demand, in units per
+--           window, as it last reported it }.
+-- KEYS[3]:  (take) the previous window's hash: its n:<region> stand for the demand of a region
+--           not heard from yet in this window, so that the first taker does not take everything.
+-- KEYS[4]:  (take, credit) the window's moves, a hash { <move id> = units }, so that a retried
+--           or reordered take or credit applies once.
+-- ARGV[1]:  'take', 'credit' or 'declare'.
+-- ARGV[2]:  the TTL in ms of what is written (the window's end and one period more).
+-- take:     ARGV[3] region, ARGV[4] move id, ARGV[5] units wanted now (0: none), ARGV[6] the
+--           region's demand (units per window), ARGV[7] quota, ARGV[8] window start (µs since
+--           the epoch), ARGV[9] period (µs).
+--           Each region's share is the quota split in proportion to the demands (its whole
+--           demand when all fit). A region gets what it wants, within what is free, up to its
+--           share less what it holds, or more when the others' shares are covered. Reply
+--           {units granted, epoch, 1 if the window is fenced else 0}. A window that an earlier
+--           life of the ledger may have granted (it starts no later than one period and twice
+--           the skew after the declaration) is fenced: nothing is granted.
+-- credit:   ARGV[3] region, ARGV[4] move id, ARGV[5] units surrendered. Reply the units free.
+-- declare:  ARGV[3] max skew (µs). Reply the new epoch (the Redis time of the declaration, µs).
+local op, ttl = ARGV[1], tonumber(ARGV[2])
+
+local function now_micros()
+  local time = redis.call('TIME')
+  return tonumber(time[1]) * 1000000 + tonumber(time[2])
+end
+
+if op == 'declare' then
+  local epoch = now_micros()
+  redis.call('SET', KEYS[1], string.format('%d %d %d', epoch, epoch, tonumber(ARGV[3])))
+  return epoch
+end
+
+local birth = redis.call('GET', KEYS[1])
+if not birth then
+  return redis.error_reply('UNBORN this ledger was never declared, or its Redis restarted empty: '
+    .. 'declare it with region::Ledger::declare_new')
+end
+local epoch, declared, skew = string.match(birth, '^(%d+) (%d+) (%d+)$')
+epoch, declared, skew = tonumber(epoch), tonumber(declared), tonumber(skew)
+
+local window, moves = KEYS[2], KEYS[4]
+local region, id = ARGV[3], ARGV[4]
+
+-- The fields `<prefix>:<region>` of a window's hash, by region.
+local function by_region(flat, prefix)
+  local found = {}
+  for i = 1, #flat, 2 do
+    local name = string.match(flat[i], '^' .. prefix .. ':(.*)$')
+    if name then
+      found[name] = tonumber(flat[i + 1])
+    end
+  end
+  return found
+end
+
+if op == 'take' then
+  local want, demand, quota = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+  local start, period = tonumber(ARGV[8]), tonumber(ARGV[9])
+  if start <= declared + period + 2 * skew then
+    return {0, epoch, 1}
+  end
+  local before = tonumber(redis.call('HGET', moves, id))
+  if before then
+    return {before, epoch, 0}
+  end
+  local flat = redis.call('HGETALL', window)
+  local free = quota
+  for i = 1, #flat, 2 do
+    if flat[i] == 'f' then
+      free = tonumber(flat[i + 1])
+    end
+  end
+  local held = by_region(flat, 'g')
+  local demands = by_region(redis.call('HGETALL', KEYS[3]), 'n')
+  for name, units in pairs(by_region(flat, 'n')) do
+    demands[name] = units
+  end
+  demands[region] = demand
+  local total = 0
+  for _, units in pairs(demands) do
+    total = total + units
+  end
+  local function share(name)
+    if total <= quota then
+      return demands[name]
+    end
+    return math.floor(quota * demands[name] / total)
+  end
+  -- What the other regions' shares still lack: kept free for them.
+  local owed = 0
+  for name, _ in pairs(demands) do
+    if name ~= region then
+      owed = owed + math.max(0, share(name) - (held[name] or 0))
+    end
+  end
+  local mine = share(region) - (held[region] or 0)
+  local give = math.max(0, math.min(want, free, math.max(mine, free - owed)))
+  redis.call('HSET', window, 'f', free - give, 'n:' .. region, demand)
+  redis.call('HINCRBY', window, 'g:' .. region, give)
+  redis.call('HSET', moves, id, give)
+  redis.call('PEXPIRE', window, ttl)
+  redis.call('PEXPIRE', moves, ttl)
+  return {give, epoch, 0}
+elseif op == 'credit' then
+  local before = tonumber(redis.call('HGET', moves, id))
+  if before then
+    return tonumber(redis.call('HGET', window, 'f')) or 0
+  end
+  local units = tonumber(ARGV[5])
+  local held = tonumber(redis.call('HGET', window, 'g:' .. region)) or 0
+  -- A region gives back no more than it holds here: a credit that names more (a bug, or a
+  -- window a fenced ledger never granted) must not create quota.
+  units = math.max(0, math.min(units, held))
+  redis.call('HSET', moves, id, units)
+  -- `0 - x`, not `-x`: Lua's -0 reaches Redis as "-0", which HINCRBY refuses.
+  redis.call('HINCRBY', window, 'g:' .. region, 0 - units)
+  local free = redis.call('HINCRBY', window, 'f', units)
+  redis.call('PEXPIRE', window, ttl)
+  redis.call('PEXPIRE', moves, ttl)
+  return free
+end
+return redis.error_reply('ERR unknown ledger operation ' .. tostring(op))

@@ -1,0 +1,352 @@
+//! [`Ledger`]: which region holds how much of each global key's window quota, in one Redis
+//! (standalone, or a primary that Sentinel follows), moved only by moves with ids
+//! (`lua/ledger.lua`).
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::clock::micros;
+use crate::store::{Call, Entry, RedisStore, StoreError};
+
+use super::global_key::GlobalKey;
+use super::window::Window;
+
+/// The ledger of global policies: for each key and window, the units free and the units each
+/// region holds. Regions take allotments from it and credit back what they do not need; no
+/// request waits on it.
+///
+/// It lives in one Redis, reached through a [`RedisStore`] (so a Sentinel-managed primary is
+/// followed across failovers). A take counts only once `replicas` replicas hold it (`WAIT`):
+/// a failover to one of them cannot forget it and hand the units out again. A ledger whose Redis
+/// restarted empty, or was never declared, grants nothing until it is declared anew with
+/// [`declare_new`](Self::declare_new), which fences the windows an earlier life may have
+/// granted. Run the ledger's Redis without persistence (a restart then comes back empty and
+/// fenced) or with `appendfsync always`: a restart from a snapshot older than its last takes
+/// would grant them again.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tower_redis_ratelimit::RedisStore;
+/// use tower_redis_ratelimit::region::Ledger;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let ledger = Ledger::new(RedisStore::open("redis://ledger.internal:6379")?)
+///     .replicas(1, Duration::from_millis(200));
+/// // Once, when the ledger's Redis is new (or came back empty):
+/// ledger.declare_new(Duration::from_millis(50)).await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Ledger {
+    store: RedisStore,
+    replicas: u32,
+    wait: Duration,
+}
+
+/// What the ledger answered a take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Taken {
+    /// Units granted.
+    pub(crate) units: u64,
+    /// Whether the window is fenced (an earlier life of the ledger may have granted it).
+    pub(crate) fenced: bool,
+    /// Whether enough replicas acknowledged the take: only then may it be applied.
+    pub(crate) counted: bool,
+}
+
+impl Ledger {
+    /// The ledger in the Redis `store` reaches, granting without waiting for replicas.
+    pub fn new(store: RedisStore) -> Self {
+        Self {
+            store,
+            replicas: 0,
+            wait: Duration::ZERO,
+        }
+    }
+
+    /// A take counts once `replicas` replicas acknowledge it within `timeout` (`WAIT`); one
+    /// that is not acknowledged is asked again (the same move: granted once) until it is.
+    /// Set it to the replicas a failover may promote.
+    pub fn replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.replicas = replicas;
+        self.wait = timeout;
+        self
+    }
+
+    /// Declares this ledger new: it grants again, but nothing of any window an earlier life of
+    /// the ledger may have granted (a window starting within one period and twice `max_skew`
+    /// of now, the regions' bound on clock skew). For a ledger whose Redis was lost (restarted
+    /// empty, or replaced); never write its keys by hand. Returns the new epoch (µs since the
+    /// Unix epoch, by the ledger's clock).
+    pub async fn declare_new(&self, max_skew: Duration) -> Result<u64, StoreError> {
+        let mut call = Call::new(Entry::Ledger, 0, 1);
+        call.key(self.birth_key())
+            .arg("declare")
+            .arg(1)
+            .arg(micros(max_skew));
+        let (epoch, _): (u64, u32) = self
+            .store
+            .run_and_wait(&call, self.replicas, self.wait)
+            .await?;
+        Ok(epoch)
+    }
+
+    /// Sends a PING to the ledger's Redis, connecting first if needed.
+    pub(crate) async fn ping(&self) -> Result<(), StoreError> {
+        self.store.ping().await
+    }
+
+    fn birth_key(&self) -> String {
+        format!("{}:ledger:birth", self.store.prefix())
+    }
+
+    fn call(&self, key: &GlobalKey, window: Window, op: &str, now_us: u64) -> Call {
+        let prefix = self.store.prefix();
+        let hash = key.ledger_key(prefix, window);
+        let previous = key.ledger_key(
+            prefix,
+            Window {
+                index: window.index.saturating_sub(1),
+                ..window
+            },
+        );
+        let moves = format!("{hash}:moves");
+        let mut call = Call::new(Entry::Ledger, 0, 4);
+        call.key(self.birth_key())
+            .key(hash)
+            .key(previous)
+            .key(moves)
+            .arg(op)
+            .arg(window.ttl_ms(now_us));
+        call
+    }
+
+    /// Takes up to `want` units of `window` for `region` by move `id`, reporting the region's
+    /// `demand` (units per window) by which the ledger shares the quota out.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn take(
+        &self,
+        key: &GlobalKey,
+        window: Window,
+        region: &str,
+        id: &str,
+        want: u64,
+        demand: u64,
+        now_us: u64,
+    ) -> Result<Taken, StoreError> {
+        let mut call = self.call(key, window, "take", now_us);
+        call.arg(region)
+            .arg(id)
+            .arg(want)
+            .arg(demand)
+            .arg(key.quota())
+            .arg(window.start_us())
+            .arg(window.period_us);
+        let ((units, _epoch, fenced), acknowledged): ((u64, u64, i64), u32) = self
+            .store
+            .run_and_wait(&call, self.replicas, self.wait)
+            .await?;
+        Ok(Taken {
+            units,
+            fenced: fenced == 1,
+            counted: acknowledged >= self.replicas,
+        })
+    }
+
+    /// Gives `units` that `region` surrendered back to `window`'s free units, by move `id`.
+    pub(crate) async fn credit(
+        &self,
+        key: &GlobalKey,
+        window: Window,
+        region: &str,
+        id: &str,
+        units: u64,
+        now_us: u64,
+    ) -> Result<(), StoreError> {
+        let mut call = self.call(key, window, "credit", now_us);
+        call.arg(region).arg(id).arg(units);
+        let _free: u64 = self.store.run(&call).await?;
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ledger")
+            .field("store", &self.store)
+            .field("replicas", &self.replicas)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use testkit::RedisServer;
+
+    use super::*;
+    use crate::clock::Clock;
+    use crate::key::Key;
+    use crate::policy::{Policy, Rule};
+    use crate::quota::Quota;
+    use crate::store::StorageKey;
+
+    fn key() -> GlobalKey {
+        GlobalKey {
+            client: StorageKey::new(&Key::from("customer")),
+            policy: Policy::global(Rule::fixed_window("api", Quota::per_second(100))).unwrap(),
+        }
+    }
+
+    /// A window well past any fence of a ledger declared now.
+    fn later(now_us: u64) -> Window {
+        Window::at(now_us, 1_000_000).next().next().next().next()
+    }
+
+    fn now_us() -> u64 {
+        crate::clock::SystemClock::new().now_micros()
+    }
+
+    #[tokio::test]
+    async fn a_ledger_never_declared_grants_nothing() {
+        let redis = RedisServer::start();
+        let ledger = Ledger::new(RedisStore::open(&redis.url()).unwrap());
+        let now = now_us();
+        let error = ledger
+            .take(&key(), later(now), "eu", "m1", 10, 10, now)
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains("declare_new"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_retried_or_late_move_applies_once() {
+        let redis = RedisServer::start();
+        let ledger = Ledger::new(RedisStore::open(&redis.url()).unwrap());
+        ledger.declare_new(Duration::from_millis(5)).await.unwrap();
+        let (key, now) = (key(), now_us());
+        let window = later(now);
+        let first = ledger
+            .take(&key, window, "eu", "m1", 70, 70, now)
+            .await
+            .unwrap();
+        assert_eq!(
+            (first.units, first.fenced, first.counted),
+            (70, false, true)
+        );
+        // The same take again (a retry after a lost reply): the same answer, nothing more taken.
+        let again = ledger
+            .take(&key, window, "eu", "m1", 70, 70, now)
+            .await
+            .unwrap();
+        assert_eq!(again.units, 70);
+        // Another region asks all: 30 are left.
+        let other = ledger
+            .take(&key, window, "us", "m2", 100, 100, now)
+            .await
+            .unwrap();
+        assert_eq!(other.units, 30);
+        // A credit retried, or arriving twice, frees its units once.
+        ledger
+            .credit(&key, window, "eu", "m3", 20, now)
+            .await
+            .unwrap();
+        ledger
+            .credit(&key, window, "eu", "m3", 20, now)
+            .await
+            .unwrap();
+        let after = ledger
+            .take(&key, window, "us", "m4", 100, 100, now)
+            .await
+            .unwrap();
+        assert_eq!(after.units, 20);
+        // A credit of more than the region holds frees only what it holds.
+        ledger
+            .credit(&key, window, "ap", "m5", 50, now)
+            .await
+            .unwrap();
+        let none = ledger
+            .take(&key, window, "us", "m6", 100, 100, now)
+            .await
+            .unwrap();
+        assert_eq!(none.units, 0);
+    }
+
+    /// A take that the replicas a ledger waits for did not acknowledge does not count; asked
+    /// again, it is the same take, never a second one.
+    #[tokio::test]
+    async fn a_take_counts_only_once_the_replicas_hold_it() {
+        let redis = RedisServer::start();
+        let ledger = Ledger::new(RedisStore::open(&redis.url()).unwrap())
+            .replicas(1, Duration::from_millis(20));
+        ledger.declare_new(Duration::from_millis(5)).await.unwrap();
+        let (key, now) = (key(), now_us());
+        let window = later(now);
+        for _ in 0..2 {
+            let taken = ledger
+                .take(&key, window, "eu", "m1", 60, 60, now)
+                .await
+                .unwrap();
+            assert_eq!((taken.units, taken.counted), (60, false));
+        }
+        let rest = ledger
+            .take(&key, window, "us", "m2", 100, 100, now)
+            .await
+            .unwrap();
+        assert_eq!(rest.units, 40);
+    }
+
+    #[tokio::test]
+    async fn the_quota_is_shared_by_demand_when_it_does_not_cover_every_region() {
+        let redis = RedisServer::start();
+        let ledger = Ledger::new(RedisStore::open(&redis.url()).unwrap());
+        ledger.declare_new(Duration::from_millis(5)).await.unwrap();
+        let (key, now) = (key(), now_us());
+        let window = later(now);
+        // The previous window's demands stand for regions not heard from yet: "us" asked 300
+        // units a window there, so "eu", asking 100, gets a quarter of the quota first.
+        let previous = Window {
+            index: window.index - 1,
+            ..window
+        };
+        ledger
+            .take(&key, previous, "us", "p1", 100, 300, now)
+            .await
+            .unwrap();
+        let eu = ledger
+            .take(&key, window, "eu", "m1", 100, 100, now)
+            .await
+            .unwrap();
+        assert_eq!(eu.units, 25);
+        let us = ledger
+            .take(&key, window, "us", "m2", 100, 300, now)
+            .await
+            .unwrap();
+        assert_eq!(us.units, 75);
+    }
+
+    #[tokio::test]
+    async fn a_ledger_declared_new_grants_no_window_an_earlier_life_may_have_granted() {
+        let redis = RedisServer::start();
+        let ledger = Ledger::new(RedisStore::open(&redis.url()).unwrap());
+        let epoch = ledger.declare_new(Duration::from_millis(5)).await.unwrap();
+        let key = key();
+        let fenced = [
+            Window::at(epoch, 1_000_000),
+            Window::at(epoch, 1_000_000).next(),
+        ];
+        for window in fenced {
+            let taken = ledger
+                .take(&key, window, "eu", "m", 10, 10, epoch)
+                .await
+                .unwrap();
+            assert_eq!((taken.units, taken.fenced), (0, true), "{window:?}");
+        }
+        let open = Window::at(epoch + 1_010_001, 1_000_000).next();
+        let taken = ledger
+            .take(&key, open, "eu", "m", 10, 10, epoch)
+            .await
+            .unwrap();
+        assert_eq!((taken.units, taken.fenced), (10, false));
+    }
+}

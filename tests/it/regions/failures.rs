@@ -1,0 +1,76 @@
+//! The ledger's Redis killed and failed over (Sentinel promotes its replica, which holds every
+//! take that counted), and a region's Redis restarted empty: never above the quota, and the
+//! regions admit again after.
+
+use std::time::Duration;
+
+use tower_redis_ratelimit::RedisStore;
+use tower_redis_ratelimit::region::Ledger;
+
+use super::world::{QUOTA, Setup, World};
+use crate::support::RedisServer;
+use crate::support::sentinel::{MASTER, RedisSentinels};
+
+const Q: u64 = QUOTA as u64;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ledger_killed_and_failed_over_loses_no_take() {
+    let mut sentinels = RedisSentinels::start();
+    let urls = sentinels.urls();
+    let ledger = || {
+        Ledger::new(
+            RedisStore::sentinel(&urls, MASTER)
+                .reconnect_backoff(Duration::from_millis(50), Duration::from_millis(200))
+                .build()
+                .expect("the ledger's store"),
+        )
+        // A take counts once the replica holds it: the promoted replica cannot grant it again.
+        .replicas(1, Duration::from_millis(200))
+    };
+    let primary = std::net::SocketAddr::from(([127, 0, 0, 1], sentinels.primary_port()));
+    // The regions reach the sentinels and the primary they name directly: this scenario is
+    // about the ledger's failover, not the links.
+    let world = World::start_with(Setup::default(), ledger(), primary, |_| ledger()).await;
+    // The promotion takes about 2 s, the old primary's return as a replica about 5 s more:
+    // until then no take counts, and the regions spend what they hold, then refuse.
+    let drive = world.drive(11.0, |region, _| if region == 2 { 0.0 } else { Q as f64 });
+    let kill = async {
+        world.sleep_until(1.5).await;
+        // Killed: the replica is promoted, and holds every take that counted. The old primary
+        // comes back empty as its replica, so that takes can count again. On a thread of its
+        // own: the drivers go on meanwhile.
+        tokio::task::spawn_blocking(move || {
+            sentinels.kill_primary();
+            sentinels.revive();
+            sentinels
+        })
+        .await
+        .expect("the failover")
+    };
+    let (_, _sentinels) = tokio::join!(drive, kill);
+    let windows = world.assert_at_most(Q);
+    let last = windows[10];
+    assert!(
+        last[0] + last[1] >= Q * 8 / 10,
+        "after the failover the regions admit again: {windows:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_region_whose_redis_restarts_empty_takes_allotments_again() {
+    let ledger = RedisServer::start();
+    let world = World::start(Setup::default(), ledger.addr()).await;
+    let drive = world.drive(5.0, |_, _| Q as f64);
+    let restart = async {
+        world.sleep_until(1.5).await;
+        // What region 0 held and spent of the window is lost with its Redis: the ledger still
+        // counts it as the region's, so nothing is granted twice.
+        tokio::task::block_in_place(|| world.sites[0].redis.lock().unwrap().restart());
+    };
+    tokio::join!(drive, restart);
+    let windows = world.assert_at_most(Q);
+    for window in &windows[3..5] {
+        assert!(window[0] >= Q / 10, "{windows:?}");
+        assert!(window.iter().sum::<u64>() >= Q * 9 / 10, "{windows:?}");
+    }
+}

@@ -1,0 +1,243 @@
+//! Three regions on one machine: each its own `redis-server` and two instances (region stores
+//! sharing it), a ledger's Redis reached from each region through a [`WanLink`] that adds
+//! latency and cuts on command, drivers that ask each region at a rate a scenario sets, and the
+//! log of every admission with its time.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use testkit::wan::WanLink;
+use tower_redis_ratelimit::clock::{Clock, SystemClock};
+use tower_redis_ratelimit::key::Key;
+use tower_redis_ratelimit::region::{Ledger, PartitionMode, RegionStore};
+use tower_redis_ratelimit::{Policy, Quota, RedisStore, Rule, Store};
+
+use crate::support::RedisServer;
+
+/// Every scenario's quota: `QUOTA` units per one-second window, worldwide.
+pub(crate) const QUOTA: u32 = 100;
+pub(crate) const PERIOD: Duration = Duration::from_secs(1);
+/// The clocks' skew bound: every instance reads one machine's clock.
+pub(crate) const MAX_SKEW: Duration = Duration::from_millis(2);
+const PERIOD_US: u64 = 1_000_000;
+
+/// One region: its Redis, its link to the ledger, its instances.
+pub(crate) struct Site {
+    /// Behind a lock so that a scenario may restart it while the drivers run.
+    pub(crate) redis: Mutex<RedisServer>,
+    pub(crate) link: WanLink,
+    pub(crate) instances: Vec<RegionStore>,
+}
+
+/// One request's outcome: when (µs since the epoch), in which region, admitted or not.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Admission {
+    pub(crate) at_us: u64,
+    pub(crate) region: usize,
+    pub(crate) allowed: bool,
+}
+
+/// The regions, the ledger's link targets and the admission log.
+pub(crate) struct World {
+    pub(crate) sites: Vec<Site>,
+    pub(crate) policy: Policy,
+    pub(crate) log: Arc<Mutex<Vec<Admission>>>,
+    pub(crate) clock: SystemClock,
+    /// The start of the first window the ledger grants (µs): a scenario's time 0.
+    pub(crate) t0_us: u64,
+}
+
+/// How a world is made.
+pub(crate) struct Setup {
+    /// Each region's latency to the ledger, one way.
+    pub(crate) latencies: [Duration; 3],
+    pub(crate) partition: PartitionMode,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Self {
+            latencies: [
+                Duration::from_millis(30),
+                Duration::from_millis(100),
+                Duration::from_millis(150),
+            ],
+            partition: PartitionMode::Refuse,
+        }
+    }
+}
+
+impl World {
+    /// Three regions spending a ledger at `ledger` (a store on the ledger's Redis, reached
+    /// directly, to declare it) whose address each region reaches through its link.
+    pub(crate) async fn start(setup: Setup, ledger_addr: std::net::SocketAddr) -> Self {
+        let ledger_direct = Ledger::new(
+            RedisStore::open(&format!("redis://{ledger_addr}")).expect("the ledger's store"),
+        );
+        Self::start_with(setup, ledger_direct, ledger_addr, |link| {
+            Ledger::new(RedisStore::open(&link.url()).expect("the ledger's store"))
+        })
+        .await
+    }
+
+    /// As [`start`](Self::start), the links forwarding to `target`, each region's ledger made
+    /// by `ledger_for` from its link, `declare` declaring it.
+    pub(crate) async fn start_with(
+        setup: Setup,
+        declare: Ledger,
+        target: std::net::SocketAddr,
+        ledger_for: impl Fn(&WanLink) -> Ledger,
+    ) -> Self {
+        let clock = SystemClock::new();
+        let epoch = declare
+            .declare_new(MAX_SKEW)
+            .await
+            .expect("the ledger declared");
+        let sites = setup
+            .latencies
+            .iter()
+            .enumerate()
+            .map(|(index, latency)| {
+                let redis = RedisServer::start();
+                let link = WanLink::start(target, *latency);
+                let ledger = ledger_for(&link);
+                let instances = (0..2)
+                    .map(|_| {
+                        RegionStore::builder(
+                            format!("region-{index}"),
+                            RedisStore::open(&redis.url()).expect("the region's store"),
+                            ledger.clone(),
+                        )
+                        .partition(setup.partition)
+                        .max_skew(MAX_SKEW)
+                        .sync_every(Duration::from_millis(50))
+                        .move_timeout(Duration::from_millis(400))
+                        .partition_after(Duration::from_millis(500))
+                        .build()
+                        .expect("a region store")
+                    })
+                    .collect();
+                Site {
+                    redis: Mutex::new(redis),
+                    link,
+                    instances,
+                }
+            })
+            .collect();
+        // The ledger grants no window starting within a period and twice the skew of its
+        // declaration: the first it grants opens the scenario.
+        let fence = epoch + PERIOD_US + 2 * skew_us();
+        let t0_us = (fence / PERIOD_US + 1) * PERIOD_US;
+        let world = Self {
+            sites,
+            policy: Policy::global(Rule::fixed_window("api", Quota::new(QUOTA, PERIOD)))
+                .expect("a global policy"),
+            log: Arc::default(),
+            clock,
+            t0_us,
+        };
+        // Demand is asked from half a window before: the regions take the first window's
+        // allotments ahead, as they do every window's.
+        world.sleep_until(-0.5).await;
+        world
+    }
+
+    /// Seconds since time 0 (negative before).
+    pub(crate) fn now_s(&self) -> f64 {
+        (self.clock.now_micros() as f64 - self.t0_us as f64) / 1e6
+    }
+
+    pub(crate) async fn sleep_until(&self, at_s: f64) {
+        let wait = at_s - self.now_s();
+        if wait > 0.0 {
+            tokio::time::sleep(Duration::from_secs_f64(wait)).await;
+        }
+    }
+
+    /// Drives the regions until `until_s`: region `r` is asked `rate(r, t)` units per second at
+    /// scenario time `t`, alternating between its instances; every outcome is logged.
+    pub(crate) async fn drive(&self, until_s: f64, rate: impl Fn(usize, f64) -> f64 + Sync) {
+        let key = Key::from("customer-7");
+        let tick = Duration::from_millis(5);
+        let mut owed = [0.0_f64; 3];
+        let mut turn = 0_usize;
+        let mut last = self.now_s();
+        while self.now_s() < until_s {
+            tokio::time::sleep(tick).await;
+            let now = self.now_s();
+            let elapsed = now - last;
+            last = now;
+            let mut asks = Vec::new();
+            for (region, owed) in owed.iter_mut().enumerate() {
+                *owed += rate(region, now) * elapsed;
+                while *owed >= 1.0 {
+                    *owed -= 1.0;
+                    turn += 1;
+                    asks.push((region, turn % 2));
+                }
+            }
+            let checks = asks.into_iter().map(|(region, instance)| {
+                let store = &self.sites[region].instances[instance];
+                let key = &key;
+                async move {
+                    let at_us = self.clock.now_micros();
+                    // An error (the region's Redis restarting) is a refusal, as a layer failing
+                    // closed answers; failing open is outside the quota by choice.
+                    let allowed = store
+                        .check(key, &self.policy, 1)
+                        .await
+                        .is_ok_and(|decision| decision.is_allowed());
+                    Admission {
+                        at_us,
+                        region,
+                        allowed,
+                    }
+                }
+            });
+            let outcomes = futures_util::future::join_all(checks).await;
+            self.log.lock().unwrap().extend(outcomes);
+        }
+    }
+
+    /// Admissions per window (by index from time 0) and region: `[window][region]`.
+    pub(crate) fn admitted(&self) -> Vec<[u64; 3]> {
+        let log = self.log.lock().unwrap();
+        let mut windows: Vec<[u64; 3]> = Vec::new();
+        for admission in log.iter().filter(|admission| admission.allowed) {
+            let Some(window) = admission.at_us.checked_sub(self.t0_us) else {
+                continue;
+            };
+            let window = usize::try_from(window / PERIOD_US).unwrap();
+            if windows.len() <= window {
+                windows.resize(window + 1, [0; 3]);
+            }
+            windows[window][admission.region] += 1;
+        }
+        windows
+    }
+
+    /// Checks from the log that no window admitted more than `bound` worldwide (counting every
+    /// admission, the half window before time 0 included), and returns the admissions per window.
+    pub(crate) fn assert_at_most(&self, bound: u64) -> Vec<[u64; 3]> {
+        let log = self.log.lock().unwrap();
+        let mut per_window = std::collections::BTreeMap::<u64, u64>::new();
+        for admission in log.iter().filter(|admission| admission.allowed) {
+            *per_window.entry(admission.at_us / PERIOD_US).or_default() += 1;
+        }
+        drop(log);
+        let windows = self.admitted();
+        // Shown when the test fails further on.
+        eprintln!("admitted per window and region: {windows:?}");
+        for (window, count) in per_window {
+            assert!(
+                count <= bound,
+                "window {window} admitted {count} worldwide, above {bound}: {windows:?}"
+            );
+        }
+        windows
+    }
+}
+
+fn skew_us() -> u64 {
+    u64::try_from(MAX_SKEW.as_micros()).unwrap()
+}
