@@ -33,6 +33,12 @@ pub mod proxy {}
 #[doc = include_str!("../docs/gateways.md")]
 pub mod gateways {}
 
+/// `ratelimit-gateway serve` as Envoy's rate limit service: envoyproxy/ratelimit's files read
+/// unchanged, what differs from it and why, the Envoy, Istio, Envoy Gateway and Contour
+/// configuration, the metrics.
+#[doc = include_str!("../docs/envoy.md")]
+pub mod envoy {}
+
 /// Observability: the metrics recorded through the `metrics` facade, and the logs.
 #[doc = include_str!("../docs/observability.md")]
 pub mod observability {}

@@ -73,6 +73,19 @@ fn describe_serve(out: &mut String, serve: &serve::Loaded) {
             ""
         },
     );
+    if let (Some(table), Some(envoy)) = (&table.envoy, &serve.envoy) {
+        let settings = table.settings();
+        let _ = writeln!(
+            out,
+            "  envoy: {}, failure mode {:?}, deadline {:?}",
+            crate::envoy::PATH_PREFIX,
+            settings.failure_mode,
+            settings.deadline,
+        );
+        for (domain, file) in envoy.domains() {
+            let _ = writeln!(out, "    domain {domain} ({})", file.display());
+        }
+    }
     describe_listener(out, &serve.connections, table.access_log, table.admin);
 }
 

@@ -17,6 +17,7 @@
 
 pub mod check;
 pub mod config;
+pub mod envoy;
 pub mod paths;
 pub mod proxy;
 pub mod serve;

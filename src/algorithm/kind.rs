@@ -110,7 +110,7 @@ impl Algorithm {
 
     /// The algorithms' names in configuration files: serde's names of the variants.
     #[cfg(feature = "config")]
-    pub(crate) const NAMES: [&'static str; 5] = [
+    pub const NAMES: [&'static str; 5] = [
         "fixed_window",
         "sliding_log",
         "sliding_window",
@@ -120,7 +120,7 @@ impl Algorithm {
 
     /// The algorithm's name, as serde writes it.
     #[cfg(feature = "config")]
-    pub(crate) const fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Algorithm::FixedWindow => "fixed_window",
             Algorithm::SlidingLog => "sliding_log",
@@ -133,7 +133,7 @@ impl Algorithm {
     /// The algorithm named `name` (see [`NAMES`](Self::NAMES)); a sliding window has
     /// `sub_intervals`.
     #[cfg(feature = "config")]
-    pub(crate) fn named(name: &str, sub_intervals: u16) -> Option<Algorithm> {
+    pub fn named(name: &str, sub_intervals: u16) -> Option<Algorithm> {
         Some(match name {
             "fixed_window" => Algorithm::FixedWindow,
             "sliding_log" => Algorithm::SlidingLog,

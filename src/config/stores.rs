@@ -1,17 +1,17 @@
 //! What a program running the limits (a proxy, a decision service) asks of their stores: whether
 //! they answer, and limits of its own counted in them.
 
-#[cfg(feature = "concurrency")]
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use super::Limits;
 #[cfg(feature = "concurrency")]
-use super::{Built, ConcurrencyConfig};
+use super::ConcurrencyConfig;
+use super::store::BuiltStore;
+use super::{Built, Limits};
 #[cfg(feature = "concurrency")]
 use crate::concurrency::ConcurrencyLimitLayer;
-#[cfg(feature = "concurrency")]
 use crate::error::ConfigError;
-use crate::store::StoreError;
+use crate::store::{Store, StoreError};
 
 /// The name [`Limits::ping_stores`] gives the in-process store of a file that names no store.
 pub const IN_PROCESS_STORE: &str = "in-process";
@@ -56,17 +56,50 @@ impl Limits {
         field: &str,
         config: &ConcurrencyConfig,
     ) -> Result<ConcurrencyLimitLayer, ConfigError> {
-        let default_store = match self.stores.len() {
+        let default_store = self.default_store();
+        let policies = BTreeMap::new();
+        let built = self.built(&policies, default_store.as_ref());
+        let store = built.store(field, config.store.as_ref())?;
+        config.build(name, field, store)
+    }
+
+    /// The store named `name` among these limits' stores, or the default one (the only store,
+    /// or the in-process store of a file that names none), for a caller that decides with it
+    /// itself (the gateway's Envoy rate limit service). A name that is not a store, or no name
+    /// where the file has several stores, is an error at `field`. It is the same store the
+    /// routes count in: built again from the limits of a reload
+    /// ([`LimitsConfig::rebuild`](super::LimitsConfig::rebuild)), it keeps its counts as long
+    /// as its settings are unchanged.
+    pub fn rate_store(
+        &self,
+        field: &str,
+        name: Option<&str>,
+    ) -> Result<Arc<dyn Store>, ConfigError> {
+        let default_store = self.default_store();
+        let policies = BTreeMap::new();
+        let built = self.built(&policies, default_store.as_ref());
+        let name = name.map(str::to_owned);
+        Ok(built.store(field, name.as_ref())?.rate.clone())
+    }
+
+    /// The store of a route, a limit or a caller that names none.
+    fn default_store(&self) -> Option<BuiltStore> {
+        match self.stores.len() {
             0 => self.in_process.clone(),
             1 => self.stores.values().next().map(|(_, built)| built.clone()),
             _ => None,
-        };
-        let built = Built {
+        }
+    }
+
+    fn built<'a>(
+        &'a self,
+        policies: &'a BTreeMap<String, crate::policy::Policy>,
+        default_store: Option<&'a BuiltStore>,
+    ) -> Built<'a> {
+        Built {
             stores: &self.stores,
-            policies: &BTreeMap::new(),
-            default_store: default_store.as_ref(),
-        };
-        let store = built.store(field, config.store.as_ref())?;
-        config.build(name, field, store)
+            policies,
+            default_store,
+        }
     }
 }

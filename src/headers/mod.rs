@@ -18,6 +18,7 @@ mod partition;
 mod quota_policy;
 mod rfc3339;
 mod stamp;
+mod write;
 
 #[cfg(feature = "concurrency")]
 pub(crate) use self::concurrent::Concurrent;
@@ -28,3 +29,4 @@ pub(crate) use self::quota_policy::RatePolicy;
 #[cfg(feature = "concurrency")]
 pub(crate) use self::quota_policy::concurrency_policy;
 pub(crate) use self::stamp::{Report, Stamp, Undecided};
+pub use self::write::PolicyHeaders;

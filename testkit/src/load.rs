@@ -104,6 +104,49 @@ impl Outcome {
     }
 }
 
+/// A benchmark mode's slices over every round: their sum, and each round's rate.
+pub struct Rounds {
+    /// Every slice's counts, time and latencies.
+    pub total: Outcome,
+    /// Each slice's answers per second, in round order.
+    pub per_round: Vec<f64>,
+}
+
+impl Rounds {
+    /// Nothing measured yet.
+    pub fn new() -> Result<Self, BoxError> {
+        Ok(Self {
+            total: Outcome::empty()?,
+            per_round: Vec::new(),
+        })
+    }
+
+    /// Adds a round's slice.
+    pub fn add(&mut self, slice: &Outcome) -> Result<(), BoxError> {
+        self.total.merge(slice)?;
+        self.per_round.push(slice.per_second());
+        Ok(())
+    }
+
+    /// The lowest and highest round's rate.
+    pub fn range(&self) -> (f64, f64) {
+        self.per_round
+            .iter()
+            .fold((f64::INFINITY, 0.0_f64), |(low, high), &rate| {
+                (low.min(rate), high.max(rate))
+            })
+    }
+}
+
+/// `value / base` with two decimals, `-` without a base.
+pub fn ratio(value: f64, base: f64) -> String {
+    if base > 0.0 {
+        format!("{:.2}", value / base)
+    } else {
+        "-".to_owned()
+    }
+}
+
 /// Runs one slice: opens the connections, keeps each busy until `load.duration` has passed, and
 /// returns what they measured together. Must run inside a Tokio runtime with time enabled.
 pub async fn drive(load: &Load) -> Result<Outcome, BoxError> {

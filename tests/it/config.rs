@@ -408,6 +408,52 @@ async fn a_rebuild_keeps_unchanged_stores_and_their_counts() {
     assert_eq!(fresh, [200, 200, 200]);
 }
 
+/// A program that decides itself (the gateway's Envoy service) counts in the routes' store:
+/// the one named, or the default, and the same store after a rebuild that keeps it.
+#[tokio::test]
+async fn a_rate_store_is_the_routes_store_and_survives_a_rebuild() {
+    use tower_redis_ratelimit::{Policy, Quota, Rule};
+
+    let one: LimitsConfig = toml::from_str("[stores.local]\ntype = \"memory\"\n").unwrap();
+    let limits = one.build().unwrap();
+    let policy = Policy::try_from(Rule::fixed_window("own", Quota::per_minute(2))).unwrap();
+    let named = limits.rate_store("envoy", Some("local")).unwrap();
+    let default = limits.rate_store("envoy", None).unwrap();
+    named.check(&"k".into(), &policy, 1).await.unwrap();
+    // The default store is the only one: it saw the check made through its name.
+    assert_eq!(
+        default
+            .check(&"k".into(), &policy, 0)
+            .await
+            .unwrap()
+            .remaining(),
+        1
+    );
+    let rebuilt = one.rebuild(&limits).unwrap();
+    let kept = rebuilt.rate_store("envoy", None).unwrap();
+    assert_eq!(
+        kept.check(&"k".into(), &policy, 0)
+            .await
+            .unwrap()
+            .remaining(),
+        1
+    );
+    let err = limits.rate_store("envoy", Some("elsewhere")).err().unwrap();
+    assert!(
+        err.to_string().starts_with("`envoy.store`: no store named"),
+        "{err}"
+    );
+    let two: LimitsConfig =
+        toml::from_str("[stores.a]\ntype = \"memory\"\n[stores.b]\ntype = \"memory\"\n").unwrap();
+    let err = two
+        .build()
+        .unwrap()
+        .rate_store("envoy", None)
+        .err()
+        .unwrap();
+    assert!(err.to_string().starts_with("`envoy.store`"), "{err}");
+}
+
 /// The field of a mistake that `build` reports.
 fn field_of(config: &str) -> String {
     let config: LimitsConfig =

@@ -8,11 +8,13 @@ use serde::Deserialize;
 use tower_redis_ratelimit::config::{ConfigFile, LimitsConfig, LoadError};
 
 mod connections;
+mod envoy;
 mod proxy;
 mod serve;
 mod size;
 
 pub use self::connections::{AccessLogFormat, Connections, ConnectionsConfig, TlsConfig};
+pub use self::envoy::{DEFAULT_ENVOY_DEADLINE, EnvoyTable};
 pub use self::proxy::{ProxyTable, WebSocketsConfig};
 pub use self::serve::{DEFAULT_GATEWAYS, ServeTable};
 use crate::paths::normalise;
@@ -87,6 +89,10 @@ pub enum FileError {
         /// The mistake.
         error: FieldError,
     },
+    /// envoyproxy/ratelimit's files that `[serve.envoy] files` names are wrong (the message
+    /// names the YAML file and its field).
+    #[error(transparent)]
+    Envoy(#[from] crate::envoy::FilesError),
 }
 
 impl File {

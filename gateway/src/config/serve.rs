@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::{AccessLogFormat, ConnectionsConfig, TlsConfig};
+use super::{AccessLogFormat, ConnectionsConfig, EnvoyTable, TlsConfig};
 
 /// The gateways trusted by default: this host's loopback addresses (nginx on the same host).
 pub const DEFAULT_GATEWAYS: [&str; 2] = ["127.0.0.0/8", "::1/128"];
@@ -43,4 +43,8 @@ pub struct ServeTable {
     /// Gateway connections: how many, and their timers.
     #[serde(default)]
     pub connections: ConnectionsConfig,
+    /// Envoy's rate limit service on the same listeners, over envoyproxy/ratelimit's files
+    /// (none by default).
+    #[serde(default)]
+    pub envoy: Option<EnvoyTable>,
 }

@@ -5,6 +5,7 @@ use tower_redis_ratelimit::config::Limits;
 
 use super::client::Gateways;
 use crate::config::{Connections, FieldError, File, FileError, ServeTable};
+use crate::envoy::RateLimitService;
 use crate::server::{RouteKeys, tls};
 
 /// A file loaded for `serve`: its settings and the built limits.
@@ -21,6 +22,9 @@ pub struct Loaded {
     pub limits: Limits,
     /// Each route's key extractor, for the access log.
     pub(crate) keys: RouteKeys,
+    /// Envoy's rate limit service, when `[serve.envoy]` names its files: built again with each
+    /// reload's limits, so it counts in the same stores.
+    pub envoy: Option<RateLimitService>,
 }
 
 /// Checks and builds `file` for `serve`; on a reload, keeping the stores of `previous` whose
@@ -72,7 +76,16 @@ pub fn load(file: &File, previous: Option<&Limits>) -> Result<Loaded, FileError>
         None => file.limits.build(),
     }
     .map_err(|err| file.limits_error(err))?;
+    let envoy = match &table.envoy {
+        Some(envoy) => Some(RateLimitService::load(
+            &envoy.files_path(&file.path),
+            envoy.settings(),
+            &limits,
+        )?),
+        None => None,
+    };
     Ok(Loaded {
+        envoy,
         keys: file.route_keys(),
         table,
         connections,

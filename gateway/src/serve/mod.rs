@@ -29,6 +29,7 @@ pub use self::endpoints::{Endpoint, REJECTION_STATUS};
 pub use self::load::{Loaded, load};
 pub use self::original::{X_FORWARDED_METHOD, X_FORWARDED_URI, X_ORIGINAL_URI};
 use crate::config::File;
+use crate::envoy;
 use crate::server::{
     self, AccessLog, Address, Admin, BoxError, Boxed, Entry, Listener, Reloadable, Shutdown,
     ShutdownTrigger, Workers, X_REQUEST_ID, count_request, problem, request_id,
@@ -109,9 +110,13 @@ impl Serve {
     pub fn describe(&self) -> std::io::Result<String> {
         let addresses: Vec<String> = self.addresses()?.iter().map(ToString::to_string).collect();
         let mut line = format!(
-            "serve: listening on {}, {} routes",
+            "serve: listening on {}, {} routes{}",
             addresses.join(" and "),
             self.state.loaded.current().limits.layers().count(),
+            match &self.state.loaded.current().envoy {
+                Some(envoy) => format!(", envoy: {} domains", envoy.domains().len()),
+                None => String::new(),
+            },
         );
         if let Some(admin) = self.admin_address() {
             line.push_str(&format!(", admin on {}", admin?));
@@ -124,8 +129,9 @@ impl Serve {
         self.state.loaded.current().connections.drain_timeout
     }
 
-    /// Answers until the drain is over; reloads the file on SIGHUP meanwhile (the stores whose
-    /// settings did not change are kept, with their counts).
+    /// Answers until the drain is over; reloads the file on SIGHUP meanwhile, and when the
+    /// files of `[serve.envoy] files` change (the stores whose settings did not change are
+    /// kept, with their counts).
     pub async fn run(self) {
         let Serve {
             path,
@@ -137,11 +143,19 @@ impl Serve {
         } = self;
         let shared = Arc::clone(&state.loaded);
         let connections = shared.current().connections;
-        tokio::spawn(
-            Arc::clone(&shared).reload_on_hangup(path, |file, previous: &Loaded| {
-                load(file, Some(&previous.limits))
-            }),
-        );
+        let hangup_path = path.clone();
+        let reload = |file: &File, previous: &Loaded| load(file, Some(&previous.limits));
+        // envoyproxy/ratelimit's files reload when they change, as the reference's do.
+        let (watched, reloaded, config) = (Arc::clone(&shared), Arc::clone(&shared), path.clone());
+        tokio::spawn(envoy::watch::on_change(
+            move || {
+                let current = watched.current();
+                let table = current.table.envoy.as_ref()?;
+                Some(table.files_path(&config))
+            },
+            move || reloaded.reload(&path, &reload),
+        ));
+        tokio::spawn(Arc::clone(&shared).reload_on_hangup(hangup_path, reload));
         if let Some(admin) = admin {
             admin.spawn(shared.readiness(|loaded| &loaded.limits), shutdown.clone());
         }
@@ -178,9 +192,15 @@ pub async fn run(path: PathBuf) -> Result<(), BoxError> {
 
 /// The answer to a gateway's question, logged and counted.
 async fn answer(state: &State, mut question: Request<Incoming>) -> Response<Body> {
+    let loaded = state.loaded.current();
+    // Envoy's gRPC on the same listeners: its own metrics, no access log line.
+    if let Some(envoy) = &loaded.envoy
+        && question.uri().path().starts_with(envoy::PATH_PREFIX)
+    {
+        return envoy.call(question).await.map(Body::new);
+    }
     let started = Instant::now();
     let id = request_id(question.headers_mut());
-    let loaded = state.loaded.current();
     // The question's own method until it names the request's; no path until then.
     let mut asked = Asked {
         method: question.method().clone(),

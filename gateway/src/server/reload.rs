@@ -1,7 +1,7 @@
 //! What a command built from its file, shared by its requests and replaced whole when SIGHUP
 //! reloads the file; and `/readyz`'s question about the stores it holds.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use tower_redis_ratelimit::config::Limits;
@@ -53,20 +53,29 @@ impl<T: Send + Sync + 'static> Reloadable<T> {
                 return;
             };
             while hangups.recv().await.is_some() {
-                let previous = self.current();
-                match File::read(&path).and_then(|file| build(&file, &previous)) {
-                    Ok(next) => {
-                        self.replace(next);
-                        tracing::info!(path = %path.display(), "configuration reloaded");
-                    }
-                    Err(err) => {
-                        tracing::error!(error = %err, "configuration not reloaded, the old one stays");
-                    }
-                }
+                self.reload(&path, &build);
             }
         }
         #[cfg(not(unix))]
         let _ = (path, build);
+    }
+
+    /// Reads the file at `path` again and builds it with `build`, given what is in force; a
+    /// file that fails to load leaves what runs, and says why in the log.
+    pub fn reload<B>(&self, path: &Path, build: &B)
+    where
+        B: Fn(&File, &T) -> Result<T, FileError>,
+    {
+        let previous = self.current();
+        match File::read(path).and_then(|file| build(&file, &previous)) {
+            Ok(next) => {
+                self.replace(next);
+                tracing::info!(path = %path.display(), "configuration reloaded");
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "configuration not reloaded, the old one stays");
+            }
+        }
     }
 
     /// `/readyz`: the configuration is loaded (it is, once running), and every store of the

@@ -1,7 +1,8 @@
 //! One shard of the memory store: a hash table of client keys, each with the state of every rule
 //! that has counted it, and the bookkeeping that keeps the table bounded.
 
-use hashbrown::HashTable;
+use foldhash::fast::FixedState;
+use hashbrown::{HashMap, HashTable};
 use smallvec::SmallVec;
 
 use crate::algorithm::{State, Write};
@@ -13,6 +14,10 @@ pub(super) struct Entry {
     /// When the last of the rules' states stops mattering (µs since the epoch).
     expires_at: u64,
     rules: SmallVec<[RuleState; 2]>,
+    /// Where each rule's state is in `rules`, for a key of many rules (the Envoy service's
+    /// domain holds one rule per counter): made past [`INDEX_AT`] rules, so a key of one policy
+    /// never pays for it, and a key of thousands is not searched one rule at a time.
+    index: Option<Box<HashMap<u64, usize, FixedState>>>,
 }
 
 struct RuleState {
@@ -24,27 +29,65 @@ struct RuleState {
 impl Entry {
     /// The live state of rule `id`, if any.
     pub(super) fn state(&self, id: u64, now: u64) -> Option<&State> {
-        self.rules
-            .iter()
-            .find(|rule| rule.id == id && rule.expires_at > now)
-            .map(|rule| &rule.state)
+        let rule = &self.rules[self.position(id)?];
+        (rule.expires_at > now).then_some(&rule.state)
+    }
+
+    /// Where rule `id`'s state is in `rules`.
+    #[inline]
+    fn position(&self, id: u64) -> Option<usize> {
+        match &self.index {
+            Some(index) => index.get(&id).copied(),
+            None => self.rules.iter().position(|rule| rule.id == id),
+        }
+    }
+
+    /// Makes the index again after rules were dropped (or drops it, for few rules).
+    fn reindex(&mut self) {
+        self.index = (self.rules.len() > INDEX_AT).then(|| {
+            let mut index =
+                HashMap::with_capacity_and_hasher(self.rules.len(), FixedState::default());
+            for (position, rule) in self.rules.iter().enumerate() {
+                index.insert(rule.id, position);
+            }
+            Box::new(index)
+        });
     }
 
     /// Applies an admitted request's write to rule `id` at `now`, whose state then matters until
     /// `expires_at`. State that no longer mattered is started afresh, never updated.
     #[inline(always)]
     pub(super) fn update(&mut self, id: u64, write: Write, now: u64, expires_at: u64) {
-        let previous = match self.rules.iter_mut().find(|rule| rule.id == id) {
-            Some(rule) => {
+        let previous = match self.position(id) {
+            Some(position) => {
+                let rule = &mut self.rules[position];
                 write.apply(&mut rule.state, rule.expires_at > now);
                 std::mem::replace(&mut rule.expires_at, expires_at)
             }
             None => {
+                // A key whose rules are many and come and go (the Envoy service's domain holds
+                // one rule per counter it has seen) would keep every state that expired while
+                // the key lived on: before the entry grows past a few rules, those are dropped,
+                // so it holds the live states only.
+                if self.rules.len() >= PRUNE_AT {
+                    let before = self.rules.len();
+                    self.rules.retain(|rule| rule.expires_at > now);
+                    if self.rules.len() < before {
+                        self.reindex();
+                    }
+                }
                 self.rules.push(RuleState {
                     id,
                     state: write.into_state(),
                     expires_at,
                 });
+                match &mut self.index {
+                    Some(index) => {
+                        index.insert(id, self.rules.len() - 1);
+                    }
+                    None if self.rules.len() > INDEX_AT => self.reindex(),
+                    None => {}
+                }
                 0
             }
         };
@@ -65,6 +108,7 @@ impl Entry {
     /// Drops the state of every rule in `ids`; whether any rule's state is left.
     fn forget(&mut self, ids: &[u64]) -> bool {
         self.rules.retain(|rule| !ids.contains(&rule.id));
+        self.reindex();
         // A lower expiry is only ever a tighter bound: the sweep drops the entry no later.
         self.expires_at = self
             .rules
@@ -77,6 +121,7 @@ impl Entry {
 
     fn prune(&mut self, now: u64) {
         self.rules.retain(|rule| rule.expires_at > now);
+        self.reindex();
     }
 }
 
@@ -128,6 +173,13 @@ pub(super) struct Shard {
     #[cfg(test)]
     scans: usize,
 }
+
+/// How many rule states an entry holds before a new one first drops those that expired: above
+/// a policy's most rules, so a key under one policy never pays for it.
+const PRUNE_AT: usize = crate::policy::MAX_RULES;
+
+/// How many rule states an entry holds before it indexes them by rule (see `Entry::index`).
+const INDEX_AT: usize = 16;
 
 /// A full shard scans for expired entries at most once a millisecond, however fast new keys
 /// arrive; in between it evicts from a sample, and the background sweep does the bulk.
@@ -185,6 +237,7 @@ impl Shard {
                 key: StoredKey::new(key),
                 expires_at: 0,
                 rules: SmallVec::new(),
+                index: None,
             })
             .into_mut()
     }
@@ -269,6 +322,38 @@ mod tests {
         assert!(shard.find(3, &3u64.to_le_bytes()).is_none());
         assert!(shard.find(2, &2u64.to_le_bytes()).is_some());
         assert_eq!(shard.len(), 3);
+    }
+
+    #[test]
+    fn an_entry_of_many_rules_keeps_only_the_live_ones() {
+        let mut shard = Shard::new(10);
+        // A thousand rules of one key, each live for 10 ms, one new every 0.1 ms.
+        for id in 0..1_000u64 {
+            let now = id * 100;
+            shard
+                .entry(1, b"domain", now)
+                .update(id, state(), now, now + 10_000);
+        }
+        let entry = shard.find(1, b"domain").unwrap();
+        // The rules of the last 10 ms (100 of them), and at most a policy's worth more.
+        assert!(
+            entry.rules.len() <= 100 + PRUNE_AT,
+            "{} rules",
+            entry.rules.len()
+        );
+        assert!(entry.state(999, 99_900).is_some());
+        assert!(entry.state(850, 99_900).is_none(), "expired");
+        // Many live rules are found through the index, each at its own place.
+        assert!(entry.index.is_some());
+        for id in 901..1_000 {
+            assert!(entry.state(id, 99_900).is_some(), "rule {id}");
+        }
+        let entry = shard.find_mut(1, b"domain").unwrap();
+        entry.forget(&[999]);
+        assert!(entry.state(999, 99_900).is_none());
+        assert!(entry.state(998, 99_900).is_some());
+        entry.prune(200_000);
+        assert!(entry.index.is_none() && entry.rules.is_empty());
     }
 
     fn insert(shard: &mut Shard, hash: u64, now: u64, expires_at: u64) {

@@ -1,0 +1,135 @@
+//! The gRPC load generator: `connections` HTTP/2 connections (tonic channels), each with
+//! `in_flight` requests outstanding at any time, closed loop, until the slice is over. Each
+//! request's latency, from just before it is sent to its answer, goes into an HDR histogram
+//! (microseconds, 3 significant digits). Then the table of the run.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use testkit::BoxError;
+use testkit::load::{Outcome, Rounds, ratio};
+use tonic::transport::Endpoint;
+
+use crate::modes::Mode;
+
+/// A request that takes longer than this fails the run instead of hanging it.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Drives `addr` as `mode` asks for one slice of `duration`.
+pub(crate) async fn drive(
+    addr: SocketAddr,
+    mode: Mode,
+    connections: usize,
+    in_flight: usize,
+    duration: Duration,
+) -> Result<Outcome, BoxError> {
+    let next = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let deadline = started + duration;
+    let mut loops = Vec::with_capacity(connections * in_flight);
+    for _ in 0..connections {
+        let channel = Endpoint::from_shared(format!("http://{addr}"))?
+            .tcp_nodelay(true)
+            .connect()
+            .await?;
+        for _ in 0..in_flight {
+            let mut client = RateLimitServiceClient::new(channel.clone());
+            let next = Arc::clone(&next);
+            loops.push(tokio::spawn(async move {
+                let mut outcome = Outcome::empty()?;
+                while Instant::now() < deadline {
+                    let request = mode.request(next.fetch_add(1, Ordering::Relaxed));
+                    let sent = Instant::now();
+                    let answer =
+                        tokio::time::timeout(REQUEST_TIMEOUT, client.should_rate_limit(request))
+                            .await
+                            .map_err(|_| {
+                                format!("{addr} did not answer within {REQUEST_TIMEOUT:?}")
+                            })?;
+                    let micros = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
+                    outcome.latency.saturating_record(micros.max(1));
+                    match answer.map(|answer| answer.into_inner().overall_code) {
+                        Ok(code) if code == i32::from(Code::OverLimit) => outcome.denied += 1,
+                        Ok(_) => outcome.ok += 1,
+                        Err(_) => outcome.other += 1,
+                    }
+                }
+                Ok::<_, BoxError>(outcome)
+            }));
+        }
+    }
+    let mut total = Outcome::empty()?;
+    for one in loops {
+        total.merge(&one.await??)?;
+    }
+    total.elapsed = started.elapsed();
+    Ok(total)
+}
+
+/// Everything measured for one mode, over every round.
+pub(crate) struct Measured {
+    mode: Mode,
+    rounds: Rounds,
+}
+
+impl Measured {
+    pub(crate) fn new(mode: Mode) -> Result<Self, BoxError> {
+        Ok(Self {
+            mode,
+            rounds: Rounds::new()?,
+        })
+    }
+
+    pub(crate) fn add(&mut self, slice: &Outcome) -> Result<(), BoxError> {
+        self.rounds.add(slice)
+    }
+}
+
+/// Prints the markdown table: requests/s, the rounds' range, p50 and p99, the share refused,
+/// and the ratio to the bare handler's requests/s and to one raw EVALSHA per request's.
+pub(crate) fn print(settings: &str, rows: Vec<Measured>) {
+    let rate_of = |name: &str| {
+        rows.iter()
+            .find(|row| row.mode.name() == name)
+            .map_or(0.0, |row| row.rounds.total.per_second())
+    };
+    let bare = |descriptors| rate_of(Mode::Bare { descriptors }.name());
+    let evalsha = rate_of(Mode::Evalsha.name());
+    println!();
+    println!("{settings}");
+    println!();
+    println!(
+        "| mode | requests/s | per round | p50 µs | p99 µs | over limit | errors | ÷ bare | ÷ EVALSHA |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for row in &rows {
+        let total = &row.rounds.total;
+        let rate = total.per_second();
+        let (low, high) = row.rounds.range();
+        println!(
+            "| {} | {:.0} | {:.0} – {:.0} | {} | {} | {:.1}% | {} | {} | {} |",
+            row.mode.name(),
+            rate,
+            low,
+            high,
+            total.micros_at(0.5),
+            total.micros_at(0.99),
+            100.0 * total.denied as f64 / total.requests().max(1) as f64,
+            total.other,
+            ratio(rate, bare(row.mode.descriptors())),
+            ratio(rate, evalsha),
+        );
+    }
+    println!();
+    println!(
+        "requests/s: all rounds' requests over their time; per round: the lowest and highest \
+         round; over limit: OVER_LIMIT answers; errors: gRPC errors (none expected); ÷ bare: \
+         over the bare handler's requests/s with as many descriptors per request (targets: \
+         in-process ≥ 0.8, Redis mostly denied ≥ 0.8); ÷ EVALSHA: over one raw EVALSHA per \
+         request (target: Redis mostly allowed, one descriptor, ≥ 1)."
+    );
+}

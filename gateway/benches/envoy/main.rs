@@ -1,0 +1,158 @@
+//! Envoy's rate limit service under load: `cargo bench -p tower-redis-ratelimit-gateway --bench
+//! envoy`.
+//!
+//! A gRPC load generator (tonic over HTTP/2: a few connections, many requests in flight on
+//! each, each request's latency into an HDR histogram) drives `ShouldRateLimit` against
+//! servers started in this process, one per mode of [`modes::Mode`]: the service with the
+//! in-process store and with Redis (a private `redis-server`), one descriptor and three per
+//! request, mostly allowed and mostly denied; beside two floors, a bare tonic handler that
+//! answers OK without limiting, and the same handler making one raw `EVALSHA` per request.
+//!
+//! The servers run on a runtime of their own (`ENVOY_BENCH_WORKERS` threads), the generator on
+//! another thread. The modes are interleaved: each round gives every mode one slice, starting
+//! with a different mode each round, so the machine's noise falls on every mode alike; each
+//! mode first takes an unmeasured warm-up slice.
+//!
+//! Settings, from the environment:
+//! - `ENVOY_BENCH_SECONDS`: the length of one slice (default 2);
+//! - `ENVOY_BENCH_ROUNDS`: how many rounds (default 3);
+//! - `ENVOY_BENCH_CONNECTIONS`: HTTP/2 connections (default 4);
+//! - `ENVOY_BENCH_IN_FLIGHT`: requests in flight on each connection (default 16);
+//! - `ENVOY_BENCH_WORKERS`: the servers' threads (default: the cores).
+
+mod generator;
+mod modes;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use testkit::{BoxError, RedisServer, env_or};
+
+use crate::generator::{Measured, drive};
+use crate::modes::{Mode, Server};
+
+/// Each mode's unmeasured first slice.
+const WARM_UP: Duration = Duration::from_millis(500);
+
+fn main() -> ExitCode {
+    // `cargo bench` passes `--bench`; `cargo test --benches` does not, and should not start a
+    // long run (nor need Redis).
+    if !testkit::run_by_cargo_bench("envoy") {
+        return ExitCode::SUCCESS;
+    }
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("benches/envoy: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The run's settings, read from the environment.
+struct Settings {
+    slice: Duration,
+    rounds: usize,
+    connections: usize,
+    in_flight: usize,
+    workers: usize,
+}
+
+impl Settings {
+    fn from_env() -> Result<Self, BoxError> {
+        let seconds: f64 = env_or("ENVOY_BENCH_SECONDS", 2.0)?;
+        let slice = Duration::try_from_secs_f64(seconds)
+            .ok()
+            .filter(|slice| !slice.is_zero())
+            .ok_or("ENVOY_BENCH_SECONDS must be a positive number of seconds")?;
+        let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
+        let settings = Self {
+            slice,
+            rounds: env_or("ENVOY_BENCH_ROUNDS", 3)?,
+            connections: env_or("ENVOY_BENCH_CONNECTIONS", 4)?,
+            in_flight: env_or("ENVOY_BENCH_IN_FLIGHT", 16)?,
+            workers: env_or("ENVOY_BENCH_WORKERS", cores)?,
+        };
+        if [
+            settings.rounds,
+            settings.connections,
+            settings.in_flight,
+            settings.workers,
+        ]
+        .contains(&0)
+        {
+            return Err(
+                "rounds, connections, in-flight requests and workers must be at least 1".into(),
+            );
+        }
+        Ok(settings)
+    }
+}
+
+fn run() -> Result<(), BoxError> {
+    let settings = Settings::from_env()?;
+    let load_before = testkit::load::load_average();
+    let redis = RedisServer::try_start()?;
+    let servers = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(settings.workers)
+        .enable_all()
+        .build()?;
+    let mut targets = Vec::new();
+    for mode in Mode::ALL {
+        let server = servers.block_on(Server::start(mode, &redis.url()))?;
+        targets.push((server, Measured::new(mode)?));
+    }
+    let client = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    eprintln!(
+        "benches/envoy: {} modes, {} rounds of {:?} slices, {} connections × {} in flight, {} \
+         server threads; warming up",
+        targets.len(),
+        settings.rounds,
+        settings.slice,
+        settings.connections,
+        settings.in_flight,
+        settings.workers,
+    );
+    let slice = |server: &Server, duration| {
+        client.block_on(drive(
+            server.addr,
+            server.mode,
+            settings.connections,
+            settings.in_flight,
+            duration,
+        ))
+    };
+    for (server, _) in &targets {
+        slice(server, WARM_UP)?;
+    }
+    let modes = targets.len();
+    for round in 0..settings.rounds {
+        eprintln!("benches/envoy: round {} of {}", round + 1, settings.rounds);
+        for offset in 0..modes {
+            let (server, measured) = &mut targets[(round + offset) % modes];
+            let outcome = slice(server, settings.slice)?;
+            measured.add(&outcome)?;
+        }
+    }
+    let load_after = testkit::load::load_average();
+    let cores = std::thread::available_parallelism().map_or(0, |cores| cores.get());
+    let load = match (load_before, load_after) {
+        (Some(before), Some(after)) => {
+            format!("; load average {before:.2} before, {after:.2} after")
+        }
+        _ => String::new(),
+    };
+    let line = format!(
+        "cargo bench -p tower-redis-ratelimit-gateway --bench envoy: {} rounds × {:?} per mode, \
+         {} connections × {} in flight, {} server threads, {cores} cores{load}",
+        settings.rounds, settings.slice, settings.connections, settings.in_flight, settings.workers
+    );
+    generator::print(
+        &line,
+        targets.into_iter().map(|(_, measured)| measured).collect(),
+    );
+    drop(servers);
+    Ok(())
+}

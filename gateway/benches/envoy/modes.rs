@@ -1,0 +1,320 @@
+//! What each mode serves, and the requests the generator sends it.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
+    RateLimitService as Rls, RateLimitServiceServer,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use ratelimit_gateway::envoy::{RateLimitService, Settings};
+use ratelimit_gateway::server::{self, Address, Connections, Listener, ShutdownTrigger};
+use testkit::{BoxError, TempDir};
+use tower::Service;
+use tower_redis_ratelimit::HeaderFamilies;
+use tower_redis_ratelimit::admission::FailureMode;
+use tower_redis_ratelimit::config::{Format, LimitsConfig};
+use tower_redis_ratelimit::deadpool_redis::redis;
+
+/// The limits: `allowed` admits everything (a billion an hour per key), `denied` admits one
+/// request per user an hour, so all but the first of each user are refused.
+const RULES: [(&str, &str); 2] = [
+    (
+        "allowed.yaml",
+        "domain: allowed\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 1000000000 }\n  - key: route\n    rate_limit: { unit: hour, requests_per_unit: 1000000000 }\n  - key: tenant\n    rate_limit: { unit: hour, requests_per_unit: 1000000000 }\n",
+    ),
+    (
+        "denied.yaml",
+        "domain: denied\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 1 }\n  - key: route\n    rate_limit: { unit: hour, requests_per_unit: 1000000000 }\n  - key: tenant\n    rate_limit: { unit: hour, requests_per_unit: 1000000000 }\n",
+    ),
+];
+
+/// Users the allowed modes cycle through, and the denied ones.
+const ALLOWED_USERS: u64 = 10_000;
+const DENIED_USERS: u64 = 16;
+
+/// One server of the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// A tonic handler that answers OK (one status per descriptor) without limiting: the
+    /// floor, with as many descriptors per request as the service's modes it is compared with.
+    Bare { descriptors: usize },
+    /// The same handler making one raw `EVALSHA` (an `INCR` and a `PEXPIRE`) per request.
+    Evalsha,
+    /// The service: its store, descriptors per request, and whether they are mostly refused.
+    Service {
+        redis: bool,
+        descriptors: usize,
+        denied: bool,
+    },
+}
+
+impl Mode {
+    pub(crate) const ALL: [Mode; 11] = [
+        Mode::Bare { descriptors: 1 },
+        Mode::Bare { descriptors: 3 },
+        Mode::Evalsha,
+        Mode::Service {
+            redis: false,
+            descriptors: 1,
+            denied: false,
+        },
+        Mode::Service {
+            redis: false,
+            descriptors: 3,
+            denied: false,
+        },
+        Mode::Service {
+            redis: false,
+            descriptors: 1,
+            denied: true,
+        },
+        Mode::Service {
+            redis: false,
+            descriptors: 3,
+            denied: true,
+        },
+        Mode::Service {
+            redis: true,
+            descriptors: 1,
+            denied: false,
+        },
+        Mode::Service {
+            redis: true,
+            descriptors: 3,
+            denied: false,
+        },
+        Mode::Service {
+            redis: true,
+            descriptors: 1,
+            denied: true,
+        },
+        Mode::Service {
+            redis: true,
+            descriptors: 3,
+            denied: true,
+        },
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Mode::Bare { descriptors: 1 } => "bare tonic handler, 1 descriptor",
+            Mode::Bare { .. } => "bare tonic handler, 3 descriptors",
+            Mode::Evalsha => "one raw EVALSHA",
+            Mode::Service {
+                redis: false,
+                descriptors: 1,
+                denied: false,
+            } => "in-process, 1 descriptor, allowed",
+            Mode::Service {
+                redis: false,
+                descriptors: _,
+                denied: false,
+            } => "in-process, 3 descriptors, allowed",
+            Mode::Service {
+                redis: false,
+                descriptors: 1,
+                denied: true,
+            } => "in-process, 1 descriptor, denied",
+            Mode::Service {
+                redis: false,
+                descriptors: _,
+                denied: true,
+            } => "in-process, 3 descriptors, denied",
+            Mode::Service {
+                redis: true,
+                descriptors: 1,
+                denied: false,
+            } => "Redis, 1 descriptor, allowed",
+            Mode::Service {
+                redis: true,
+                descriptors: _,
+                denied: false,
+            } => "Redis, 3 descriptors, allowed",
+            Mode::Service {
+                redis: true,
+                descriptors: 1,
+                denied: true,
+            } => "Redis, 1 descriptor, denied",
+            Mode::Service {
+                redis: true,
+                descriptors: _,
+                denied: true,
+            } => "Redis, 3 descriptors, denied",
+        }
+    }
+
+    /// Descriptors per request.
+    pub(crate) fn descriptors(self) -> usize {
+        match self {
+            Mode::Bare { descriptors } | Mode::Service { descriptors, .. } => descriptors,
+            Mode::Evalsha => 1,
+        }
+    }
+
+    /// The `n`th request of the run.
+    pub(crate) fn request(self, n: u64) -> RateLimitRequest {
+        let (domain, descriptors, users) = match self {
+            Mode::Service {
+                descriptors,
+                denied: true,
+                ..
+            } => ("denied", descriptors, DENIED_USERS),
+            Mode::Service { descriptors, .. } => ("allowed", descriptors, ALLOWED_USERS),
+            Mode::Bare { descriptors } => ("allowed", descriptors, ALLOWED_USERS),
+            Mode::Evalsha => ("allowed", 1, ALLOWED_USERS),
+        };
+        let user = n % users;
+        let entries = [
+            ("user", format!("user-{user}")),
+            ("route", format!("/route/{}", user % 10)),
+            ("tenant", format!("tenant-{}", user % 100)),
+        ];
+        RateLimitRequest {
+            domain: domain.to_owned(),
+            descriptors: entries[..descriptors]
+                .iter()
+                .map(|(key, value)| RateLimitDescriptor {
+                    entries: vec![Entry {
+                        key: (*key).to_owned(),
+                        value: value.clone(),
+                    }],
+                    ..RateLimitDescriptor::default()
+                })
+                .collect(),
+            hits_addend: 0,
+        }
+    }
+}
+
+/// A mode's server, listening until dropped.
+pub(crate) struct Server {
+    pub(crate) mode: Mode,
+    pub(crate) addr: SocketAddr,
+    _trigger: ShutdownTrigger,
+    _rules: Option<TempDir>,
+}
+
+impl Server {
+    /// Starts `mode`'s server on a free port (inside the servers' runtime).
+    pub(crate) async fn start(mode: Mode, redis_url: &str) -> Result<Server, BoxError> {
+        let listener = Listener::tcp(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        let Address::Tcp(addr) = listener.address()? else {
+            return Err("not a TCP listener".into());
+        };
+        let (trigger, shutdown) = ShutdownTrigger::new();
+        let mut rules_dir = None;
+        match mode {
+            Mode::Bare { .. } => serve(listener, shutdown, RateLimitServiceServer::new(Bare(None))),
+            Mode::Evalsha => {
+                let client = redis::Client::open(redis_url)?;
+                let connection = client.get_multiplexed_async_connection().await?;
+                serve(
+                    listener,
+                    shutdown,
+                    RateLimitServiceServer::new(Bare(Some(connection))),
+                );
+            }
+            Mode::Service { redis, .. } => {
+                let dir = TempDir::new("envoy-bench")?;
+                for (name, yaml) in RULES {
+                    std::fs::write(dir.path().join(name), yaml)?;
+                }
+                let stores = if redis {
+                    format!("[stores.shared]\ntype = \"redis\"\nurl = \"{redis_url}\"\n")
+                } else {
+                    String::new()
+                };
+                let limits = LimitsConfig::parse(&stores, Format::Toml)?.build()?;
+                let settings = Settings {
+                    failure_mode: FailureMode::Closed,
+                    deadline: std::time::Duration::from_secs(1),
+                    headers: HeaderFamilies::DEFAULT,
+                };
+                let service = RateLimitService::load(dir.path(), settings, &limits)?;
+                serve(listener, shutdown, service.grpc());
+                rules_dir = Some(dir);
+            }
+        }
+        Ok(Server {
+            mode,
+            addr,
+            _trigger: trigger,
+            _rules: rules_dir,
+        })
+    }
+}
+
+/// Serves a tonic service on the gateway's listener, as `serve` does.
+fn serve<S>(listener: Listener, shutdown: server::Shutdown, service: S)
+where
+    S: Service<
+            http::Request<hyper::body::Incoming>,
+            Response = http::Response<tonic::body::Body>,
+            Error = Infallible,
+        > + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let handler = move |request| {
+        let mut service = service.clone();
+        async move {
+            match service.call(request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            }
+        }
+    };
+    tokio::spawn(server::serve(
+        listener,
+        Connections::defaults(),
+        server::Workers::none(),
+        handler,
+        shutdown,
+    ));
+}
+
+/// The floors: OK for every descriptor, after one `EVALSHA` when it has a connection.
+struct Bare(Option<redis::aio::MultiplexedConnection>);
+
+static SCRIPT: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(
+        "local n = redis.call('INCR', KEYS[1]) redis.call('PEXPIRE', KEYS[1], 60000) return n",
+    )
+});
+
+#[tonic::async_trait]
+impl Rls for Bare {
+    async fn should_rate_limit(
+        &self,
+        request: tonic::Request<RateLimitRequest>,
+    ) -> Result<tonic::Response<RateLimitResponse>, tonic::Status> {
+        let request = request.into_inner();
+        if let Some(connection) = &self.0 {
+            let key = request
+                .descriptors
+                .first()
+                .and_then(|descriptor| descriptor.entries.first())
+                .map_or(String::new(), |entry| format!("bench:{{{}}}", entry.value));
+            let _: i64 = SCRIPT
+                .key(key)
+                .invoke_async(&mut connection.clone())
+                .await
+                .map_err(|err| tonic::Status::unavailable(err.to_string()))?;
+        }
+        let ok = DescriptorStatus {
+            code: Code::Ok.into(),
+            ..DescriptorStatus::default()
+        };
+        Ok(tonic::Response::new(RateLimitResponse {
+            overall_code: Code::Ok.into(),
+            statuses: vec![ok; request.descriptors.len()],
+            ..RateLimitResponse::default()
+        }))
+    }
+}

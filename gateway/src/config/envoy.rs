@@ -1,0 +1,64 @@
+//! `[serve.envoy]`: Envoy's rate limit service, answered on `serve`'s listeners beside the
+//! gateway endpoints, over envoyproxy/ratelimit's YAML files.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use tower_redis_ratelimit::HeaderFamilies;
+use tower_redis_ratelimit::admission::FailureMode;
+use tower_redis_ratelimit::config::duration;
+
+use crate::envoy::Settings;
+
+/// How long the service waits for a store when the table does not say.
+pub const DEFAULT_ENVOY_DEADLINE: Duration = Duration::from_millis(100);
+
+/// The `[serve.envoy]` table.
+///
+/// ```toml
+/// [serve.envoy]
+/// files = "ratelimit/config"   # a YAML file, or a directory of them
+/// failure_mode = "open"        # or "closed": OVER_LIMIT while the store fails
+/// deadline = "100ms"
+/// headers = ["ietf", "rate_limiting"]
+/// ```
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct EnvoyTable {
+    /// envoyproxy/ratelimit's configuration: one YAML file, or a directory whose `.yaml` and
+    /// `.yml` files are each a domain. A relative path is from the configuration file's
+    /// directory.
+    pub files: PathBuf,
+    /// `open` (default: the descriptors are answered OK) or `closed` (OVER_LIMIT, with
+    /// `Retry-After: 1`) while the store fails.
+    #[serde(default)]
+    pub failure_mode: Option<FailureMode>,
+    /// How long to wait for the store (default `"100ms"`).
+    #[serde(default, deserialize_with = "duration::optional")]
+    pub deadline: Option<Duration>,
+    /// The header families put in `response_headers_to_add` for Envoy to pass to the client
+    /// (default `["rate_limiting", "ietf"]`).
+    #[serde(default)]
+    pub headers: Option<HeaderFamilies>,
+}
+
+impl EnvoyTable {
+    /// The files' path, for a configuration file at `file`.
+    pub fn files_path(&self, file: &Path) -> PathBuf {
+        match file.parent() {
+            Some(dir) if self.files.is_relative() => dir.join(&self.files),
+            _ => self.files.clone(),
+        }
+    }
+
+    /// How the service decides.
+    pub fn settings(&self) -> Settings {
+        Settings {
+            failure_mode: self.failure_mode.unwrap_or_default(),
+            deadline: self.deadline.unwrap_or(DEFAULT_ENVOY_DEADLINE),
+            headers: self.headers.unwrap_or(HeaderFamilies::DEFAULT),
+        }
+    }
+}

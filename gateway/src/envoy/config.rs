@@ -1,0 +1,189 @@
+//! The domains of envoyproxy/ratelimit's files, validated as the reference validates them and
+//! built into one tree per domain, each mistake named by its file and field.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::FilesError;
+use super::file::{DescriptorFile, DomainFile};
+use super::limit::{Limit, limit};
+use crate::config::FieldError;
+
+/// Every domain, by name.
+#[derive(Debug, Default)]
+pub struct Domains {
+    pub(super) domains: HashMap<String, Domain>,
+}
+
+/// One domain: its file, its store's name (extension) and its descriptor tree.
+#[derive(Debug)]
+pub struct Domain {
+    /// The file it was read from.
+    pub file: PathBuf,
+    /// The store it counts in (`extensions.store`), the default one when `None`.
+    pub store: Option<String>,
+    pub(super) root: Node,
+}
+
+/// A level of a descriptor tree: its descriptors by `key` or `key_value`, the wildcard ones in
+/// file order, and the limit and flags of the descriptor it belongs to.
+#[derive(Debug, Default)]
+pub(super) struct Node {
+    pub(super) children: HashMap<String, Node>,
+    /// `key_value` patterns with a `*`, split on it.
+    pub(super) wildcards: Vec<(String, Vec<String>)>,
+    pub(super) limit: Option<Arc<Limit>>,
+    pub(super) value_to_metric: bool,
+    pub(super) share_threshold: bool,
+}
+
+impl Domains {
+    /// Validates and builds the domains of `files` (each with its path).
+    pub fn build(files: Vec<(PathBuf, DomainFile)>) -> Result<Self, FilesError> {
+        let mut domains: HashMap<String, Domain> = HashMap::new();
+        for (path, file) in files {
+            let field_error = |field: &str, message: String| FilesError::Field {
+                path: path.clone(),
+                error: FieldError::new(field, message),
+            };
+            if file.domain.is_empty() {
+                return Err(field_error(
+                    "domain",
+                    "config file cannot have empty domain".into(),
+                ));
+            }
+            if let Some(other) = domains.get(&file.domain) {
+                return Err(field_error(
+                    "domain",
+                    format!(
+                        "duplicate domain '{}' in config file (also {})",
+                        file.domain,
+                        other.file.display()
+                    ),
+                ));
+            }
+            let mut root = Node::default();
+            let at = Level {
+                path: &path,
+                field: String::new(),
+                metric_key: vec![file.domain.clone()],
+                keys: Vec::new(),
+            };
+            root.load(&at, &file.descriptors)?;
+            domains.insert(
+                file.domain.clone(),
+                Domain {
+                    file: path.clone(),
+                    store: file.extensions.store.clone(),
+                    root,
+                },
+            );
+        }
+        Ok(Domains { domains })
+    }
+
+    /// The domain named `name`.
+    pub fn get(&self, name: &str) -> Option<&Domain> {
+        self.domains.get(name)
+    }
+
+    /// Every domain.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Domain)> {
+        self.domains
+            .iter()
+            .map(|(name, domain)| (name.as_str(), domain))
+    }
+}
+
+/// Where a descriptor list is: its file, its field and its metric key.
+pub(super) struct Level<'a> {
+    path: &'a Path,
+    field: String,
+    metric_key: Vec<String>,
+    keys: Vec<String>,
+}
+
+impl Level<'_> {
+    pub(super) fn error(&self, field: String, message: impl Into<String>) -> FilesError {
+        FilesError::Field {
+            path: self.path.to_owned(),
+            error: FieldError::new(field, message),
+        }
+    }
+}
+
+impl Node {
+    fn load(&mut self, at: &Level<'_>, descriptors: &[DescriptorFile]) -> Result<(), FilesError> {
+        for (index, descriptor) in descriptors.iter().enumerate() {
+            let field = format!("{}descriptors[{index}]", at.field);
+            if descriptor.key.is_empty() {
+                return Err(at.error(format!("{field}.key"), "descriptor has empty key"));
+            }
+            let final_key = if descriptor.value.is_empty() {
+                descriptor.key.clone()
+            } else {
+                format!("{}_{}", descriptor.key, descriptor.value)
+            };
+            let mut metric_key = at.metric_key.clone();
+            metric_key.push(final_key.clone());
+            let mut keys = at.keys.clone();
+            keys.push(descriptor.key.clone());
+            if self.children.contains_key(&final_key) {
+                return Err(at.error(
+                    field,
+                    format!(
+                        "duplicate descriptor composite key '{}'",
+                        metric_key.join(".")
+                    ),
+                ));
+            }
+            if descriptor.quota_mode {
+                return Err(at.error(
+                    format!("{field}.quota_mode"),
+                    "quota mode is not supported by ratelimit-gateway",
+                ));
+            }
+            let wildcard = final_key.contains('*');
+            if descriptor.share_threshold && !wildcard {
+                return Err(at.error(
+                    format!("{field}.share_threshold"),
+                    format!(
+                        "share_threshold can only be used with wildcard values (containing '*'), \
+                         but found key '{final_key}'"
+                    ),
+                ));
+            }
+            if wildcard {
+                let parts = final_key.split('*').map(str::to_owned).collect();
+                self.wildcards.push((final_key.clone(), parts));
+            }
+            let limit = match &descriptor.rate_limit {
+                Some(rate_limit) => Some(Arc::new(limit(
+                    at,
+                    &format!("{field}.rate_limit"),
+                    rate_limit,
+                    descriptor,
+                    metric_key.clone(),
+                    &keys,
+                )?)),
+                None => None,
+            };
+            let mut node = Node {
+                limit,
+                value_to_metric: descriptor.value_to_metric,
+                share_threshold: descriptor.share_threshold,
+                ..Node::default()
+            };
+            let next = Level {
+                path: at.path,
+                field: format!("{field}."),
+                metric_key,
+                keys,
+            };
+            node.load(&next, &descriptor.descriptors)?;
+            self.children.insert(final_key, node);
+        }
+        Ok(())
+    }
+}

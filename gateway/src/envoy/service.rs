@@ -1,0 +1,128 @@
+//! [`RateLimitService`]: the Envoy files loaded (and reloaded) with their stores, answering Envoy's
+//! `ShouldRateLimit` as a tonic service that a listener mounts under [`PATH_PREFIX`].
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
+    RateLimitService as Rls, RateLimitServiceServer,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use tower_redis_ratelimit::Store;
+use tower_redis_ratelimit::config::Limits;
+
+use super::config::Domains;
+use super::decide::{Settings, decide};
+use super::{FilesError, file};
+
+/// The path every request of the protocol starts with: a listener hands requests under it to
+/// [`RateLimitService::grpc`].
+pub const PATH_PREFIX: &str = "/envoy.service.ratelimit.v3.RateLimitService/";
+
+/// Envoy's rate limit service over the rules of envoyproxy/ratelimit's files. Cheap to clone.
+///
+/// A reload loads a new one with the limits of the reload
+/// ([`LimitsConfig::rebuild`](tower_redis_ratelimit::config::LimitsConfig::rebuild)): the
+/// stores whose settings did not change are the same stores, and a descriptor's counter is
+/// named by its domain, its entries and its quota, so counts go on.
+#[derive(Clone)]
+pub struct RateLimitService {
+    settings: Settings,
+    loaded: Arc<Loaded>,
+}
+
+/// The domains and the store of each.
+pub(super) struct Loaded {
+    pub(super) domains: Domains,
+    stores: HashMap<String, Arc<dyn Store>>,
+}
+
+impl Loaded {
+    /// The store of `domain`, when the files have it.
+    pub(super) fn store(&self, domain: &str) -> Option<&Arc<dyn Store>> {
+        self.stores.get(domain)
+    }
+}
+
+impl RateLimitService {
+    /// Reads the Envoy files at `files` (a YAML file or a directory of them) and finds each domain's
+    /// store among `limits`' stores.
+    pub fn load(files: &Path, settings: Settings, limits: &Limits) -> Result<Self, FilesError> {
+        Ok(Self {
+            settings,
+            loaded: Arc::new(load(files, limits)?),
+        })
+    }
+
+    /// The service as tonic serves it: a tower service of HTTP/2 requests under
+    /// [`PATH_PREFIX`].
+    pub fn grpc(&self) -> RateLimitServiceServer<RateLimitService> {
+        RateLimitServiceServer::new(self.clone())
+    }
+
+    /// Answers one HTTP/2 request of the protocol (its path under [`PATH_PREFIX`]): what a
+    /// listener that serves other requests too hands these to. Another path under the prefix
+    /// is answered as gRPC answers an unknown method (`UNIMPLEMENTED`).
+    pub async fn call<B>(&self, request: http::Request<B>) -> http::Response<tonic::body::Body>
+    where
+        B: http_body::Body + Send + 'static,
+        B::Data: Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
+    {
+        use tower::Service;
+        match self.grpc().call(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Decides one request, as `ShouldRateLimit` does.
+    pub async fn should_rate_limit(
+        &self,
+        request: &RateLimitRequest,
+    ) -> Result<RateLimitResponse, tonic::Status> {
+        decide(&self.loaded, &self.settings, request).await
+    }
+
+    /// Each domain with the file it came from, for `check`.
+    pub fn domains(&self) -> Vec<(String, PathBuf)> {
+        let mut domains: Vec<_> = self
+            .loaded
+            .domains
+            .iter()
+            .map(|(name, domain)| (name.to_owned(), domain.file.clone()))
+            .collect();
+        domains.sort();
+        domains
+    }
+}
+
+#[tonic::async_trait]
+impl Rls for RateLimitService {
+    async fn should_rate_limit(
+        &self,
+        request: tonic::Request<RateLimitRequest>,
+    ) -> Result<tonic::Response<RateLimitResponse>, tonic::Status> {
+        RateLimitService::should_rate_limit(self, request.get_ref())
+            .await
+            .map(tonic::Response::new)
+    }
+}
+
+fn load(files: &Path, limits: &Limits) -> Result<Loaded, FilesError> {
+    let domains = Domains::build(file::read(files)?)?;
+    let stores = domains
+        .iter()
+        .map(|(name, domain)| {
+            let store = limits
+                .rate_store("extensions", domain.store.as_deref())
+                .map_err(|error| FilesError::Store {
+                    path: domain.file.clone(),
+                    error,
+                })?;
+            Ok((name.to_owned(), store))
+        })
+        .collect::<Result<_, FilesError>>()?;
+    Ok(Loaded { domains, stores })
+}

@@ -1,0 +1,139 @@
+//! `ratelimit-gateway serve` run as a process with `[serve.envoy]`: the same listeners answer
+//! Envoy's gRPC and the gateway endpoints; SIGHUP and a changed rules file reload the rules,
+//! keeping the counts.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use testkit::{RedisServer, TempDir};
+use tonic::transport::Channel;
+
+use crate::process::GatewayProcess;
+use crate::support::{remaining, request, unix_client};
+
+const RULES: &str = "
+domain: api
+descriptors:
+  - key: user
+    rate_limit:
+      unit: hour
+      requests_per_unit: 5
+";
+
+/// `RULES` with another limit.
+fn rules(limit: u32) -> String {
+    RULES.replace(
+        "requests_per_unit: 5",
+        &format!("requests_per_unit: {limit}"),
+    )
+}
+
+/// `serve` of the file at `config`, its first line and its TCP address.
+fn start(config: &Path) -> (GatewayProcess, String, String) {
+    let (process, line, _stdout) = GatewayProcess::start("serve", config, Stdio::null());
+    let addr = line
+        .strip_prefix("serve: listening on ")
+        .and_then(|rest| rest.split([',', ' ']).next())
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    (process, line, addr)
+}
+
+/// Asks for user `user` until the answer's limit is `limit` (a reload took effect), for at most
+/// six seconds; the last answer.
+async fn until_limit(
+    client: &mut RateLimitServiceClient<Channel>,
+    user: &str,
+    limit: u32,
+) -> RateLimitResponse {
+    let asked = request("api", &[&[("user", user)]]);
+    let mut answer = RateLimitResponse::default();
+    for _ in 0..60 {
+        answer = client
+            .should_rate_limit(asked.clone())
+            .await
+            .unwrap()
+            .into_inner();
+        let now = answer.statuses[0]
+            .current_limit
+            .as_ref()
+            .unwrap()
+            .requests_per_unit;
+        if now == limit {
+            return answer;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no reload to a limit of {limit}: {answer:?}");
+}
+
+#[tokio::test]
+async fn serve_answers_envoy_beside_the_gateway_endpoints_and_sighup_keeps_counts() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new("envoy-serve").unwrap();
+    for (name, limit) in [("rules", 5), ("raised", 10)] {
+        std::fs::create_dir(dir.path().join(name)).unwrap();
+        std::fs::write(dir.path().join(name).join("api.yaml"), rules(limit)).unwrap();
+    }
+    let config = dir.path().join("serve.toml");
+    let file = |files: &str| {
+        format!(
+            "[stores.shared]\ntype = \"redis\"\nurl = \"{}\"\n\n[serve]\nlisten = \"127.0.0.1:0\"\n\
+             socket = \"{}\"\n\n[serve.envoy]\nfiles = \"{files}\"\n",
+            redis.url(),
+            dir.path().join("rls.sock").display()
+        )
+    };
+    std::fs::write(&config, file("rules")).unwrap();
+    let (mut process, line, addr) = start(&config);
+    assert!(line.contains("envoy: 1 domains"), "{line}");
+    let mut client = RateLimitServiceClient::connect(addr.clone()).await.unwrap();
+    until_limit(&mut client, "frank", 5).await;
+    until_limit(&mut client, "frank", 5).await;
+    // On the Unix socket too, counting in the same store.
+    let mut beside = unix_client(&dir.path().join("rls.sock")).await;
+    assert_eq!(
+        remaining(&until_limit(&mut beside, "frank", 5).await),
+        vec![2]
+    );
+    // The gateway endpoints on the same listener.
+    let plain = reqwest::get(format!("{addr}/auth_request")).await.unwrap();
+    assert_ne!(plain.status(), reqwest::StatusCode::NOT_FOUND);
+    // The file names other rules (a raised limit), and only SIGHUP reads the file: the three
+    // requests made so far still count.
+    std::fs::write(&config, file("raised")).unwrap();
+    process.signal("-HUP");
+    let answer = until_limit(&mut client, "frank", 10).await;
+    // 6 when the first request after the signal was answered by the new rules; less when
+    // some were answered (and counted) before; 9 had the counts been lost.
+    assert!(
+        remaining(&answer)[0] <= 6,
+        "the reload kept the counts: {answer:?}"
+    );
+    process.signal("-TERM");
+    process
+        .exits_successfully_within(Duration::from_secs(10))
+        .await;
+}
+
+#[tokio::test]
+async fn a_changed_rules_file_is_reloaded_without_a_signal() {
+    let dir = TempDir::new("envoy-watch").unwrap();
+    std::fs::write(dir.path().join("api.yaml"), RULES).unwrap();
+    let config = dir.path().join("serve.toml");
+    std::fs::write(
+        &config,
+        "[serve]\nlisten = \"127.0.0.1:0\"\n\n[serve.envoy]\nfiles = \"api.yaml\"\n",
+    )
+    .unwrap();
+    let (_process, _, addr) = start(&config);
+    let mut client = RateLimitServiceClient::connect(addr).await.unwrap();
+    until_limit(&mut client, "hank", 5).await;
+    std::fs::write(dir.path().join("api.yaml"), rules(8)).unwrap();
+    // Within a few looks at the file (one a second), no signal sent.
+    let answer = until_limit(&mut client, "hank", 8).await;
+    assert!(remaining(&answer)[0] < 7, "counts kept: {answer:?}");
+}
