@@ -4,12 +4,14 @@
 //! - `ratelimit-gateway proxy CONFIG`: a rate-limiting reverse proxy ([`proxy`]).
 //! - `ratelimit-gateway serve CONFIG`: the decision service that nginx (`auth_request`),
 //!   Traefik (ForwardAuth) and Caddy (`forward_auth`) ask before they serve a request
-//!   ([`serve`]).
+//!   ([`serve`]), and Envoy's rate limit service over envoyproxy/ratelimit's files ([`envoy`]),
+//!   on the same listeners.
 //! - `ratelimit-gateway check CONFIG`: validates a file and says what it would run ([`check`]).
 //!
 //! The file holds the library's limits (`stores`, `policies`, `routes`, `concurrency`,
 //! `shadow`: the crate's `docs/configuration.md`) and the gateway's own tables (`[proxy]`, `[serve]`),
-//! read together ([`config`]). `docs/proxy.md` and `docs/gateways.md` in the repository are the reference.
+//! read together ([`config`]). `docs/proxy.md`, `docs/gateways.md` and `docs/envoy.md` in the
+//! repository are the reference.
 //!
 //! Install it from a clone of the repository with `cargo install --locked --path gateway`.
 //! This library is the same program in parts, for a test or an example that embeds the proxy
