@@ -136,6 +136,22 @@ impl Rounds {
                 (low.min(rate), high.max(rate))
             })
     }
+
+    /// The cells every benchmark's table starts a mode's row with: requests/s, the rounds'
+    /// range, p50 and p99 in µs, the share refused and the other answers
+    /// (`42000 | 40000 – 44000 | 700 | 2100 | 0.0% | 0`).
+    pub fn cells(&self) -> String {
+        let total = &self.total;
+        let (low, high) = self.range();
+        format!(
+            "{:.0} | {low:.0} – {high:.0} | {} | {} | {:.1}% | {}",
+            total.per_second(),
+            total.micros_at(0.5),
+            total.micros_at(0.99),
+            100.0 * total.denied as f64 / total.requests().max(1) as f64,
+            total.other,
+        )
+    }
 }
 
 /// `value / base` with two decimals, `-` without a base.

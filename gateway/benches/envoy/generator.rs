@@ -107,19 +107,11 @@ pub(crate) fn print(settings: &str, rows: Vec<Measured>) {
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for row in &rows {
-        let total = &row.rounds.total;
-        let rate = total.per_second();
-        let (low, high) = row.rounds.range();
+        let rate = row.rounds.total.per_second();
         println!(
-            "| {} | {:.0} | {:.0} – {:.0} | {} | {} | {:.1}% | {} | {} | {} |",
+            "| {} | {} | {} | {} |",
             row.mode.name(),
-            rate,
-            low,
-            high,
-            total.micros_at(0.5),
-            total.micros_at(0.99),
-            100.0 * total.denied as f64 / total.requests().max(1) as f64,
-            total.other,
+            row.rounds.cells(),
             ratio(rate, bare(row.mode.descriptors())),
             ratio(rate, evalsha),
         );

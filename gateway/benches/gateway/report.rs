@@ -1,30 +1,26 @@
 //! The results, accumulated per mode over the rounds, and the table printed from them.
 
 use testkit::BoxError;
-use testkit::load::Outcome;
+use testkit::load::{Outcome, Rounds, ratio};
 
 use crate::modes::Mode;
 
 /// Everything measured for one mode, over every round.
 pub(crate) struct Measured {
     pub(crate) mode: Mode,
-    total: Outcome,
-    per_round: Vec<f64>,
+    rounds: Rounds,
 }
 
 impl Measured {
     pub(crate) fn new(mode: Mode) -> Result<Self, BoxError> {
         Ok(Self {
             mode,
-            total: Outcome::empty()?,
-            per_round: Vec::new(),
+            rounds: Rounds::new()?,
         })
     }
 
     pub(crate) fn add(&mut self, slice: &Outcome) -> Result<(), BoxError> {
-        self.total.merge(slice)?;
-        self.per_round.push(slice.per_second());
-        Ok(())
+        self.rounds.add(slice)
     }
 }
 
@@ -33,7 +29,10 @@ impl Measured {
 pub(crate) fn print(settings: &str, rows: Vec<Measured>) {
     let nginx = rows.iter().find(|row| row.mode == Mode::Nginx);
     let (nginx_rate, nginx_p99) = nginx.map_or((0.0, 0), |row| {
-        (row.total.per_second(), row.total.micros_at(0.99))
+        (
+            row.rounds.total.per_second(),
+            row.rounds.total.micros_at(0.99),
+        )
     });
     println!();
     println!("{settings}");
@@ -43,32 +42,12 @@ pub(crate) fn print(settings: &str, rows: Vec<Measured>) {
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for row in &rows {
-        let total = &row.total;
-        let rate = total.per_second();
-        let (low, high) = row
-            .per_round
-            .iter()
-            .fold((f64::INFINITY, 0.0_f64), |(low, high), &r| {
-                (low.min(r), high.max(r))
-            });
-        let ratio = |value: f64, base: f64| {
-            if base > 0.0 {
-                format!("{:.2}", value / base)
-            } else {
-                "-".to_owned()
-            }
-        };
+        let total = &row.rounds.total;
         println!(
-            "| {} | {:.0} | {:.0} – {:.0} | {} | {} | {:.1}% | {} | {} | {} |",
+            "| {} | {} | {} | {} |",
             row.mode.name(),
-            rate,
-            low,
-            high,
-            total.micros_at(0.5),
-            total.micros_at(0.99),
-            100.0 * total.denied as f64 / total.requests().max(1) as f64,
-            total.other,
-            ratio(rate, nginx_rate),
+            row.rounds.cells(),
+            ratio(total.per_second(), nginx_rate),
             ratio(total.micros_at(0.99) as f64, nginx_p99 as f64),
         );
     }
@@ -77,7 +56,8 @@ pub(crate) fn print(settings: &str, rows: Vec<Measured>) {
         rows.iter().find(|row| row.mode == Mode::ServeAuthRequest),
     ) {
         let added = |quantile: f64| {
-            serve.total.micros_at(quantile) as i64 - nginx.total.micros_at(quantile) as i64
+            serve.rounds.total.micros_at(quantile) as i64
+                - nginx.rounds.total.micros_at(quantile) as i64
         };
         println!();
         println!(
