@@ -455,7 +455,7 @@ async fn a_rate_store_is_the_routes_store_and_survives_a_rebuild() {
 }
 
 /// The field of a mistake that `build` reports.
-fn field_of(config: &str) -> String {
+pub(crate) fn field_of(config: &str) -> String {
     let config: LimitsConfig =
         toml::from_str(config).unwrap_or_else(|err| panic!("{config} does not parse: {err}"));
     match config.build() {

@@ -10,6 +10,7 @@ use tower_redis_ratelimit::RedisStore;
 use tower_redis_ratelimit::config::LimitsConfig;
 use tower_redis_ratelimit::region::Ledger;
 
+use crate::config::field_of;
 use crate::support::{RedisServer, get as send};
 
 fn config(region: &RedisServer, ledger: &RedisServer) -> String {
@@ -70,17 +71,6 @@ async fn a_region_store_and_a_global_policy_from_a_file_spend_the_ledger_s_allot
         region.keys()
     );
     assert!(admitted.values().any(|&count| count >= 15), "{admitted:?}");
-}
-
-/// The field of a mistake that `build` reports.
-fn field_of(config: &str) -> String {
-    let config: LimitsConfig =
-        toml::from_str(config).unwrap_or_else(|err| panic!("{config} does not parse: {err}"));
-    match config.build() {
-        Ok(_) => panic!("{config:?} built"),
-        Err(tower_redis_ratelimit::ConfigError::Field { field, .. }) => field,
-        Err(other) => panic!("{other} names no field"),
-    }
 }
 
 #[test]
