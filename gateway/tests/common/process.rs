@@ -3,8 +3,13 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
 use std::time::Duration;
+
+/// How long a test waits for a line the process should print: its first one, or an access log
+/// line of a request already answered. A process that hangs fails the test instead of hanging it.
+const LINE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The installed program, as cargo built it for this test binary.
 pub(crate) const BINARY: &str = env!("CARGO_BIN_EXE_ratelimit-gateway");
@@ -16,12 +21,9 @@ pub(crate) struct GatewayProcess {
 
 impl GatewayProcess {
     /// Runs `ratelimit-gateway <command> <config>` with its standard error to `stderr`; returns
-    /// it, the first line it printed, and its standard output after that line.
-    pub(crate) fn start(
-        command: &str,
-        config: &Path,
-        stderr: Stdio,
-    ) -> (Self, String, BufReader<ChildStdout>) {
+    /// it, the first line it printed (within [`LINE_TIMEOUT`]), and its standard output after
+    /// that line.
+    pub(crate) fn start(command: &str, config: &Path, stderr: Stdio) -> (Self, String, Output) {
         let mut child = Command::new(BINARY)
             .arg(command)
             .arg(config)
@@ -30,10 +32,10 @@ impl GatewayProcess {
             .stderr(stderr)
             .spawn()
             .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        (Self { child }, line, stdout)
+        let output = Output::read(BufReader::new(child.stdout.take().unwrap()));
+        let process = Self { child };
+        let line = output.next_line();
+        (process, line, output)
     }
 
     /// Waits for the process to exit with status 0, failing the test after `within`.
@@ -66,5 +68,32 @@ impl Drop for GatewayProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A process's standard output, line by line, read on a thread of its own so that a wait for a
+/// line can be bounded in time.
+pub(crate) struct Output(mpsc::Receiver<String>);
+
+impl Output {
+    fn read(stdout: impl BufRead + Send + 'static) -> Self {
+        let (lines, receiver) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines() {
+                let Ok(line) = line else { break };
+                if lines.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self(receiver)
+    }
+
+    /// The next line, without its end; fails the test if none comes within [`LINE_TIMEOUT`]
+    /// (or the process closed its output).
+    pub(crate) fn next_line(&self) -> String {
+        self.0
+            .recv_timeout(LINE_TIMEOUT)
+            .unwrap_or_else(|err| panic!("no line from the process within {LINE_TIMEOUT:?}: {err}"))
     }
 }

@@ -1,6 +1,5 @@
 //! The upstream, the proxy process, and a client whose requests cannot hang a test.
 
-use std::io::BufReader;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -15,7 +14,7 @@ use axum::routing::{any, get, post};
 use futures_util::StreamExt;
 
 pub(crate) use crate::process::BINARY;
-use crate::process::GatewayProcess;
+use crate::process::{GatewayProcess, Output};
 
 /// The upstream: echoes forwarding headers and the request id, streams, counts uploads, fails, echoes WebSockets.
 pub(crate) async fn upstream() -> SocketAddr {
@@ -170,10 +169,7 @@ impl Proxy {
     }
 
     /// The proxy, and its standard output after the first line.
-    pub(crate) fn start_with_stdout(
-        config: &str,
-        stderr: Stdio,
-    ) -> (Self, BufReader<std::process::ChildStdout>) {
+    pub(crate) fn start_with_stdout(config: &str, stderr: Stdio) -> (Self, Output) {
         let path = std::env::temp_dir().join(format!("proxy-{}.toml", fastrand::u64(..)));
         std::fs::write(&path, config).unwrap();
         let (process, line, stdout) = GatewayProcess::start("proxy", &path, stderr);

@@ -1,7 +1,6 @@
 //! The `[serve]` table as `check` reads it, what `serve` refuses to run, `--help`, the admin
 //! address and the access log, and a SIGHUP reload that keeps the counts.
 
-use std::io::BufRead;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -107,7 +106,7 @@ async fn admin_access_log_and_a_reload_that_keeps_counts() {
             limits(limit)
         )
     };
-    let (serve, mut log) = Serve::start_with_stdout(&config(2));
+    let (serve, log) = Serve::start_with_stdout(&config(2));
     let (auth_request, forward_auth) = (serve.url("/auth_request"), serve.url("/forward_auth"));
     let ask = || {
         get(
@@ -124,8 +123,7 @@ async fn admin_access_log_and_a_reload_that_keeps_counts() {
     let first = ask().await;
     assert_eq!(first.status(), 204);
     assert_eq!(header(&first, "x-request-id"), "req-1");
-    let mut line = String::new();
-    log.read_line(&mut line).unwrap();
+    let line = log.next_line();
     let entry: serde_json::Value = serde_json::from_str(&line).unwrap();
     assert_eq!(entry["request_id"], "req-1");
     assert_eq!(entry["client"], "203.0.113.5");

@@ -1,7 +1,6 @@
 //! A real nginx, configured as docs/gateways.md says, asking `serve` through `auth_request`:
 //! what a client of nginx sees.
 
-use std::io::BufRead;
 use std::time::{Duration, Instant};
 
 use testkit::RedisServer;
@@ -161,7 +160,7 @@ async fn nginx_asks_over_a_unix_socket() {
         "#,
         limits(1)
     );
-    let (serve, mut log) = Serve::start_with_stdout(&config);
+    let (serve, log) = Serve::start_with_stdout(&config);
     assert_eq!(serve.addr, None);
     let socket = serve.dir().join("serve.sock");
     let nginx = nginx(upstream, &format!("unix:{}", socket.display()));
@@ -169,8 +168,7 @@ async fn nginx_asks_over_a_unix_socket() {
     let admitted = get("127.0.0.2", &url, &[]).await;
     assert_eq!(admitted.status(), 200, "{}", nginx.error_log());
     assert_eq!(header(&admitted, "ratelimit"), "\"api\";r=0;t=60");
-    let mut line = String::new();
-    log.read_line(&mut line).unwrap();
+    let line = log.next_line();
     let entry: serde_json::Value = serde_json::from_str(&line).unwrap();
     assert_eq!(entry["client"], "127.0.0.2");
     assert_eq!(entry["decision"], "allowed");

@@ -1,7 +1,6 @@
 //! The upstream, the `serve` process, nginx in front of both as docs/gateways.md configures
 //! it, and clients whose requests cannot hang a test.
 
-use std::io::BufReader;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -13,7 +12,7 @@ use testkit::TempDir;
 use testkit::nginx::Nginx;
 
 pub(crate) use crate::process::BINARY;
-use crate::process::GatewayProcess;
+use crate::process::{GatewayProcess, Output};
 
 /// The upstream: answers every request with the path and query it was asked for, and the
 /// request id it was given in `x-seen-request-id`.
@@ -63,7 +62,7 @@ impl Serve {
     }
 
     /// `serve`, and its standard output after the first line.
-    pub(crate) fn start_with_stdout(config: &str) -> (Self, BufReader<std::process::ChildStdout>) {
+    pub(crate) fn start_with_stdout(config: &str) -> (Self, Output) {
         let dir = TempDir::new("serve").unwrap();
         let config_text = config.replace("{dir}", &dir.path().display().to_string());
         let path = dir.path().join("serve.toml");
