@@ -154,6 +154,29 @@ impl Rounds {
     }
 }
 
+/// One benchmark mode and what was measured of it over every round.
+pub struct Measured<M> {
+    /// The mode.
+    pub mode: M,
+    /// Its slices.
+    pub rounds: Rounds,
+}
+
+impl<M> Measured<M> {
+    /// `mode`, nothing measured yet.
+    pub fn new(mode: M) -> Result<Self, BoxError> {
+        Ok(Self {
+            mode,
+            rounds: Rounds::new()?,
+        })
+    }
+
+    /// Adds a round's slice.
+    pub fn add(&mut self, slice: &Outcome) -> Result<(), BoxError> {
+        self.rounds.add(slice)
+    }
+}
+
 /// `value / base` with two decimals, `-` without a base.
 pub fn ratio(value: f64, base: f64) -> String {
     if base > 0.0 {

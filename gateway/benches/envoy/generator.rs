@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use testkit::BoxError;
-use testkit::load::{Outcome, Rounds, ratio};
+use testkit::load::{Measured, Outcome, ratio};
 use tonic::transport::Endpoint;
 
 use crate::modes::Mode;
@@ -70,28 +70,9 @@ pub(crate) async fn drive(
     Ok(total)
 }
 
-/// Everything measured for one mode, over every round.
-pub(crate) struct Measured {
-    mode: Mode,
-    rounds: Rounds,
-}
-
-impl Measured {
-    pub(crate) fn new(mode: Mode) -> Result<Self, BoxError> {
-        Ok(Self {
-            mode,
-            rounds: Rounds::new()?,
-        })
-    }
-
-    pub(crate) fn add(&mut self, slice: &Outcome) -> Result<(), BoxError> {
-        self.rounds.add(slice)
-    }
-}
-
 /// Prints the markdown table: requests/s, the rounds' range, p50 and p99, the share refused,
 /// and the ratio to the bare handler's requests/s and to one raw EVALSHA per request's.
-pub(crate) fn print(settings: &str, rows: Vec<Measured>) {
+pub(crate) fn print(settings: &str, rows: Vec<Measured<Mode>>) {
     let rate_of = |name: &str| {
         rows.iter()
             .find(|row| row.mode.name() == name)

@@ -28,7 +28,9 @@ use std::time::Duration;
 
 use testkit::{BoxError, RedisServer, env_or};
 
-use crate::generator::{Measured, drive};
+use testkit::load::Measured;
+
+use crate::generator::drive;
 use crate::modes::{Mode, Server};
 
 /// Each mode's unmeasured first slice.

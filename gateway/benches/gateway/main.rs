@@ -34,7 +34,7 @@ use testkit::load::{self, Load, drive};
 use testkit::{BoxError, RedisServer, env_or};
 
 use crate::modes::{Mode, Target};
-use crate::report::Measured;
+use testkit::load::Measured;
 
 /// Each target's unmeasured first slice.
 const WARM_UP: Duration = Duration::from_millis(500);

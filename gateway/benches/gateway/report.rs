@@ -1,32 +1,12 @@
 //! The results, accumulated per mode over the rounds, and the table printed from them.
 
-use testkit::BoxError;
-use testkit::load::{Outcome, Rounds, ratio};
+use testkit::load::{Measured, ratio};
 
 use crate::modes::Mode;
 
-/// Everything measured for one mode, over every round.
-pub(crate) struct Measured {
-    pub(crate) mode: Mode,
-    rounds: Rounds,
-}
-
-impl Measured {
-    pub(crate) fn new(mode: Mode) -> Result<Self, BoxError> {
-        Ok(Self {
-            mode,
-            rounds: Rounds::new()?,
-        })
-    }
-
-    pub(crate) fn add(&mut self, slice: &Outcome) -> Result<(), BoxError> {
-        self.rounds.add(slice)
-    }
-}
-
 /// Prints the markdown table: requests/s, the rounds' range, p50 and p99, and the ratio to
 /// nginx's requests/s (and its p99 over nginx's) in the same run.
-pub(crate) fn print(settings: &str, rows: Vec<Measured>) {
+pub(crate) fn print(settings: &str, rows: Vec<Measured<Mode>>) {
     let nginx = rows.iter().find(|row| row.mode == Mode::Nginx);
     let (nginx_rate, nginx_p99) = nginx.map_or((0.0, 0), |row| {
         (
