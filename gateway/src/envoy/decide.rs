@@ -33,6 +33,11 @@ use super::metrics::{Hit, near, record};
 use super::service::Loaded;
 use super::status::{current_limit, failed, fill, header_values, proto, response};
 
+/// The most descriptors one request may carry. Envoy sends one per `rate_limits` action of a
+/// route (a handful); without a bound, one message of the 4 MiB tonic accepts could carry
+/// hundreds of thousands, each found, named and counted.
+pub const MAX_DESCRIPTORS: usize = 256;
+
 /// How the service decides, beside its rules.
 #[derive(Clone, Copy, Debug)]
 pub struct Settings {
@@ -66,6 +71,12 @@ pub(super) async fn decide(
         return Err(tonic::Status::unknown(
             "rate limit descriptor list must not be empty",
         ));
+    }
+    if request.descriptors.len() > MAX_DESCRIPTORS {
+        return Err(tonic::Status::invalid_argument(format!(
+            "at most {MAX_DESCRIPTORS} descriptors per request, not {}",
+            request.descriptors.len()
+        )));
     }
     // A domain the files do not have limits nothing, its descriptors' own limits included, as
     // the reference answers.

@@ -26,7 +26,7 @@ pub mod watch;
 
 use std::path::PathBuf;
 
-pub use self::decide::Settings;
+pub use self::decide::{MAX_DESCRIPTORS, Settings};
 pub use self::service::{PATH_PREFIX, RateLimitService};
 use crate::config::FieldError;
 

@@ -278,3 +278,23 @@ async fn a_descriptor_sent_twice_counts_twice() {
     let once = request("api", &[&[("user", "gina")]]);
     assert_eq!(codes(&ask(&service, &once).await).1, Code::OverLimit);
 }
+
+#[tokio::test]
+async fn a_request_of_too_many_descriptors_is_refused_as_invalid() {
+    let rules = Files::new(&[("api.yaml", TWO_LIMITS)], "");
+    let service = rules.service(FailureMode::Open);
+    let users: Vec<String> = (0..=ratelimit_gateway::envoy::MAX_DESCRIPTORS)
+        .map(|n| format!("u{n}"))
+        .collect();
+    let entries: Vec<[(&str, &str); 1]> =
+        users.iter().map(|user| [("user", user.as_str())]).collect();
+    let descriptors: Vec<&[(&str, &str)]> = entries.iter().map(|entry| &entry[..]).collect();
+    let refused = service
+        .should_rate_limit(&request("api", &descriptors))
+        .await
+        .expect_err("more descriptors than the bound");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+    // Nothing was counted: the first user still has the whole limit.
+    let first = ask(&service, &request("api", &[&[("user", "u0")]])).await;
+    assert_eq!(remaining(&first), vec![2]);
+}
