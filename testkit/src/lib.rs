@@ -8,6 +8,7 @@
 //! - [`load`]: a closed-loop HTTP/1.1 load generator, and [`app_process`]: apps in processes of
 //!   their own for it to drive;
 //! - [`nginx::Nginx`]: a private nginx on a free port, for the gateway's tests and benchmark;
+//! - [`peer`]: Caddy, Traefik and Envoy (installed by `.ci/install-gateways`) as processes;
 //! - [`governor`]: tower_governor keyed as the benchmarks key ours, their in-process baseline;
 //! - [`traces`]: seeded request traces for the algorithm studies;
 //! - [`harness`]: tests in a binary without libtest's harness, answering `cargo test` alike;
@@ -22,6 +23,7 @@ pub mod governor;
 pub mod harness;
 pub mod load;
 pub mod nginx;
+pub mod peer;
 pub mod sentinel;
 mod server;
 mod temp_dir;

@@ -117,19 +117,7 @@ impl Drop for Nginx {
 /// `from` of `replacements` replaced by its `to` (e.g. the guide's addresses by a test's). A
 /// `from` the block lacks is an error: the guide changed, and so must its caller.
 pub fn documented(page: &str, replacements: &[(&str, String)]) -> Result<String, BoxError> {
-    let mut block = page
-        .split("```nginx\n")
-        .nth(1)
-        .and_then(|rest| rest.split("\n```").next())
-        .ok_or("the page has no ```nginx block")?
-        .to_owned();
-    for (from, to) in replacements {
-        if !block.contains(from) {
-            return Err(format!("the page's nginx block has no {from:?}").into());
-        }
-        block = block.replace(from, to);
-    }
-    Ok(block)
+    crate::peer::documented_block(page, "nginx", "", replacements)
 }
 
 fn running_as_root() -> bool {
