@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
-use tower_redis_ratelimit::config::{KeyConfig, LimitsConfig, RuleConfig, StoreConfig};
+use tower_redis_ratelimit::config::{KeyConfig, Limits, LimitsConfig, RuleConfig, StoreConfig};
 
 use crate::config::{AccessLogFormat, Connections, DEFAULT_GATEWAYS, File, FileError};
 use crate::{proxy, serve};
@@ -16,7 +16,7 @@ use crate::{proxy, serve};
 pub fn check(path: &Path) -> Result<String, FileError> {
     let file = File::read(path)?;
     // The limits are built either way: a file of neither table has mistakes in them too.
-    file.limits.build().map_err(|err| file.limits_error(err))?;
+    let limits = file.limits.build().map_err(|err| file.limits_error(err))?;
     let proxy = match &file.tables.proxy {
         Some(_) => Some(proxy::load(&file, None)?),
         None => None,
@@ -25,10 +25,15 @@ pub fn check(path: &Path) -> Result<String, FileError> {
         Some(_) => Some(serve::load(&file, None)?),
         None => None,
     };
-    Ok(describe(&file, proxy.as_ref(), serve.as_ref()))
+    Ok(describe(&file, &limits, proxy.as_ref(), serve.as_ref()))
 }
 
-fn describe(file: &File, proxy: Option<&proxy::Loaded>, serve: Option<&serve::Loaded>) -> String {
+fn describe(
+    file: &File,
+    limits: &Limits,
+    proxy: Option<&proxy::Loaded>,
+    serve: Option<&serve::Loaded>,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}: the configuration is valid", file.path.display());
     match proxy {
@@ -40,7 +45,28 @@ fn describe(file: &File, proxy: Option<&proxy::Loaded>, serve: Option<&serve::Lo
         None => out.push_str("serve: none (no [serve] table)\n"),
     }
     describe_limits(&mut out, &file.limits);
+    describe_paths(&mut out, limits);
     out
+}
+
+/// Which limits a path's request meets, by the longest prefix it starts with: every route
+/// (and concurrency limit) of that prefix and of the shorter ones it starts with, in the order
+/// they decide.
+fn describe_paths(out: &mut String, limits: &Limits) {
+    let mut stacks = limits.route_paths().peekable();
+    if stacks.peek().is_some() {
+        out.push_str("paths (a request meets every route of its path, in this order):\n");
+        for (prefix, routes) in stacks {
+            let _ = writeln!(out, "  {prefix}: {}", routes.join(", "));
+        }
+    }
+    let mut stacks = limits.concurrency_paths().peekable();
+    if stacks.peek().is_some() {
+        out.push_str("concurrency paths (a request holds a slot of each):\n");
+        for (prefix, names) in stacks {
+            let _ = writeln!(out, "  {prefix}: {}", names.join(", "));
+        }
+    }
 }
 
 fn describe_serve(out: &mut String, serve: &serve::Loaded) {
@@ -154,7 +180,7 @@ fn describe_limits(out: &mut String, limits: &LimitsConfig) {
         };
         let _ = writeln!(out, "  {name}: {}{global}", rules.join("; "));
     }
-    out.push_str("routes (matched on the normalised path, longest prefix first):\n");
+    out.push_str("routes (matched on the normalised path):\n");
     for (name, route) in &limits.routes {
         let _ = writeln!(
             out,

@@ -28,8 +28,9 @@ use crate::headers::HeaderFamilies;
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ConcurrencyConfig {
-    /// Path prefixes this limit applies to, the longest first (the proxy's routing; a layer
-    /// built in code applies where it is layered).
+    /// Path prefixes this limit applies to (the proxy's routing, where it is required; a layer
+    /// built in code applies where it is layered). A path belongs to every limit with a prefix
+    /// it starts with: see [`Limits::concurrency_for`](super::Limits::concurrency_for).
     #[serde(default)]
     pub paths: Vec<String>,
     /// How many requests of one key may be in flight at once.

@@ -358,11 +358,27 @@ impl Limits {
             .map(|(name, layer)| (name.as_str(), layer))
     }
 
-    /// The route whose path prefix is the longest that `path` starts with, if any: its name and
-    /// layer.
-    pub fn route_for(&self, path: &str) -> Option<(&str, &RateLimitLayer)> {
-        let name = self.paths.route_for(path)?;
-        Some((name, self.layers.get(name)?))
+    /// The routes `path` belongs to, the narrowest first: every route with a path prefix that
+    /// `path` starts with. Routes stack as nested layers do, the narrowest outermost: a request
+    /// is decided by each in turn, a refusal ends it (a broader route never counts what a
+    /// narrower one refused), and a narrower route, a shadow one least of all, never lifts the
+    /// limit of a broader one.
+    pub fn routes_for<'a>(
+        &'a self,
+        path: &str,
+    ) -> impl DoubleEndedIterator<Item = (&'a str, &'a RateLimitLayer)> + Clone + use<'a> {
+        let layers = &self.layers;
+        self.paths
+            .routes_for(path)
+            .iter()
+            .filter_map(move |name| Some((name.as_str(), layers.get(name)?)))
+    }
+
+    /// Each route path prefix, the longest first, with the routes that a path under it (and no
+    /// longer prefix) belongs to, the narrowest first: what [`routes_for`](Self::routes_for)
+    /// answers, for `ratelimit-gateway check` to show.
+    pub fn route_paths(&self) -> impl Iterator<Item = (&str, &[String])> {
+        self.paths.stacks()
     }
 
     /// The concurrency limit named `name`.
@@ -381,13 +397,28 @@ impl Limits {
             .map(|(name, layer)| (name.as_str(), layer))
     }
 
-    /// The concurrency limit whose path prefix is the longest that `path` starts with, if any:
-    /// its name and layer.
+    /// The concurrency limits `path` belongs to, the narrowest first, as
+    /// [`routes_for`](Self::routes_for) finds routes: a request holds a slot of each.
     #[cfg(feature = "concurrency")]
     #[cfg_attr(docsrs, doc(cfg(feature = "concurrency")))]
-    pub fn concurrency_for(&self, path: &str) -> Option<(&str, &ConcurrencyLimitLayer)> {
-        let name = self.concurrency_paths.route_for(path)?;
-        Some((name, self.concurrency.get(name)?))
+    pub fn concurrency_for<'a>(
+        &'a self,
+        path: &str,
+    ) -> impl DoubleEndedIterator<Item = (&'a str, &'a ConcurrencyLimitLayer)> + Clone + use<'a>
+    {
+        let layers = &self.concurrency;
+        self.concurrency_paths
+            .routes_for(path)
+            .iter()
+            .filter_map(move |name| Some((name.as_str(), layers.get(name)?)))
+    }
+
+    /// Each concurrency limit's path prefix, the longest first, with the limits a path under it
+    /// belongs to, as [`route_paths`](Self::route_paths) shows routes.
+    #[cfg(feature = "concurrency")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "concurrency")))]
+    pub fn concurrency_paths(&self) -> impl Iterator<Item = (&str, &[String])> {
+        self.concurrency_paths.stacks()
     }
 }
 

@@ -38,8 +38,9 @@ use crate::key::{Exemptions, KeyExtractor};
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RouteConfig {
-    /// Path prefixes this route applies to, longest first wins (the proxy's routing; a layer
-    /// built in code applies where it is layered).
+    /// Path prefixes this route applies to (the gateway's routing, where it is required; a
+    /// layer built in code applies where it is layered). A path belongs to every route with a
+    /// prefix it starts with: see [`Limits::routes_for`](super::Limits::routes_for).
     #[serde(default)]
     pub paths: Vec<String>,
     /// The name of a policy under `[policies]`.

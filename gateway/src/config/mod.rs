@@ -140,7 +140,8 @@ impl File {
     }
 
     /// Requests are matched on their normalised path: a prefix that is not one would never
-    /// match, or match less than it says.
+    /// match, or match less than it says; and a route (or concurrency limit) without paths
+    /// would limit nothing here, where paths are how a request finds its limits.
     fn check_paths(&self) -> Result<(), FieldError> {
         let routes = self
             .limits
@@ -153,6 +154,14 @@ impl File {
             .iter()
             .map(|(name, limit)| (format!("concurrency.{name}.paths"), &limit.paths));
         for (field, paths) in routes.chain(concurrency) {
+            if paths.is_empty() {
+                return Err(FieldError::new(
+                    field,
+                    "missing: the gateway limits a request by the routes of its path, so a \
+                     limit without `paths` would limit nothing (write e.g. `paths = [\"/\"]` \
+                     for every path)",
+                ));
+            }
             for (index, path) in paths.iter().enumerate() {
                 let field = || format!("{field}[{index}]");
                 match normalise(path) {

@@ -27,7 +27,7 @@ use self::routes::Routes;
 use crate::config::File;
 use crate::paths::normalised;
 use crate::server::{
-    self, AccessLog, Address, Admin, BoxError, Entry, Listener, Reloadable, Shutdown,
+    self, AccessLog, Address, Admin, BoxError, Entry, Listener, Reloadable, RouteNames, Shutdown,
     ShutdownTrigger, Workers, X_REQUEST_ID, count_request, request_id,
 };
 
@@ -169,8 +169,8 @@ async fn handle(shared: &Shared, log: &AccessLog, request: Request<Incoming>) ->
     let (mut response, route, key) = match normalised(request) {
         Ok(request) => {
             let (service, route) = routes.service(&request);
-            let (request, key) = match route {
-                Some(route) if log.is_on() => routes.loaded.keys.key(route, request),
+            let (request, key) = match &route {
+                Some(route) if log.is_on() => routes.loaded.keys.key(route.narrowest(), request),
                 _ => (request, None),
             };
             if log.is_on() {
@@ -186,7 +186,7 @@ async fn handle(shared: &Shared, log: &AccessLog, request: Request<Incoming>) ->
     };
     response.headers_mut().insert(X_REQUEST_ID, id.clone());
     let forwarded = response.extensions().get::<Forwarded>().copied();
-    let decision = match (route, forwarded) {
+    let decision = match (&route, forwarded) {
         (None, _) => "unlimited",
         (Some(_), Some(Forwarded { decided: true, .. })) => "allowed",
         (Some(_), Some(Forwarded { decided: false, .. })) => "skipped",
@@ -203,7 +203,7 @@ async fn handle(shared: &Shared, log: &AccessLog, request: Request<Incoming>) ->
             // A path refused as ambiguous is not logged: it may hold anything.
             path: logged_path.as_deref().unwrap_or("-"),
             status: response.status().as_u16(),
-            route,
+            route: route.as_ref().map(RouteNames::as_str),
             key: key.as_deref(),
             decision,
             latency,

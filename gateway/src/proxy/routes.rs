@@ -6,7 +6,7 @@ use http::Request;
 use super::forward::Forward;
 use super::headers::is_upgrade;
 use super::load::Loaded;
-use crate::server::{Boxed, behind as limited};
+use crate::server::{Boxed, RouteNames, behind as limited};
 
 /// The upstream behind some layers, boxed.
 pub(crate) type Proxied = Boxed;
@@ -25,14 +25,16 @@ impl Routes {
         }
     }
 
-    /// The service for `request`, whose path is normalised, and the name of the route that
-    /// limits it: the upstream behind the WebSocket limit for an upgrade, its path's
-    /// concurrency limit, and its path's rate limit, outermost (refusing is cheapest there).
+    /// The service for `request`, whose path is normalised, and the names of the routes that
+    /// limit it (the access log's, `None` when none does): the upstream behind the WebSocket
+    /// limit for an upgrade, its path's concurrency limits, and its path's routes, outermost
+    /// (refusing is cheapest there). Limits of one kind stack the narrowest outermost, as
+    /// [`Limits::routes_for`](tower_redis_ratelimit::config::Limits::routes_for) says.
     ///
     /// The WebSocket limit is innermost so that its permit is the one the request carries to
     /// [`Forward`], which holds it for the tunnel's life (the request extensions keep one
-    /// permit, the last inserted); a path's concurrency slot ends with the `101` answer.
-    pub(crate) fn service(&self, request: &Request<Body>) -> (Proxied, Option<&str>) {
+    /// permit, the last inserted); a path's concurrency slots end with the `101` answer.
+    pub(crate) fn service(&self, request: &Request<Body>) -> (Proxied, Option<RouteNames<'_>>) {
         let path = request.uri().path();
         let limits = &self.loaded.limits;
         let mut service = self.upstream.clone();
@@ -41,14 +43,13 @@ impl Routes {
         {
             service = limited(limit, service);
         }
-        if let Some((_, limit)) = limits.concurrency_for(path) {
+        for (_, limit) in limits.concurrency_for(path).rev() {
             service = limited(limit, service);
         }
-        let mut route = None;
-        if let Some((name, layer)) = limits.route_for(path) {
+        let routes = limits.routes_for(path);
+        for (_, layer) in routes.clone().rev() {
             service = limited(layer, service);
-            route = Some(name);
         }
-        (service, route)
+        (service, RouteNames::of(routes))
     }
 }

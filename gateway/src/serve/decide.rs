@@ -28,17 +28,18 @@ pub(crate) fn admitted() -> Boxed {
     }))
 }
 
-/// What `layer` (a route's; none: the request's path has no route) answers about `request`:
-/// 200 when admitted, else the refusal.
-pub(crate) async fn decide(
-    layer: Option<&RateLimitLayer>,
+/// What the layers of `routes` (the request's path's, the narrowest first; none: no route)
+/// answer about `request`: 200 when admitted, else the refusal. They stack the narrowest
+/// outermost, as in `proxy`.
+pub(crate) async fn decide<'a>(
+    routes: impl DoubleEndedIterator<Item = (&'a str, &'a RateLimitLayer)>,
     admit: &Boxed,
     request: Request<Body>,
 ) -> Response<Body> {
-    let service = match layer {
-        Some(layer) => behind(layer, admit.clone()),
-        None => admit.clone(),
-    };
+    let mut service = admit.clone();
+    for (_, layer) in routes.rev() {
+        service = behind(layer, service);
+    }
     match service.oneshot(request).await {
         Ok(response) => response,
         Err(never) => match never {},

@@ -31,8 +31,8 @@ pub use self::original::{X_FORWARDED_METHOD, X_FORWARDED_URI, X_ORIGINAL_URI};
 use crate::config::File;
 use crate::envoy;
 use crate::server::{
-    self, AccessLog, Address, Admin, BoxError, Boxed, Entry, Listener, Reloadable, Shutdown,
-    ShutdownTrigger, Workers, X_REQUEST_ID, count_request, problem, request_id,
+    self, AccessLog, Address, Admin, BoxError, Boxed, Entry, Listener, Reloadable, RouteNames,
+    Shutdown, ShutdownTrigger, Workers, X_REQUEST_ID, count_request, problem, request_id,
 };
 
 /// What a request needs: the limits in force (replaced on a reload), the service behind them,
@@ -222,7 +222,7 @@ async fn answer(state: &State, mut question: Request<Incoming>) -> Response<Body
             Err(refused) => (*refused, None),
         },
     };
-    let decision = match (route, answer.extensions().get::<Admitted>()) {
+    let decision = match (&route, answer.extensions().get::<Admitted>()) {
         (None, _) => "unlimited",
         (Some(_), Some(Admitted { decided: true })) => "allowed",
         (Some(_), Some(Admitted { decided: false })) => "skipped",
@@ -245,7 +245,7 @@ async fn answer(state: &State, mut question: Request<Incoming>) -> Response<Body
             // A question refused before its target was read names no path: it may hold anything.
             path: asked.path.as_deref().unwrap_or("-"),
             status: response.status().as_u16(),
-            route,
+            route: route.as_ref().map(RouteNames::as_str),
             key: key.as_deref(),
             decision,
             latency,
@@ -265,7 +265,7 @@ struct Asked {
     key: Option<Vec<u8>>,
 }
 
-/// The limits' answer about `request`, and its route's name; what the log needs noted in
+/// The limits' answer about `request`, and its routes' names; what the log needs noted in
 /// `asked` (only when it is on).
 async fn ask<'a>(
     loaded: &'a Loaded,
@@ -273,17 +273,18 @@ async fn ask<'a>(
     log: &AccessLog,
     request: Request<Body>,
     asked: &mut Asked,
-) -> (Response<Body>, Option<&'a str>) {
-    let route = loaded.limits.route_for(request.uri().path());
+) -> (Response<Body>, Option<RouteNames<'a>>) {
+    let layers = loaded.limits.routes_for(request.uri().path());
+    let routes = RouteNames::of(layers.clone());
     let mut request = request;
     if log.is_on() {
         asked.method = request.method().clone();
         asked.path = Some(request.uri().path().to_owned());
         asked.client = request.extensions().get::<SocketAddr>().map(SocketAddr::ip);
-        if let Some((name, _)) = route {
-            (request, asked.key) = loaded.keys.key(name, request);
+        if let Some(routes) = &routes {
+            (request, asked.key) = loaded.keys.key(routes.narrowest(), request);
         }
     }
-    let answer = decide(route.map(|(_, layer)| layer), admit, request).await;
-    (answer, route.map(|(name, _)| name))
+    let answer = decide(layers, admit, request).await;
+    (answer, routes)
 }

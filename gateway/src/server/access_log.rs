@@ -31,7 +31,7 @@ pub struct Entry<'a> {
     pub path: &'a str,
     /// The status sent to the client.
     pub status: u16,
-    /// The route that limited it, if any.
+    /// The routes that limited it, the narrowest first, joined by `,` (none: no route).
     pub route: Option<&'a str>,
     /// The digest of its key ([`AccessLog::key_digest`]), if it has one.
     pub key: Option<&'a str>,

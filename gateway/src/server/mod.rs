@@ -23,7 +23,7 @@ pub use self::listener::{Address, Listener};
 pub use self::problem::problem;
 pub use self::reload::Reloadable;
 pub use self::request_id::{X_REQUEST_ID, request_id};
-pub use self::route_keys::RouteKeys;
+pub use self::route_keys::{RouteKeys, RouteNames};
 pub use self::serve::serve;
 pub use self::shutdown::{Shutdown, ShutdownTrigger};
 pub use self::watch::{InFlight, Tracked};

@@ -1,6 +1,7 @@
 //! Each route's key extractor, so that the access log can name a request's key (as a digest)
 //! without the layer handing it out.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -29,5 +30,38 @@ impl RouteKeys {
             .ok()
             .map(|key| key.as_bytes().to_vec());
         (Request::from_parts(parts, body), key)
+    }
+}
+
+/// The routes a request went through, as the access log names them: the narrowest first,
+/// joined by `,` (`search,api`); the key logged is the narrowest one's.
+#[derive(Clone, Debug)]
+pub struct RouteNames<'a> {
+    narrowest: &'a str,
+    joined: Cow<'a, str>,
+}
+
+impl<'a> RouteNames<'a> {
+    /// The names of `routes` (the narrowest first, as `Limits::routes_for` gives them); `None`
+    /// when there are none. Allocates only for a path of two routes or more.
+    pub fn of<T>(mut routes: impl Iterator<Item = (&'a str, T)>) -> Option<Self> {
+        let (narrowest, _) = routes.next()?;
+        let mut joined = Cow::Borrowed(narrowest);
+        for (name, _) in routes {
+            let joined = joined.to_mut();
+            joined.push(',');
+            joined.push_str(name);
+        }
+        Some(Self { narrowest, joined })
+    }
+
+    /// The narrowest route's name: the one whose key the log names.
+    pub fn narrowest(&self) -> &'a str {
+        self.narrowest
+    }
+
+    /// Every name, the narrowest first, joined by `,`.
+    pub fn as_str(&self) -> &str {
+        &self.joined
     }
 }

@@ -107,6 +107,11 @@ fn check_says_what_a_file_would_run() {
         "  api: api-burst Gcra 10/1s burst 20; api-hourly FixedWindow 5000/1h",
         "  api: paths [\"/api/\"], policy api, key header x-api-key, or client address",
         "  reports: paths [\"/reports/\"], at most 4 in flight per key, key client address",
+        "paths (a request meets every route of its path, in this order):",
+        "  /api/: api",
+        "  /login: login",
+        "concurrency paths (a request holds a slot of each):",
+        "  /reports/: reports",
     ] {
         assert!(
             stdout.lines().any(|l| l == line),
@@ -178,6 +183,17 @@ fn check_names_the_mistake() {
             "toml",
             "[routes.api]\npaths = [\"/api/\"]\npolicy = \"ap1\"\nkey = { global = \"all\" }\n",
             ": `routes.api.policy`: no policy named \"ap1\" (there are none)",
+        ),
+        // A route without paths would limit nothing in the gateway.
+        (
+            "toml",
+            "[routes.api]\npolicy = \"api\"\nkey = { global = \"all\" }\n",
+            ": `routes.api.paths`: missing: the gateway limits a request by the routes of its path",
+        ),
+        (
+            "toml",
+            "[concurrency.reports]\nmax_in_flight = 2\nkey = { global = \"all\" }\n",
+            ": `concurrency.reports.paths`: missing",
         ),
     ];
     for (extension, text, mistake) in cases {

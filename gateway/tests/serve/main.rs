@@ -12,4 +12,5 @@ mod listeners;
 mod nginx;
 #[path = "../common/process.rs"]
 mod process;
+mod routes;
 mod support;
