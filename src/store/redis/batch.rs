@@ -189,6 +189,9 @@ async fn send(
     policy: &Policy,
     requests: &[Request],
 ) -> Result<Vec<Decision>, StoreError> {
+    if let Some(listener) = &inner.listener {
+        listener.first_tried().await;
+    }
     let epoch = inner.denials.as_ref().map_or(0, Denials::epoch);
     let call = decide::call(
         &inner.prefix,

@@ -165,6 +165,9 @@ async fn grant(
 ) -> Result<Decision, StoreError> {
     let leases = inner.leases.as_ref().expect("a store with leases");
     let _in_flight = leases.in_flight();
+    if let Some(listener) = &inner.listener {
+        listener.first_tried().await;
+    }
     let epochs = (
         leases.epoch(),
         inner.denials.as_ref().map_or(0, Denials::epoch),

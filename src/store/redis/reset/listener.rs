@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use redis::aio::PubSub;
+use tokio::sync::Notify;
 
 use super::message::Reset;
 use super::subscribe::{Subscribe, within};
@@ -26,6 +27,9 @@ pub(in crate::store::redis) struct Listener {
     stale_after: Duration,
     /// The wait after a failed subscription: the store's reconnect backoff.
     backoff: (Duration, Duration),
+    /// Set once the first subscription has been tried (heard or failed), with `tried` notified.
+    first_tried: AtomicBool,
+    tried: Notify,
 }
 
 /// Why a subscription ended.
@@ -49,6 +53,41 @@ impl Listener {
             running: AtomicBool::new(false),
             stale_after,
             backoff,
+            first_tried: AtomicBool::new(false),
+            tried: Notify::new(),
+        }
+    }
+
+    /// Waits until the first subscription has been tried, for at most `stale_after`; at once
+    /// after that. A call asked once the listener is subscribed can miss no reset (a reset
+    /// published later is heard; one published before is in the state the call reads), so what
+    /// it teaches is kept. Asked earlier, its answer might predate a reset the listener was not
+    /// yet there to hear, and is forgotten when the listener subscribes. So the store's first
+    /// calls wait for the subscription (a round trip at start, in parallel with their own
+    /// connection's), and a denial learned then is remembered for its whole wait.
+    #[inline]
+    pub(in crate::store::redis) async fn first_tried(&self) {
+        if self.first_tried.load(Ordering::Acquire) {
+            return;
+        }
+        self.wait_for_first(self.stale_after).await;
+    }
+
+    #[cold]
+    async fn wait_for_first(&self, at_most: Duration) {
+        let mut tried = std::pin::pin!(self.tried.notified());
+        // Registered before the flag is read again: a notification in between is not lost.
+        tried.as_mut().enable();
+        if self.first_tried.load(Ordering::Acquire) {
+            return;
+        }
+        let _ = tokio::time::timeout(at_most, tried).await;
+    }
+
+    /// Marks the first subscription as tried, and lets the calls waiting for it go.
+    fn tried_once(&self) {
+        if !self.first_tried.swap(true, Ordering::AcqRel) {
+            self.tried.notify_waiters();
         }
     }
 
@@ -103,14 +142,21 @@ async fn listen(running: Running) {
             Ok::<_, redis::RedisError>(pubsub)
         }
         .await;
+        {
+            let Some(inner) = store.upgrade() else {
+                return;
+            };
+            if subscribed.is_ok() {
+                // Only what calls asked before now taught can have missed a reset: on the first
+                // subscription that is nothing, unless a call gave up waiting for it.
+                forget_everything(&inner);
+            }
+            if let Some(listener) = &inner.listener {
+                listener.tried_once();
+            }
+        }
         match subscribed {
             Ok(pubsub) => {
-                {
-                    let Some(inner) = store.upgrade() else {
-                        return;
-                    };
-                    forget_everything(&inner);
-                }
                 if failures > 0 {
                     tracing::info!("hearing resets again; what was remembered before is forgotten");
                 }

@@ -21,6 +21,11 @@
 //!   listener subscribes, the store forgets everything it remembered (every denial; every lease,
 //!   given back): what it learns afterwards is newer than any reset it missed. A listener that
 //!   hears no PING answer within `stale_after` subscribes again.
+//! - **Start.** A store's calls wait for its listener's first subscription to be tried (at
+//!   most `stale_after`, within their deadline) before they are asked, so at start there is
+//!   no gap: what they teach is kept, and the first subscription forgets nothing but what a
+//!   call that gave up waiting taught. Only a subscription made again after a lost connection
+//!   forgets what was remembered.
 //!
 //! The fallback's local counts are reset in the instance that resets, not in the others: they
 //! are used only while Redis fails, when a reset cannot be made anyway.
