@@ -22,9 +22,11 @@ use tower_redis_ratelimit::{Quota, RateLimitLayer, RedisStore, Rule};
 
 const PEER: &str = "198.51.100.4:5000";
 const DEADLINE: Duration = Duration::from_millis(100);
-/// Slack on top of the deadline for timer and scheduling delays on a busy machine: small enough
-/// that a deadline missed by more than its own length fails, where a hang exceeds it by far.
-const SLACK: Duration = Duration::from_millis(150);
+/// What a request of these tests may take while Redis is frozen: below the 2 s after which the
+/// store gives up on a silent connection, so an answer within it came from the deadline (whose
+/// precision `admission::deadline`'s tests show in virtual time) and not from the connection
+/// giving up; ten times the deadline, so that a busy machine's scheduling delays do not fail it.
+const ANSWERED_BY_THE_DEADLINE: Duration = Duration::from_secs(1);
 /// How long Redis may take to be used again once it answers (reconnect backoff is at most 1 s,
 /// connect timeout 1 s).
 const RECOVERY: Duration = Duration::from_secs(8);
@@ -56,7 +58,7 @@ async fn assert_failed_in_time(
     what: &str,
 ) {
     assert!(
-        took < DEADLINE + SLACK,
+        took < ANSWERED_BY_THE_DEADLINE,
         "{what} took {took:?} (deadline {DEADLINE:?})"
     );
     assert_eq!(
@@ -324,7 +326,7 @@ async fn a_silent_connection_is_replaced_and_limiting_resumes() {
     let mut skipped = 0;
     loop {
         let (response, took) = send(&app, "alice").await;
-        assert!(took < DEADLINE + SLACK, "a request took {took:?}");
+        assert!(took < ANSWERED_BY_THE_DEADLINE, "a request took {took:?}");
         match header(&response, "rate-limiting-state").as_str() {
             "Skipped" => skipped += 1,
             "Allow" => break,
