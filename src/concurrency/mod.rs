@@ -86,7 +86,3 @@ pub type ConcurrencyLimit<S> = Admission<S, ConcurrencyLimiter<PerKey>>;
 /// The body of a concurrency-limited response: it holds the request's [`ConcurrencyPermit`] until
 /// it is finished or dropped, so a streamed response keeps its slot while it streams.
 pub type ConcurrencyBody<B> = ResponseBody<B, ConcurrencyPermit>;
-
-/// The old name of [`ConcurrencyLimitRejection`].
-#[deprecated(since = "0.2.0", note = "renamed `ConcurrencyLimitRejection`")]
-pub type Rejection = ConcurrencyLimitRejection;

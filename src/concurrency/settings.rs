@@ -85,12 +85,6 @@ macro_rules! slot_settings {
                 self
             }
 
-            /// The old name of [`permit_ttl`](Self::permit_ttl).
-            #[deprecated(since = "0.2.0", note = "renamed `permit_ttl`")]
-            pub fn lease(self, ttl: ::std::time::Duration) -> Self {
-                self.permit_ttl(ttl)
-            }
-
             /// How often the store's heartbeat renews live permits (default: a third of the
             /// TTL).
             pub fn renew_every(mut self, every: ::std::time::Duration) -> Self {

@@ -41,9 +41,8 @@ pub struct ConcurrencyConfig {
     /// an in-process memory store).
     #[serde(default)]
     pub store: Option<String>,
-    /// How long a permit lives without renewal (default `"30s"`; `lease`, its old name, is
-    /// read too).
-    #[serde(default, alias = "lease", deserialize_with = "duration::optional")]
+    /// How long a permit lives without renewal (default `"30s"`).
+    #[serde(default, deserialize_with = "duration::optional")]
     pub permit_ttl: Option<Duration>,
     // The four settings below repeat `RouteConfig`'s on purpose: one struct flattened into both
     // would lose `deny_unknown_fields` (serde cannot combine the two), and with it the error

@@ -63,7 +63,3 @@ pub type RateLimitLayer = AdmissionLayer<RateLimiter>;
 
 /// The service a [`RateLimitLayer`] makes: it rate limits the requests to `S`.
 pub type RateLimit<S> = Admission<S, RateLimiter>;
-
-/// The old name of [`RateLimitRejection`].
-#[deprecated(since = "0.2.0", note = "renamed `RateLimitRejection`")]
-pub type Rejection = RateLimitRejection;

@@ -26,11 +26,3 @@ pub use self::utilization::{
     InFlightGuard, UtilizationShed, UtilizationShedLayer, UtilizationShedLayerBuilder,
     UtilizationShedRejection, UtilizationShedder,
 };
-
-/// The old name of [`FleetShedRejection`].
-#[deprecated(since = "0.2.0", note = "renamed `FleetShedRejection`")]
-pub type FleetRejection = FleetShedRejection;
-
-/// The old name of [`UtilizationShedRejection`].
-#[deprecated(since = "0.2.0", note = "renamed `UtilizationShedRejection`")]
-pub type Shedding = UtilizationShedRejection;

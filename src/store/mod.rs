@@ -34,16 +34,3 @@ pub(crate) use self::{
     key::StorageKey,
     redis::{Call, Entry},
 };
-
-/// The old name of [`permits`].
-#[cfg(feature = "concurrency")]
-#[deprecated(
-    since = "0.2.0",
-    note = "renamed `store::permits`: `LeaseStore` is `PermitStore`, `Lease` is `PermitTtl`"
-)]
-pub mod lease {
-    pub use super::permits::{
-        Acquired, MAX_PERMIT_TTL as MAX_LEASE, MIN_PERMIT_TTL as MIN_LEASE, PermitId,
-        PermitStore as LeaseStore, PermitTtl as Lease, Renewal, Slot,
-    };
-}

@@ -193,16 +193,6 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// The old name of [`batch`](Self::batch), which batches the requests of every key, not
-    /// only of one.
-    #[deprecated(
-        since = "0.2.0",
-        note = "renamed `batch`: requests of any key travel together"
-    )]
-    pub fn coalesce(self, coalesce: bool) -> Self {
-        self.batch(coalesce)
-    }
-
     /// Whether to call the scripts as Redis Functions where the server has them (Redis 7+;
     /// default on): the library (`FUNCTION LOAD`) defines the shared helpers and every algorithm
     /// once, so a call (`FCALL`) runs only its own work; a server without the library (restarted
