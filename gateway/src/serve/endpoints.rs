@@ -5,6 +5,8 @@ use axum::body::Body;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use http::{HeaderName, HeaderValue, Response, StatusCode};
 
+use super::original::{X_FORWARDED_URI, X_ORIGINAL_URI};
+
 /// The status of a refusal, on a `/auth_request` answer (always 403): nginx accepts only 2xx,
 /// 401 and 403 from its subrequest, so the real status travels here for its `error_page` to
 /// answer with (429, 503, 400, 403).
@@ -30,6 +32,17 @@ impl Endpoint {
             "/auth_request" => Some(Endpoint::AuthRequest),
             "/forward_auth" => Some(Endpoint::ForwardAuth),
             _ => None,
+        }
+    }
+
+    /// The header in which this endpoint's gateway names the request's target: nginx's
+    /// `proxy_set_header X-Original-URI $request_uri`, Traefik's and Caddy's own
+    /// `X-Forwarded-Uri`. The other one is never read here: the gateway passes it on from the
+    /// client as it came.
+    pub fn target(self) -> HeaderName {
+        match self {
+            Endpoint::AuthRequest => X_ORIGINAL_URI,
+            Endpoint::ForwardAuth => X_FORWARDED_URI,
         }
     }
 

@@ -5,8 +5,8 @@
 //!
 //! - `/auth_request` ([`Endpoint::AuthRequest`]) and `/forward_auth`
 //!   ([`Endpoint::ForwardAuth`]), on a TCP address, a Unix domain socket, or both.
-//! - The request asked about is named by the gateway: `X-Original-URI` or `X-Forwarded-Uri`,
-//!   `X-Forwarded-Method`, and its headers passed on; its client by a trusted gateway
+//! - The request asked about is named by the gateway: `X-Original-URI` (at `/auth_request`) or
+//!   `X-Forwarded-Uri` (at `/forward_auth`), `X-Forwarded-Method`, and its headers passed on; its client by a trusted gateway
 //!   (`[serve] gateways`) in `X-Forwarded-For` or `client_header`.
 
 mod client;
@@ -217,10 +217,12 @@ async fn answer(state: &State, mut question: Request<Incoming>) -> Response<Body
             ),
             None,
         ),
-        Some(_) => match original::original(question, &loaded.gateways) {
-            Ok(request) => ask(&loaded, &state.admit, &state.log, request, &mut asked).await,
-            Err(refused) => (*refused, None),
-        },
+        Some(endpoint) => {
+            match original::original(question, &endpoint.target(), &loaded.gateways) {
+                Ok(request) => ask(&loaded, &state.admit, &state.log, request, &mut asked).await,
+                Err(refused) => (*refused, None),
+            }
+        }
     };
     let decision = match (&route, answer.extensions().get::<Admitted>()) {
         (None, _) => "unlimited",

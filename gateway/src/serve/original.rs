@@ -1,6 +1,7 @@
 //! The request a gateway asks about, rebuilt from its question: the method and target it names
-//! (`X-Forwarded-Method`, `X-Original-URI` or `X-Forwarded-Uri`), the headers it passed on, and
-//! the client's address as the peer, so that routes, keys and plans see it as `proxy` would.
+//! (`X-Forwarded-Method`, and the target in its endpoint's header: `X-Original-URI` or
+//! `X-Forwarded-Uri`), the headers it passed on, and the client's address as the peer, so that
+//! routes, keys and plans see it as `proxy` would.
 
 use std::net::SocketAddr;
 
@@ -18,22 +19,28 @@ pub const X_FORWARDED_URI: HeaderName = HeaderName::from_static("x-forwarded-uri
 /// The method as Traefik and Caddy pass it (and nginx, configured to).
 pub const X_FORWARDED_METHOD: HeaderName = HeaderName::from_static("x-forwarded-method");
 
-/// The request that `question` asks about, its path normalised and its client as its peer; or
-/// the 400 answer to a question that does not say which request it is about.
+/// The request that `question` asks about, its target read from `target` (the header its
+/// endpoint's gateway writes), its path normalised and its client as its peer; or the 400
+/// answer to a question that does not say which request it is about.
+///
+/// Only `target` is read: a gateway passes the client's own headers on with its question
+/// (Traefik and Caddy pass them all), so the other endpoint's header may be the client's
+/// writing, naming a path of no route.
 pub(crate) fn original(
     question: Request<hyper::body::Incoming>,
+    target: &HeaderName,
     gateways: &Gateways,
 ) -> Result<Request<Body>, Box<Response<Body>>> {
     // The question's body, if any, is not the request's: it is never read.
     let (mut parts, _) = question.into_parts();
     let bad = |detail: &str| Box::new(problem(StatusCode::BAD_REQUEST, detail));
-    let target = [X_ORIGINAL_URI, X_FORWARDED_URI]
-        .into_iter()
-        .find_map(|name| one(&parts.headers, &name).transpose())
+    let target = one(&parts.headers, target)
+        .map_err(|name| bad(&format!("{name} is sent more than once.")))?
         .ok_or_else(|| {
-            bad("The question names no request: send its target in X-Original-URI or X-Forwarded-Uri.")
-        })?
-        .map_err(|name| bad(&format!("{name} is sent more than once.")))?;
+            bad(&format!(
+                "The question names no request: send its target in {target}."
+            ))
+        })?;
     let uri = target
         .to_str()
         .ok()

@@ -20,7 +20,7 @@ fn serve(extra: &str) -> Serve {
 
 /// The status of a question from `from` about `/api/x`, with `headers`.
 async fn status(serve: &Serve, from: &str, headers: &[(&str, &str)]) -> u16 {
-    let mut asked = vec![("x-original-uri", "/api/x")];
+    let mut asked = vec![("x-forwarded-uri", "/api/x")];
     asked.extend_from_slice(headers);
     let response = get(from, &serve.url("/forward_auth"), &asked).await;
     response.status().as_u16()
@@ -102,7 +102,7 @@ async fn client_header_x_real_ip_is_read_from_gateways_only() {
     let response = get(
         "127.0.0.1",
         &serve.url("/forward_auth"),
-        &[("x-original-uri", "/api/x"), ("x-real-ip", "203.0.113.9")],
+        &[("x-forwarded-uri", "/api/x"), ("x-real-ip", "203.0.113.9")],
     )
     .await;
     assert_eq!(header(&response, "x-real-ip"), "-");

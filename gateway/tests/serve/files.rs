@@ -160,7 +160,12 @@ async fn admin_access_log_and_a_reload_that_keeps_counts() {
     // The new route limits once the reload is done.
     let deadline = Instant::now() + Duration::from_secs(10);
     while header(
-        &get("127.0.0.1", &forward_auth, &[("x-original-uri", "/other/")]).await,
+        &get(
+            "127.0.0.1",
+            &forward_auth,
+            &[("x-forwarded-uri", "/other/")],
+        )
+        .await,
         "ratelimit",
     ) == "-"
     {

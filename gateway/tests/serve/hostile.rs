@@ -13,44 +13,49 @@ async fn bad_questions_get_400_class_answers() {
     ));
     let forward = serve.url("/forward_auth");
     let nginx = serve.url("/auth_request");
-    let cases: [(&str, Vec<(&str, &str)>); 10] = [
-        ("no target", vec![]),
-        ("empty target", vec![("x-original-uri", "")]),
-        ("not a path", vec![("x-original-uri", "api/x")]),
-        (
-            "authority form",
-            vec![("x-forwarded-uri", "example.com:443")],
-        ),
-        ("asterisk", vec![("x-forwarded-uri", "*")]),
-        ("encoded slash", vec![("x-original-uri", "/api%2Fx")]),
-        ("bad escape", vec![("x-original-uri", "/api/%zz")]),
-        (
-            "twice",
-            vec![("x-original-uri", "/open"), ("x-original-uri", "/api/x")],
-        ),
-        (
-            "bad method",
-            vec![("x-original-uri", "/api/x"), ("x-forwarded-method", "G(T")],
-        ),
-        ("spaces", vec![("x-original-uri", "/api/ x")]),
+    // Each case: the values of the target header (as many lines as values), and the method
+    // named in X-Forwarded-Method.
+    let cases: [(&str, &[&str], &str); 10] = [
+        ("no target", &[], "GET"),
+        ("empty target", &[""], "GET"),
+        ("not a path", &["api/x"], "GET"),
+        ("authority form", &["example.com:443"], "GET"),
+        ("asterisk", &["*"], "GET"),
+        ("encoded slash", &["/api%2Fx"], "GET"),
+        ("bad escape", &["/api/%zz"], "GET"),
+        ("twice", &["/open", "/api/x"], "GET"),
+        ("bad method", &["/api/x"], "G(T"),
+        ("spaces", &["/api/ x"], "GET"),
     ];
-    for (case, headers) in &cases {
-        let answer = get("127.0.0.1", &forward, headers).await;
+    for (case, targets, method) in cases {
+        // Each endpoint reads the header its gateway writes.
+        let asked = |target: &'static str| {
+            let mut headers: Vec<(&str, &str)> = targets.iter().map(|uri| (target, *uri)).collect();
+            headers.push(("x-forwarded-method", method));
+            headers
+        };
+        let answer = get("127.0.0.1", &forward, &asked("x-forwarded-uri")).await;
         assert_eq!(answer.status(), 400, "{case}");
         assert_eq!(
             header(&answer, "content-type"),
             "application/problem+json",
             "{case}"
         );
-        let answer = get("127.0.0.1", &nginx, headers).await;
+        let answer = get("127.0.0.1", &nginx, &asked("x-original-uri")).await;
         assert_eq!(answer.status(), 403, "{case}");
         assert_eq!(header(&answer, "rejection-status"), "400", "{case}");
     }
+    // The other endpoint's header names no request: Traefik and Caddy pass a client's
+    // X-Original-URI on as it came, nginx a client's X-Forwarded-Uri.
+    let other = get("127.0.0.1", &forward, &[("x-original-uri", "/api/x")]).await;
+    assert_eq!(other.status(), 400);
+    let other = get("127.0.0.1", &nginx, &[("x-forwarded-uri", "/api/x")]).await;
+    assert_eq!(header(&other, "rejection-status"), "400");
     // A target that is not text.
     let response = client_from("127.0.0.1")
         .get(&forward)
         .header(
-            "x-original-uri",
+            "x-forwarded-uri",
             reqwest::header::HeaderValue::from_bytes(b"/api/\xff").unwrap(),
         )
         .send()
@@ -68,7 +73,7 @@ async fn bad_questions_get_400_class_answers() {
         .await
         .unwrap();
     let head = format!(
-        "GET /forward_auth HTTP/1.1\r\nhost: x\r\nx-original-uri: /api/x\r\nx-padding: {}\r\n\r\n",
+        "GET /forward_auth HTTP/1.1\r\nhost: x\r\nx-forwarded-uri: /api/x\r\nx-padding: {}\r\n\r\n",
         "a".repeat(600 * 1024)
     );
     // The server may stop reading (and close) before the whole head is written.
@@ -78,7 +83,7 @@ async fn bad_questions_get_400_class_answers() {
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 431 "), "{answer}");
     // Still answering. A target in absolute form (which servers must accept) is its path.
-    let fine = get("127.0.0.1", &forward, &[("x-original-uri", "/api/x")]).await;
+    let fine = get("127.0.0.1", &forward, &[("x-forwarded-uri", "/api/x")]).await;
     assert_eq!(fine.status(), 200);
     assert_eq!(header(&fine, "ratelimit"), "\"api\";r=4;t=60");
     let absolute = [("x-forwarded-uri", "http://example.com//api/../api/x?q=1")];

@@ -13,7 +13,7 @@ async fn sigterm_exits_and_removes_the_socket() {
     ));
     let socket = serve.dir().join("serve.sock");
     assert!(socket.exists());
-    let asked = [("x-original-uri", "/api/x")];
+    let asked = [("x-forwarded-uri", "/api/x")];
     assert_eq!(
         get("127.0.0.1", &serve.url("/forward_auth"), &asked)
             .await

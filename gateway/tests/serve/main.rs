@@ -1,8 +1,11 @@
 //! `ratelimit-gateway serve`, run as a process (the binary cargo built for these tests): asked
-//! by a real nginx through `auth_request` in front of a small upstream, and over plain HTTP as
-//! Traefik's ForwardAuth and Caddy's `forward_auth` ask. A module per area; [`support`] starts
-//! the upstream, `serve` and nginx, each on a free port, and stops them when the test ends.
+//! by a real nginx (`auth_request`), Traefik (ForwardAuth) and Caddy (`forward_auth`), each
+//! configured as docs/gateways.md says, in front of a small upstream, and over plain HTTP as
+//! they ask. A module per area; [`support`] starts the upstream, `serve` and the gateways,
+//! each on a free port, and stops them when the test ends; [`scenarios`] is what every
+//! gateway's clients must see.
 
+mod caddy;
 mod clients;
 mod files;
 mod forward_auth;
@@ -13,4 +16,6 @@ mod nginx;
 #[path = "../common/process.rs"]
 mod process;
 mod routes;
+mod scenarios;
 mod support;
+mod traefik;
