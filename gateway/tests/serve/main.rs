@@ -13,3 +13,5 @@ mod nginx;
 #[path = "../common/process.rs"]
 mod process;
 mod support;
+#[path = "../common/web.rs"]
+mod web;

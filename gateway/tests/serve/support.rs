@@ -1,32 +1,16 @@
-//! The upstream, the `serve` process, nginx in front of both as docs/gateways.md configures
-//! it, and clients whose requests cannot hang a test.
+//! The `serve` process and nginx in front of it as docs/gateways.md configures it; the upstream
+//! and the clients are [`crate::web`]'s.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
 
-use axum::Router;
-use axum::routing::any;
 use testkit::TempDir;
 use testkit::nginx::Nginx;
 
 pub(crate) use crate::process::BINARY;
 use crate::process::{GatewayProcess, Output};
-
-/// The upstream: answers every request with the path and query it was asked for, and the
-/// request id it was given in `x-seen-request-id`.
-pub(crate) async fn upstream() -> SocketAddr {
-    let app = Router::new().fallback(any(|uri: http::Uri, headers: http::HeaderMap| async move {
-        let id = headers.get("x-request-id").cloned();
-        let id = id.unwrap_or(http::HeaderValue::from_static("-"));
-        ([("x-seen-request-id", id)], format!("path {uri}"))
-    }));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    addr
-}
+pub(crate) use crate::web::{client_from, get, header, upstream};
 
 /// A policy `api` of `limit` requests a minute, and the route of `/api/` keyed by the client's
 /// address: the limits of most tests, after their `[serve]` table.
@@ -124,32 +108,4 @@ pub(crate) fn documented_nginx(upstream: SocketAddr, serve: &str) -> String {
 /// nginx as docs/gateways.md configures it, in front of `upstream`, asking `serve`.
 pub(crate) fn nginx(upstream: SocketAddr, serve: &str) -> Nginx {
     Nginx::start(1, &documented_nginx(upstream, serve)).unwrap()
-}
-
-/// A client whose requests leave from `from` (a loopback address: each one is a client of its
-/// own) and fail after 30 s: a service that never answers fails its test instead of hanging
-/// the suite.
-pub(crate) fn client_from(from: &str) -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .local_address(from.parse::<IpAddr>().unwrap())
-        .build()
-        .unwrap()
-}
-
-/// GET `url` from `from` with `headers`.
-pub(crate) async fn get(from: &str, url: &str, headers: &[(&str, &str)]) -> reqwest::Response {
-    let mut request = client_from(from).get(url);
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    request.send().await.unwrap()
-}
-
-/// A header of `response`, as text ("-" when absent).
-pub(crate) fn header(response: &reqwest::Response, name: &str) -> String {
-    response
-        .headers()
-        .get(name)
-        .map_or("-".to_owned(), |value| value.to_str().unwrap().to_owned())
 }
