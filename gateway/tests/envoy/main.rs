@@ -3,6 +3,7 @@
 //! invalid files, and the transports (h2c on TCP, a Unix socket). A module per area;
 //! [`support`] writes the rules, serves them and holds the tonic client of envoy-types.
 
+mod budget;
 mod differences;
 mod examples;
 mod files;
