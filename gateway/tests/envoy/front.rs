@@ -1,6 +1,7 @@
 //! A real Envoy in front of the upstream, asking a `ratelimit-gateway serve` process, each
 //! configured by the files docs/envoy.md shows (Envoy's, the rules of envoyproxy/ratelimit's
-//! format, `serve.toml`), read from the page with only addresses and ports changed.
+//! format, `serve.toml`), read from the page with their addresses and ports changed, and only
+//! what a test's [`Setup`] says besides.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -14,7 +15,8 @@ use crate::process::GatewayProcess;
 /// The guide whose files these are.
 const PAGE: &str = include_str!("../../../docs/envoy.md");
 
-/// How `serve` is reached, and how it fails.
+/// What a test changes of the page's files beside addresses: how `serve` is reached, how it
+/// fails, and the timeouts.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Setup {
     /// `[serve.envoy] failure_mode`: `"open"` (the page's) or `"closed"`.
@@ -76,6 +78,39 @@ fn documented_rules() -> String {
     documented_block(PAGE, "yaml", "# ratelimit/config/edge.yaml", &[]).unwrap()
 }
 
+/// The page's `serve.toml`: asking `redis_url`, listening as `listener` says (`listen = …` or
+/// `socket = …`), failing and waiting as `setup` says.
+fn documented_serve(redis_url: &str, listener: String, setup: Setup) -> String {
+    let file = documented_block(
+        PAGE,
+        "toml",
+        "[serve.envoy]",
+        &[
+            (
+                "url = \"redis://10.0.0.5:6379\"",
+                format!("url = {redis_url:?}"),
+            ),
+            ("listen = \"0.0.0.0:8081\"", listener),
+            (
+                "admin = \"127.0.0.1:9090\"",
+                "admin = \"127.0.0.1:0\"".to_owned(),
+            ),
+            (
+                "failure_mode = \"open\"",
+                format!("failure_mode = {:?}", setup.failure_mode),
+            ),
+        ],
+    )
+    .unwrap();
+    match setup.deadline {
+        Some(deadline) => with(
+            &file,
+            &[("deadline = \"100ms\"", format!("deadline = {deadline:?}"))],
+        ),
+        None => file,
+    }
+}
+
 /// `text` with each `from` replaced by its `to`, each required to be there.
 fn with(text: &str, replacements: &[(&str, String)]) -> String {
     let mut text = text.to_owned();
@@ -127,34 +162,7 @@ impl Front {
         } else {
             "listen = \"127.0.0.1:0\"".to_owned()
         };
-        let serve_toml = documented_block(
-            PAGE,
-            "toml",
-            "[serve.envoy]",
-            &[
-                (
-                    "url = \"redis://10.0.0.5:6379\"",
-                    format!("url = {:?}", redis.url()),
-                ),
-                ("listen = \"0.0.0.0:8081\"", listener),
-                (
-                    "admin = \"127.0.0.1:9090\"",
-                    "admin = \"127.0.0.1:0\"".to_owned(),
-                ),
-                (
-                    "failure_mode = \"open\"",
-                    format!("failure_mode = {:?}", setup.failure_mode),
-                ),
-            ],
-        )
-        .unwrap();
-        let serve_toml = match setup.deadline {
-            Some(deadline) => with(
-                &serve_toml,
-                &[("deadline = \"100ms\"", format!("deadline = {deadline:?}"))],
-            ),
-            None => serve_toml,
-        };
+        let serve_toml = documented_serve(&redis.url(), listener, setup);
         let config = dir.path().join("serve.toml");
         std::fs::write(&config, serve_toml).unwrap();
         let serve_log = std::fs::File::create(dir.path().join("serve.log")).unwrap();
