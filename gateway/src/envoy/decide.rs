@@ -43,7 +43,8 @@ pub const MAX_DESCRIPTORS: usize = 256;
 pub struct Settings {
     /// What to answer when the store fails: `Open` says OK, `Closed` says OVER_LIMIT.
     pub failure_mode: FailureMode,
-    /// How long to wait for the store.
+    /// How long a request waits for the store, all its store calls together, before
+    /// `failure_mode` answers.
     pub deadline: Duration,
     /// The header families put in `response_headers_to_add`.
     pub headers: HeaderFamilies,
@@ -181,11 +182,14 @@ pub(super) async fn decide(
         }
     }
     let key = Key::from(request.domain.as_str());
+    // One deadline for the whole request: a request decided in several steps (and the reads
+    // after each) still answers within it, as the gateway waiting for it expects.
+    let until = Until::after(settings.deadline);
     let mut shown: Option<(PolicyHeaders, Decision)> = None;
     for (groups, shadow) in [(enforced, false), (shadow, true)] {
         for ((cost, _), group) in groups {
             for chunk in group.chunks(MAX_RULES) {
-                let answer = decide_group(store, &key, settings, chunk, cost, !refused).await;
+                let answer = decide_group(store, &key, until, chunk, cost, !refused).await;
                 let (decision, each) = match answer {
                     Ok(answer) => answer,
                     // Shadow limits never refuse: their store failing changes no answer.
@@ -227,13 +231,32 @@ pub(super) async fn decide(
     Ok(response(statuses, refused, header_values(&headers)))
 }
 
-/// Checks `group` with `cost` (or, when the request is refused already, only reads it), within
-/// the deadline: the group's decision and each rule's own view (its remaining and reset, read
-/// again for the rules the decision does not report).
+/// When the request's store calls must have answered, and the deadline that instant comes from
+/// (for the error).
+#[derive(Clone, Copy)]
+struct Until {
+    instant: tokio::time::Instant,
+    deadline: Duration,
+}
+
+impl Until {
+    fn after(deadline: Duration) -> Self {
+        let now = tokio::time::Instant::now();
+        // A deadline of years (a file may say so) is a deadline of a year, not an overflow.
+        let instant = now
+            .checked_add(deadline)
+            .unwrap_or(now + Duration::from_secs(365 * 24 * 3600));
+        Self { instant, deadline }
+    }
+}
+
+/// Checks `group` with `cost` (or, when the request is refused already, only reads it), until
+/// the request's deadline: the group's decision and each rule's own view (its remaining and
+/// reset, read again for the rules the decision does not report).
 async fn decide_group(
     store: &Arc<dyn Store>,
     key: &Key,
-    settings: &Settings,
+    until: Until,
     group: &[Counted],
     cost: u32,
     count: bool,
@@ -241,7 +264,7 @@ async fn decide_group(
     let rules = group.iter().map(|counted| counted.rule.clone());
     let policy = Policy::new(rules).map_err(|err| StoreError::refused(err.to_string()))?;
     let cost = if count { cost } else { 0 };
-    let decision = within(settings, store.check(key, &policy, cost)).await?;
+    let decision = within(until, store.check(key, &policy, cost)).await?;
     let reported = decision.rule_index();
     // What the decision does not tell: each other rule's own state, read without counting, the
     // reads sent at once.
@@ -253,7 +276,7 @@ async fn decide_group(
             }
             let alone = Policy::try_from(counted.rule.clone())
                 .map_err(|err| StoreError::refused(err.to_string()))?;
-            within(settings, store.check(key, &alone, 0)).await
+            within(until, store.check(key, &alone, 0)).await
         }
     });
     let each = futures_util::future::try_join_all(reads).await?;
@@ -261,12 +284,12 @@ async fn decide_group(
 }
 
 async fn within(
-    settings: &Settings,
+    until: Until,
     check: tower_redis_ratelimit::store::StoreFuture<Decision>,
 ) -> Result<Decision, StoreError> {
-    match tokio::time::timeout(settings.deadline, check).await {
+    match tokio::time::timeout_at(until.instant, check).await {
         Ok(answer) => answer,
-        Err(_) => Err(StoreError::timeout(settings.deadline)),
+        Err(_) => Err(StoreError::timeout(until.deadline)),
     }
 }
 

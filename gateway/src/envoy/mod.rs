@@ -8,12 +8,14 @@
 //! - [`config`]: the reference's validation, and each domain's descriptor tree.
 //! - [`limit`]: a `rate_limit`, its units and extensions.
 //! - [`matching`]: which limit a descriptor gets (most specific first, wildcards, `replaces`).
+//! - `budget`: the caller's `grpc-timeout`, and the store deadline it leaves.
 //! - `decide`: one request decided, its descriptors all or nothing, in the domain's store;
 //!   `status`: the answer Envoy gets.
 //! - [`metrics`]: the reference's per-descriptor counters.
 //! - [`RateLimitService`]: the tonic service, mounted by a listener under [`PATH_PREFIX`].
 //! - [`watch`]: a reload when the files change.
 
+mod budget;
 pub mod config;
 mod decide;
 pub mod file;

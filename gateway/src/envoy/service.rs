@@ -12,6 +12,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimit
 use tower_redis_ratelimit::Store;
 use tower_redis_ratelimit::config::Limits;
 
+use super::budget::{GRPC_TIMEOUT, parse_grpc_timeout, store_deadline};
 use super::config::Domains;
 use super::decide::{Settings, decide};
 use super::{FilesError, file};
@@ -77,12 +78,27 @@ impl RateLimitService {
         }
     }
 
-    /// Decides one request, as `ShouldRateLimit` does.
+    /// Decides one request, as `ShouldRateLimit` does, within the configured deadline.
     pub async fn should_rate_limit(
         &self,
         request: &RateLimitRequest,
     ) -> Result<RateLimitResponse, tonic::Status> {
         decide(&self.loaded, &self.settings, request).await
+    }
+
+    /// Decides one request for a caller that waits at most `budget` (its `grpc-timeout`): the
+    /// store gets the configured deadline or half the budget, whichever is shorter, so that
+    /// `failure_mode` answers before the caller gives up and its own failure mode decides.
+    async fn should_rate_limit_within(
+        &self,
+        request: &RateLimitRequest,
+        budget: Option<std::time::Duration>,
+    ) -> Result<RateLimitResponse, tonic::Status> {
+        let settings = Settings {
+            deadline: store_deadline(self.settings.deadline, budget),
+            ..self.settings
+        };
+        decide(&self.loaded, &settings, request).await
     }
 
     /// Each domain with the file it came from, for `check`.
@@ -104,7 +120,13 @@ impl Rls for RateLimitService {
         &self,
         request: tonic::Request<RateLimitRequest>,
     ) -> Result<tonic::Response<RateLimitResponse>, tonic::Status> {
-        RateLimitService::should_rate_limit(self, request.get_ref())
+        // Envoy sends its filter's `timeout` (20 ms when unset) as `grpc-timeout`.
+        let budget = request
+            .metadata()
+            .get(GRPC_TIMEOUT)
+            .and_then(|value| value.to_str().ok())
+            .and_then(parse_grpc_timeout);
+        self.should_rate_limit_within(request.get_ref(), budget)
             .await
             .map(tonic::Response::new)
     }

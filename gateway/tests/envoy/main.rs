@@ -1,14 +1,23 @@
 //! Envoy's rate limit service: the reference's documented configurations and requests, this
 //! crate's differences (all or nothing, every algorithm), both stores, failures, reload,
-//! invalid files, and the transports (h2c on TCP, a Unix socket). A module per area;
-//! [`support`] writes the rules, serves them and holds the tonic client of envoy-types.
+//! invalid files, and the transports (h2c on TCP, a Unix socket); then a real Envoy configured
+//! as docs/envoy.md says in front of `serve`, and what its clients see. A module per area;
+//! [`support`] writes the rules, serves them and holds the tonic client of envoy-types,
+//! [`front`] starts the upstream, `serve` and Envoy of the page.
 
+mod budget;
 mod differences;
+mod documented;
 mod examples;
 mod files;
+mod front;
+mod live;
+mod live_failures;
 #[path = "../common/process.rs"]
 mod process;
 mod redis;
 mod serving;
 mod support;
 mod transport;
+#[path = "../common/web.rs"]
+mod web;

@@ -2,7 +2,6 @@
 //! Envoy's gRPC and the gateway endpoints; SIGHUP and a changed rules file reload the rules,
 //! keeping the counts.
 
-use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -11,7 +10,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::R
 use testkit::{RedisServer, TempDir};
 use tonic::transport::Channel;
 
-use crate::process::GatewayProcess;
+use crate::front::start_serve;
 use crate::support::{remaining, request, unix_client};
 
 const RULES: &str = "
@@ -29,17 +28,6 @@ fn rules(limit: u32) -> String {
         "requests_per_unit: 5",
         &format!("requests_per_unit: {limit}"),
     )
-}
-
-/// `serve` of the file at `config`, its first line and its TCP address.
-fn start(config: &Path) -> (GatewayProcess, String, String) {
-    let (process, line, _stdout) = GatewayProcess::start("serve", config, Stdio::null());
-    let addr = line
-        .strip_prefix("serve: listening on ")
-        .and_then(|rest| rest.split([',', ' ']).next())
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
-    (process, line, addr)
 }
 
 /// Asks for user `user` until the answer's limit is `limit` (a reload took effect), for at most
@@ -88,7 +76,7 @@ async fn serve_answers_envoy_beside_the_gateway_endpoints_and_sighup_keeps_count
         )
     };
     std::fs::write(&config, file("rules")).unwrap();
-    let (mut process, line, addr) = start(&config);
+    let (mut process, line, addr) = start_serve(&config, Stdio::null());
     assert!(line.contains("envoy: 1 domains"), "{line}");
     let mut client = RateLimitServiceClient::connect(addr.clone()).await.unwrap();
     until_limit(&mut client, "frank", 5).await;
@@ -129,7 +117,7 @@ async fn a_changed_rules_file_is_reloaded_without_a_signal() {
         "[serve]\nlisten = \"127.0.0.1:0\"\n\n[serve.envoy]\nfiles = \"api.yaml\"\n",
     )
     .unwrap();
-    let (_process, _, addr) = start(&config);
+    let (_process, _, addr) = start_serve(&config, Stdio::null());
     let mut client = RateLimitServiceClient::connect(addr).await.unwrap();
     until_limit(&mut client, "hank", 5).await;
     std::fs::write(dir.path().join("api.yaml"), rules(8)).unwrap();

@@ -19,3 +19,5 @@ mod routes;
 mod scenarios;
 mod support;
 mod traefik;
+#[path = "../common/web.rs"]
+mod web;
