@@ -2,10 +2,13 @@
 //! own tables, read together in one pass ([`ConfigFile`]), so that a mistake anywhere is named
 //! by its path, line and column, or by its field.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
 use tower_redis_ratelimit::config::{ConfigFile, LimitsConfig, LoadError};
+use tower_redis_ratelimit::key::KeyExtractor;
 
 mod connections;
 mod envoy;
@@ -18,7 +21,6 @@ pub use self::envoy::{DEFAULT_ENVOY_DEADLINE, EnvoyTable};
 pub use self::proxy::{ProxyTable, WebSocketsConfig};
 pub use self::serve::{DEFAULT_GATEWAYS, ServeTable};
 use crate::paths::normalise;
-use crate::server::RouteKeys;
 
 /// The gateway's own top-level tables; the limits' tables (`stores`, `policies`, `routes`,
 /// `concurrency`, `shadow`) sit beside them.
@@ -129,14 +131,12 @@ impl File {
 
     /// Each route's key extractor, by route name, for the access log's key digest (a route
     /// whose key does not build has none: building its limits says why).
-    pub fn route_keys(&self) -> RouteKeys {
-        RouteKeys::new(
-            self.limits
-                .routes
-                .iter()
-                .filter_map(|(name, route)| Some((name.clone(), route.key.extractor().ok()?)))
-                .collect(),
-        )
+    pub fn route_keys(&self) -> BTreeMap<String, Arc<dyn KeyExtractor>> {
+        self.limits
+            .routes
+            .iter()
+            .filter_map(|(name, route)| Some((name.clone(), route.key.extractor().ok()?)))
+            .collect()
     }
 
     /// Requests are matched on their normalised path: a prefix that is not one would never

@@ -1,14 +1,17 @@
 //! A file loaded for the proxy: its `[proxy]` table's settings and the built limits.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_rustls::TlsAcceptor;
 use tower_redis_ratelimit::ConcurrencyLimitLayer;
 use tower_redis_ratelimit::config::Limits;
+use tower_redis_ratelimit::key::KeyExtractor;
 
 use super::upstream::Upstream;
 use crate::config::{Connections, FieldError, File, FileError, ProxyTable};
-use crate::server::{RouteKeys, tls};
+use crate::server::tls;
 
 /// How long the upstream may take to start its answer unless the file says otherwise: as long
 /// as common proxies wait (nginx's `proxy_read_timeout`).
@@ -30,8 +33,8 @@ pub struct Loaded {
     pub limits: Limits,
     /// The WebSocket limit, counted in the limits' store.
     pub websockets: Option<ConcurrencyLimitLayer>,
-    /// Each route's key extractor, for the access log.
-    pub(crate) keys: RouteKeys,
+    /// Each route's key extractor, by route name, for the access log.
+    pub(crate) keys: BTreeMap<String, Arc<dyn KeyExtractor>>,
 }
 
 /// Checks and builds `file` for the proxy; on a reload, keeping the stores of `previous` whose

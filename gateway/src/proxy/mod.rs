@@ -27,7 +27,7 @@ use self::routes::Routes;
 use crate::config::File;
 use crate::paths::normalised;
 use crate::server::{
-    self, AccessLog, Address, Admin, BoxError, Entry, Listener, Reloadable, RouteNames, Shutdown,
+    self, AccessLog, Address, Admin, BoxError, Entry, Listener, Reloadable, Shutdown,
     ShutdownTrigger, Workers, X_REQUEST_ID, count_request, request_id,
 };
 
@@ -168,15 +168,16 @@ async fn handle(shared: &Shared, log: &AccessLog, request: Request<Incoming>) ->
     let routes = shared.current();
     let (mut response, route, key) = match normalised(request) {
         Ok(request) => {
-            let (service, route) = routes.service(&request);
-            let (request, key) = match &route {
-                Some(route) if log.is_on() => routes.loaded.keys.key(route.narrowest(), request),
+            let stack = routes.stack(&request);
+            let route = stack.routes();
+            let (request, key) = match route {
+                Some(_) if log.is_on() => stack.key(request),
                 _ => (request, None),
             };
             if log.is_on() {
                 logged_path = Some(request.uri().path().to_owned());
             }
-            let response = match service.oneshot(request).await {
+            let response = match stack.service().oneshot(request).await {
                 Ok(response) => response,
                 Err(never) => match never {},
             };
@@ -186,7 +187,7 @@ async fn handle(shared: &Shared, log: &AccessLog, request: Request<Incoming>) ->
     };
     response.headers_mut().insert(X_REQUEST_ID, id.clone());
     let forwarded = response.extensions().get::<Forwarded>().copied();
-    let decision = match (&route, forwarded) {
+    let decision = match (route, forwarded) {
         (None, _) => "unlimited",
         (Some(_), Some(Forwarded { decided: true, .. })) => "allowed",
         (Some(_), Some(Forwarded { decided: false, .. })) => "skipped",
@@ -203,7 +204,7 @@ async fn handle(shared: &Shared, log: &AccessLog, request: Request<Incoming>) ->
             // A path refused as ambiguous is not logged: it may hold anything.
             path: logged_path.as_deref().unwrap_or("-"),
             status: response.status().as_u16(),
-            route: route.as_ref().map(RouteNames::as_str),
+            route,
             key: key.as_deref(),
             decision,
             latency,

@@ -3,10 +3,11 @@
 use tokio_rustls::TlsAcceptor;
 use tower_redis_ratelimit::config::Limits;
 
+use super::admitted::admitted;
 use super::client::Gateways;
 use crate::config::{Connections, FieldError, File, FileError, ServeTable};
 use crate::envoy::RateLimitService;
-use crate::server::{RouteKeys, tls};
+use crate::server::{PathServices, tls};
 
 /// A file loaded for `serve`: its settings and the built limits.
 pub struct Loaded {
@@ -20,8 +21,8 @@ pub struct Loaded {
     pub(crate) tls: Option<TlsAcceptor>,
     /// The limits, built.
     pub limits: Limits,
-    /// Each route's key extractor, for the access log.
-    pub(crate) keys: RouteKeys,
+    /// A service that admits, behind each path prefix's routes: built here, once per load.
+    pub(crate) paths: PathServices,
     /// Envoy's rate limit service, when `[serve.envoy]` names its files: built again with each
     /// reload's limits, so it counts in the same stores.
     pub envoy: Option<RateLimitService>,
@@ -86,7 +87,7 @@ pub fn load(file: &File, previous: Option<&Limits>) -> Result<Loaded, FileError>
     };
     Ok(Loaded {
         envoy,
-        keys: file.route_keys(),
+        paths: PathServices::build(&limits, &file.route_keys(), &admitted(), false),
         table,
         connections,
         gateways,

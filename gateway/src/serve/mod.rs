@@ -9,8 +9,8 @@
 //!   `X-Forwarded-Uri` (at `/forward_auth`), `X-Forwarded-Method`, and its headers passed on; its client by a trusted gateway
 //!   (`[serve] gateways`) in `X-Forwarded-For` or `client_header`.
 
+mod admitted;
 mod client;
-mod decide;
 mod endpoints;
 mod load;
 mod original;
@@ -23,24 +23,24 @@ use std::time::Instant;
 use axum::body::Body;
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
+use tower::ServiceExt;
 
-use self::decide::{Admitted, admitted, decide};
+use self::admitted::Admitted;
 pub use self::endpoints::{Endpoint, REJECTION_STATUS};
 pub use self::load::{Loaded, load};
 pub use self::original::{X_FORWARDED_METHOD, X_FORWARDED_URI, X_ORIGINAL_URI};
 use crate::config::File;
 use crate::envoy;
 use crate::server::{
-    self, AccessLog, Address, Admin, BoxError, Boxed, Entry, Listener, Reloadable, RouteNames,
-    Shutdown, ShutdownTrigger, Workers, X_REQUEST_ID, count_request, problem, request_id,
+    self, AccessLog, Address, Admin, BoxError, Entry, Listener, Reloadable, Shutdown,
+    ShutdownTrigger, Workers, X_REQUEST_ID, count_request, problem, request_id,
 };
 
-/// What a request needs: the limits in force (replaced on a reload), the service behind them,
-/// and the log.
+/// What a request needs: the limits in force with their services (replaced on a reload), and
+/// the log.
 #[derive(Clone)]
 struct State {
     loaded: Arc<Reloadable<Loaded>>,
-    admit: Boxed,
     log: AccessLog,
 }
 
@@ -83,7 +83,6 @@ impl Serve {
         let log = AccessLog::new(loaded.table.access_log);
         let state = State {
             loaded: Reloadable::new(loaded),
-            admit: admitted(),
             log,
         };
         Ok(Serve {
@@ -219,12 +218,12 @@ async fn answer(state: &State, mut question: Request<Incoming>) -> Response<Body
         ),
         Some(endpoint) => {
             match original::original(question, &endpoint.target(), &loaded.gateways) {
-                Ok(request) => ask(&loaded, &state.admit, &state.log, request, &mut asked).await,
+                Ok(request) => ask(&loaded, &state.log, request, &mut asked).await,
                 Err(refused) => (*refused, None),
             }
         }
     };
-    let decision = match (&route, answer.extensions().get::<Admitted>()) {
+    let decision = match (route, answer.extensions().get::<Admitted>()) {
         (None, _) => "unlimited",
         (Some(_), Some(Admitted { decided: true })) => "allowed",
         (Some(_), Some(Admitted { decided: false })) => "skipped",
@@ -247,7 +246,7 @@ async fn answer(state: &State, mut question: Request<Incoming>) -> Response<Body
             // A question refused before its target was read names no path: it may hold anything.
             path: asked.path.as_deref().unwrap_or("-"),
             status: response.status().as_u16(),
-            route: route.as_ref().map(RouteNames::as_str),
+            route,
             key: key.as_deref(),
             decision,
             latency,
@@ -271,22 +270,21 @@ struct Asked {
 /// `asked` (only when it is on).
 async fn ask<'a>(
     loaded: &'a Loaded,
-    admit: &Boxed,
     log: &AccessLog,
     request: Request<Body>,
     asked: &mut Asked,
-) -> (Response<Body>, Option<RouteNames<'a>>) {
-    let layers = loaded.limits.routes_for(request.uri().path());
-    let routes = RouteNames::of(layers.clone());
+) -> (Response<Body>, Option<&'a str>) {
+    let stack = loaded.paths.for_path(request.uri().path());
     let mut request = request;
     if log.is_on() {
         asked.method = request.method().clone();
         asked.path = Some(request.uri().path().to_owned());
         asked.client = request.extensions().get::<SocketAddr>().map(SocketAddr::ip);
-        if let Some(routes) = &routes {
-            (request, asked.key) = loaded.keys.key(routes.narrowest(), request);
-        }
+        (request, asked.key) = stack.key(request);
     }
-    let answer = decide(layers, admit, request).await;
-    (answer, routes)
+    let answer = match stack.service().oneshot(request).await {
+        Ok(answer) => answer,
+        Err(never) => match never {},
+    };
+    (answer, stack.routes())
 }

@@ -1,0 +1,28 @@
+//! What `serve`'s limits stand in front of: a service that only says "admitted", so that the
+//! layers' own answers (headers, refusals, failure modes, shadow mode) are exactly those
+//! `proxy` gives.
+
+use std::convert::Infallible;
+
+use axum::body::Body;
+use http::{Request, Response};
+use tower_redis_ratelimit::Decision;
+
+use crate::server::Boxed;
+
+/// On an admitted answer: whether a limit decided to admit it (rather than skipped it: a store
+/// failing open, a request without a key under `missing_key = "skip"`, an allowed key).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Admitted {
+    pub(crate) decided: bool,
+}
+
+/// The service behind the layers: every request that reaches it is admitted.
+pub(crate) fn admitted() -> Boxed {
+    Boxed::new(tower::service_fn(|request: Request<Body>| {
+        let decided = request.extensions().get::<Decision>().is_some();
+        let mut response = Response::new(Body::empty());
+        response.extensions_mut().insert(Admitted { decided });
+        std::future::ready(Ok::<_, Infallible>(response))
+    }))
+}
