@@ -25,10 +25,9 @@ use self::forward::{Forward, Forwarded};
 pub use self::load::{DEFAULT_UPSTREAM_TIMEOUT, Loaded, load};
 use self::routes::Routes;
 use crate::config::File;
-use crate::paths::normalised;
 use crate::server::{
     self, AccessLog, Address, Admin, BoxError, Entry, Listener, Reloadable, Shutdown,
-    ShutdownTrigger, Workers, X_REQUEST_ID, count_request, request_id,
+    ShutdownTrigger, Workers, X_REQUEST_ID, count_request, normalised, request_id,
 };
 
 /// The routes in force, replaced whole on a reload.

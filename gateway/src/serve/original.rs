@@ -9,7 +9,7 @@ use axum::body::Body;
 use http::{HeaderName, Method, Request, Response, StatusCode, Uri};
 
 use super::client::Gateways;
-use crate::paths::normalised;
+use crate::server::normalised;
 use crate::server::problem;
 
 /// The target as nginx passes it (`$request_uri`).
