@@ -114,6 +114,42 @@ async fn hits_addend_is_the_cost_and_zero_is_one() {
     );
 }
 
+/// The reference's `/tokenquota`: a descriptor's own `hits_addend` of 0 asks whether its limit
+/// is over and counts nothing; the hits come later, in a request of their own. Only the
+/// request's `hits_addend` of 0 means one hit. Against whichever store `rules` has.
+pub(crate) async fn a_check_of_hits_addend_zero_counts_nothing(rules: &Files) {
+    let service = rules.service(FailureMode::Closed);
+    let mut check = descriptor(&[("user", "hank")]);
+    check.hits_addend = Some(UInt64Value { value: 0 });
+    let mut checked = request("api", &[]);
+    checked.hits_addend = 5;
+    checked.descriptors = vec![check.clone()];
+    for _ in 0..4 {
+        let answer = ask(&service, &checked).await;
+        assert_eq!(codes(&answer), (vec![Code::Ok], Code::Ok));
+        assert_eq!(remaining(&answer), vec![3], "nothing counted");
+    }
+    // Beside a counted descriptor (another cost, another step) it counts nothing either.
+    let mut both = request("api", &[&[("route", "/tokens")]]);
+    both.descriptors.push(check);
+    assert_eq!(remaining(&ask(&service, &both).await), vec![99, 3]);
+    let spend = request("api", &[&[("user", "hank")]]);
+    assert_eq!(overall(&service, &spend, 3).await, [Code::Ok; 3]);
+    let answer = ask(&service, &checked).await;
+    assert_eq!(
+        (codes(&answer), remaining(&answer)),
+        ((vec![Code::Ok], Code::Ok), vec![0]),
+        "at the limit, not over it: the reference's check says OK too"
+    );
+    assert_eq!(codes(&ask(&service, &spend).await).1, Code::OverLimit);
+}
+
+#[tokio::test]
+async fn a_descriptors_own_hits_addend_of_zero_checks_without_counting() {
+    let rules = Files::new(&[("api.yaml", TWO_LIMITS)], "");
+    a_check_of_hits_addend_zero_counts_nothing(&rules).await;
+}
+
 #[tokio::test]
 async fn a_descriptors_own_limit_overrides_the_files() {
     let rules = Files::new(&[("api.yaml", TWO_LIMITS)], "");
