@@ -226,11 +226,19 @@ descriptors:
     descriptors:
       - key: http_method
         value_to_metric: true
+        rate_limit:
+          unit: minute
+          requests_per_unit: 60
         descriptors:
           - key: subject_id
             rate_limit:
               unit: minute
               requests_per_unit: 60
+  - key: remote_address
+    detailed_metric: true
+    rate_limit:
+      unit: minute
+      requests_per_unit: 60
 ";
     let recorder = PrometheusBuilder::new().build_recorder();
     let handle = recorder.handle();
@@ -261,6 +269,12 @@ descriptors:
                 ("subject_id", "123"),
             ];
             ask(&service, &request("example8", &[&example10])).await;
+            // Two levels: the same series as the three of example 10, as the mapping makes it.
+            ask(&service, &request("example8", &[&example10[..2]])).await;
+            for address in ["10.0.0.1", "2001:db8::1"] {
+                let from = [("remote_address", address)];
+                ask(&service, &request("example8", &[&from])).await;
+            }
         })
     });
     let text = handle.render();
@@ -272,8 +286,13 @@ descriptors:
         r#"ratelimit_service_rate_limit_over_limit{domain="example8",key1="key1_unspecified_value"} 1"#,
         r#"ratelimit_service_rate_limit_total_hits{domain="example8",key1="key1_value1"} 1"#,
         r#"ratelimit_service_rate_limit_total_hits{domain="example8",key1="parent",key2="child"} 1"#,
-        // README's example 10: the request's values where `value_to_metric` says.
-        r#"ratelimit_service_rate_limit_total_hits{domain="example8",key1="route_api",key2="http_method_GET.subject_id"} 1"#,
+        // README's example 10: the request's values where `value_to_metric` says; `key2` is
+        // the second level alone (the mapping's `$3`: the deeper levels are dropped).
+        r#"ratelimit_service_rate_limit_total_hits{domain="example8",key1="route_api",key2="http_method_GET"} 2"#,
+        // The statsd name sanitised first: `:` and `|` to `_`, and an IPv4 address's dots,
+        // which would otherwise split it into levels.
+        r#"ratelimit_service_rate_limit_total_hits{domain="example8",key1="remote_address_10_0_0_1"} 1"#,
+        r#"ratelimit_service_rate_limit_total_hits{domain="example8",key1="remote_address_2001_db8__1"} 1"#,
     ] {
         assert!(has(line), "{line} missing from:\n{text}");
     }
