@@ -153,9 +153,15 @@ async fn with_redis_gone_a_remembered_denial_still_refuses_and_a_fallback_decide
 
 #[tokio::test]
 async fn a_refused_request_consumes_none_of_its_other_limits_under_sentinel() {
-    let sentinels = testkit::sentinel::RedisSentinels::start();
+    // The reference's usual Sentinel set-up: `REDIS_AUTH` on the servers, no
+    // `REDIS_SENTINEL_AUTH`.
+    let sentinels = testkit::sentinel::RedisSentinels::start_with(&testkit::sentinel::Passwords {
+        servers: Some("servers-secret".to_owned()),
+        sentinels: None,
+    });
     let store = format!(
-        "[stores.ha]\ntype = \"sentinel\"\nsentinels = {}\nmaster = \"{}\"\n",
+        "[stores.ha]\ntype = \"sentinel\"\nsentinels = {}\nmaster = \"{}\"\n\
+         primary_auth = {{ password = \"servers-secret\" }}\n",
         toml_list(&sentinels.urls()),
         testkit::sentinel::MASTER
     );
