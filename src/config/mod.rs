@@ -72,7 +72,7 @@ pub use self::region::{LedgerConfig, RegionConfig};
 pub use self::route::{ListConfig, RouteConfig};
 use self::shadow::Shadows;
 use self::store::BuiltStore;
-pub use self::store::{FallbackConfig, LeasesConfig, StoreConfig, StoreKind};
+pub use self::store::{AuthConfig, FallbackConfig, LeasesConfig, StoreConfig, StoreKind};
 pub use self::stores::IN_PROCESS_STORE;
 #[cfg(feature = "concurrency")]
 use crate::concurrency::ConcurrencyLimitLayer;

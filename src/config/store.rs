@@ -30,6 +30,7 @@ use crate::store::{MemoryStore, Store};
 /// type = "sentinel"
 /// sentinels = ["redis://10.0.0.1:26379", "redis://10.0.0.2:26379"]
 /// master = "limits"
+/// primary_auth = { password = "s3cret" }   # the servers' password, none on the sentinels
 /// fallback = { instances = 4 }
 /// ```
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -50,6 +51,10 @@ pub struct StoreConfig {
     /// `sentinel`: the primary's name.
     #[serde(default)]
     pub master: Option<String>,
+    /// `sentinel`: how the primary and its replicas are authenticated, apart from the
+    /// sentinels (whose URLs carry theirs); unset, as the first sentinel URL says.
+    #[serde(default)]
+    pub primary_auth: Option<AuthConfig>,
     /// `memory`: the most keys kept (default 1,000,000).
     #[serde(default)]
     pub max_keys: Option<usize>,
@@ -87,6 +92,19 @@ pub enum StoreKind {
     Cluster,
     /// The primary a set of Sentinels names (`RedisStore::sentinel`).
     Sentinel,
+}
+
+/// `RedisStoreBuilder::primary_auth`: `{ password = "..." }`, `{ username = "...", password =
+/// "..." }`, or `{}` for a primary without a password.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// An ACL user (with `password`).
+    #[serde(default)]
+    pub username: Option<String>,
+    /// The password (`requirepass`, or the user's).
+    #[serde(default)]
+    pub password: Option<String>,
 }
 
 /// `RedisStoreBuilder::quota_leases`.
@@ -214,6 +232,11 @@ impl StoreConfig {
                 self.master.is_some(),
                 self.kind == StoreKind::Sentinel,
             ),
+            (
+                "primary_auth",
+                self.primary_auth.is_some(),
+                self.kind == StoreKind::Sentinel,
+            ),
             ("max_keys", self.max_keys.is_some(), !redis),
             ("prefix", self.prefix.is_some(), redis),
             ("connect_timeout", self.connect_timeout.is_some(), redis),
@@ -260,10 +283,16 @@ mod redis {
             #[cfg(feature = "cluster")]
             StoreKind::Cluster => RedisStore::cluster(config.nodes.clone().unwrap_or_default()),
             #[cfg(feature = "sentinel")]
-            StoreKind::Sentinel => RedisStore::sentinel(
-                config.sentinels.clone().unwrap_or_default(),
-                config.master.as_deref().unwrap_or_default(),
-            ),
+            StoreKind::Sentinel => {
+                let builder = RedisStore::sentinel(
+                    config.sentinels.clone().unwrap_or_default(),
+                    config.master.as_deref().unwrap_or_default(),
+                );
+                match &config.primary_auth {
+                    Some(auth) => builder.primary_auth(primary_auth(auth, field)?),
+                    None => builder,
+                }
+            }
             #[allow(unreachable_patterns)]
             kind => {
                 let feature = if kind == StoreKind::Cluster {
@@ -299,6 +328,24 @@ mod redis {
         })
     }
 
+    /// `primary_auth` as the builder takes it.
+    #[cfg(feature = "sentinel")]
+    fn primary_auth(
+        auth: &super::AuthConfig,
+        field: &str,
+    ) -> Result<crate::store::RedisAuth, ConfigError> {
+        use crate::store::RedisAuth;
+        match (&auth.username, &auth.password) {
+            (None, None) => Ok(RedisAuth::none()),
+            (None, Some(password)) => Ok(RedisAuth::password(password)),
+            (Some(username), Some(password)) => Ok(RedisAuth::user(username, password)),
+            (Some(_), None) => Err(invalid(
+                format!("{field}.primary_auth.password"),
+                SettingError::PasswordRequired,
+            )),
+        }
+    }
+
     /// The setting of a store that an error of its builder is about.
     fn setting(error: &ConfigError) -> Option<&'static str> {
         use StoreConfigError as E;
@@ -309,6 +356,7 @@ mod redis {
             E::InvalidUrl { setting, .. } | E::NoUrls { setting } => setting,
             E::NoHost { .. } | E::Unsupported { .. } => "url",
             E::NoMaster => "master",
+            E::PrimaryAuthWithoutSentinel => "primary_auth",
             E::InvalidPrefix { .. } => "prefix",
             E::ZeroConnectTimeout => "connect_timeout",
             E::LeaseLifetime { .. } => "quota_leases.lifetime",

@@ -34,6 +34,9 @@ pub enum SettingError {
         /// The store's type (`memory`, `redis`, `cluster`, `sentinel`).
         store: &'static str,
     },
+    /// A user name without its password (`primary_auth`).
+    #[error("is required with `username`: AUTH sends both")]
+    PasswordRequired,
     /// A setting this kind of store does not have.
     #[error("is not a setting of a {store} store: remove it")]
     NotAStoreSetting {

@@ -56,6 +56,12 @@ pub enum StoreConfigError {
     /// Sentinel without the name of the primary.
     #[error("Redis Sentinel needs the name of the primary it watches (`master`)")]
     NoMaster,
+    /// The primary's credentials given to a store that is not on Sentinel.
+    #[error(
+        "`primary_auth` is for a store on Redis Sentinel (the primary's credentials apart from \
+         the sentinels'): a store's URL carries its user name and password"
+    )]
+    PrimaryAuthWithoutSentinel,
     /// A key prefix that is empty, too long, or holds spaces or braces.
     #[error(
         "invalid key prefix {prefix:?}: use 1 to 64 printable ASCII characters without spaces or braces"

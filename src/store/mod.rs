@@ -26,6 +26,8 @@ pub use self::error::{StoreError, StoreErrorKind};
 pub use self::future::StoreFuture;
 pub use self::memory::{MemoryStore, MemoryStoreBuilder};
 pub use self::rate::Store;
+#[cfg(feature = "sentinel")]
+pub use self::redis::RedisAuth;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::{Fallback, QuotaLeases, RedisStore, RedisStoreBuilder};

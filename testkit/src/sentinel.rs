@@ -10,12 +10,25 @@ use crate::{RedisServer, TempDir, find_binary, free_port};
 /// The name the sentinels know the primary by.
 pub const MASTER: &str = "limits";
 
+/// The passwords of a set: none by default.
+#[derive(Clone, Debug, Default)]
+pub struct Passwords {
+    /// The primary's and the replica's (`requirepass`, and `masterauth` to replicate); the
+    /// sentinels are told it (`sentinel auth-pass`) to watch them.
+    pub servers: Option<String>,
+    /// The sentinels' own (`requirepass` in sentinel mode, which they also use among
+    /// themselves), in [`urls`](RedisSentinels::urls).
+    pub sentinels: Option<String>,
+}
+
 /// Two [`RedisServer`]s, a primary and its replica, and three sentinels watching them.
 #[derive(Debug)]
 pub struct RedisSentinels {
     /// The first primary and its replica; after a failover, the other is the primary.
     servers: [RedisServer; 2],
     sentinels: Vec<SentinelProcess>,
+    /// The sentinels' own password.
+    sentinel_password: Option<String>,
     /// The sentinels' config files, which they rewrite, and their working directory: held for
     /// its removal on drop.
     _dir: TempDir,
@@ -31,16 +44,28 @@ impl RedisSentinels {
     /// A primary, a replica in sync with it, and three sentinels that all know both and each
     /// other.
     pub fn start() -> Self {
+        Self::start_with(&Passwords::default())
+    }
+
+    /// [`start`](Self::start), the servers and the sentinels asking for `passwords`.
+    pub fn start_with(passwords: &Passwords) -> Self {
         let dir = TempDir::new("sentinel").expect("a directory for the sentinels' config files");
-        let primary = RedisServer::start();
-        let replica =
-            RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
+        let auth: Vec<&str> = match &passwords.servers {
+            Some(password) => vec!["--requirepass", password, "--masterauth", password],
+            None => Vec::new(),
+        };
+        let primary = RedisServer::start_with(&auth);
+        let primary_port = primary.port().to_string();
+        let mut replica_args = vec!["--replicaof", "127.0.0.1", &primary_port];
+        replica_args.extend(&auth);
+        let replica = RedisServer::start_with(&replica_args);
         let sentinels = (0..3)
-            .map(|index| start_sentinel(dir.path(), index, primary.port()))
+            .map(|index| start_sentinel(dir.path(), index, primary.port(), passwords))
             .collect();
         let set = RedisSentinels {
             servers: [primary, replica],
             sentinels,
+            sentinel_password: passwords.sentinels.clone(),
             _dir: dir,
         };
         set.wait(
@@ -48,7 +73,7 @@ impl RedisSentinels {
             "the sentinels to know the replica and each other",
             |set| {
                 set.sentinels.iter().all(|sentinel| {
-                    let master = cli(sentinel.port, &["SENTINEL", "MASTER", MASTER]);
+                    let master = set.sentinel_cli(sentinel.port, &["SENTINEL", "MASTER", MASTER]);
                     master.contains("num-slaves\n1") && master.contains("num-other-sentinels\n2")
                 }) && set.servers[1]
                     .cli(&["INFO", "replication"])
@@ -63,17 +88,26 @@ impl RedisSentinels {
         self.urls().join(",")
     }
 
-    /// The sentinels' URLs, as `RedisStore::sentinel` takes them.
+    /// The sentinels' URLs, as `RedisStore::sentinel` takes them: with the sentinels' own
+    /// password, when they have one.
     pub fn urls(&self) -> Vec<String> {
+        let auth = match &self.sentinel_password {
+            Some(password) => format!(":{password}@"),
+            None => String::new(),
+        };
         self.sentinels
             .iter()
-            .map(|sentinel| format!("redis://127.0.0.1:{}", sentinel.port))
+            .map(|sentinel| format!("redis://{auth}127.0.0.1:{}", sentinel.port))
             .collect()
+    }
+
+    fn sentinel_cli(&self, port: u16, args: &[&str]) -> String {
+        cli(port, self.sentinel_password.as_deref(), args)
     }
 
     /// The port of the server the sentinels name as primary.
     pub fn primary_port(&self) -> u16 {
-        let address = cli(
+        let address = self.sentinel_cli(
             self.sentinels[0].port,
             &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER],
         );
@@ -103,7 +137,7 @@ impl RedisSentinels {
     /// which its demotion discards: Sentinel's own window of lost writes).
     pub fn failover(&self) {
         let before = self.primary_port();
-        let answer = cli(self.sentinels[0].port, &["SENTINEL", "FAILOVER", MASTER]);
+        let answer = self.sentinel_cli(self.sentinels[0].port, &["SENTINEL", "FAILOVER", MASTER]);
         assert_eq!(answer, "OK", "SENTINEL FAILOVER refused");
         self.wait(Duration::from_secs(30), "the failover", |set| {
             let now = set.primary_port();
@@ -171,7 +205,20 @@ impl Drop for RedisSentinels {
     }
 }
 
-fn start_sentinel(dir: &std::path::Path, index: usize, primary_port: u16) -> SentinelProcess {
+fn start_sentinel(
+    dir: &std::path::Path,
+    index: usize,
+    primary_port: u16,
+    passwords: &Passwords,
+) -> SentinelProcess {
+    // `auth-pass` after `monitor`, which it refers to.
+    let mut auth = String::new();
+    if let Some(password) = &passwords.servers {
+        auth.push_str(&format!("sentinel auth-pass {MASTER} {password}\n"));
+    }
+    if let Some(password) = &passwords.sentinels {
+        auth.push_str(&format!("requirepass {password}\n"));
+    }
     for _ in 0..20 {
         let port = free_port();
         // Sentinel rewrites its config file, so each has its own.
@@ -183,7 +230,7 @@ fn start_sentinel(dir: &std::path::Path, index: usize, primary_port: u16) -> Sen
                  sentinel monitor {MASTER} 127.0.0.1 {primary_port} 2\n\
                  sentinel down-after-milliseconds {MASTER} 1000\n\
                  sentinel failover-timeout {MASTER} 5000\n\
-                 sentinel parallel-syncs {MASTER} 1\n",
+                 sentinel parallel-syncs {MASTER} 1\n{auth}",
                 dir = dir.display()
             ),
         )

@@ -25,6 +25,8 @@ pub struct RedisServer {
     /// Arguments beyond the port, the directory and the no-persistence defaults (a cluster
     /// node's, a replica's).
     extra: Vec<String>,
+    /// The `--requirepass` of `extra`, which [`cli`](Self::cli) gives.
+    password: Option<String>,
     dir: TempDir,
 }
 
@@ -34,7 +36,8 @@ impl RedisServer {
         Self::start_with(&[])
     }
 
-    /// [`start`](Self::start) with `extra` arguments (`--replicaof host port`...).
+    /// [`start`](Self::start) with `extra` arguments (`--replicaof host port`...). With
+    /// `--requirepass PASSWORD` among them, [`cli`](Self::cli) authenticates with it.
     pub fn start_with(extra: &[&str]) -> Self {
         Self::try_start_on(extra, free_port).unwrap_or_else(|err| panic!("{err}"))
     }
@@ -54,6 +57,10 @@ impl RedisServer {
             port: 0,
             binary,
             extra: extra.iter().map(|&arg| arg.to_owned()).collect(),
+            password: extra
+                .windows(2)
+                .find(|pair| pair[0] == "--requirepass")
+                .map(|pair| pair[1].to_owned()),
             dir,
         };
         for _ in 0..20 {
@@ -127,7 +134,7 @@ impl RedisServer {
 
     /// Runs `redis-cli` against this server and returns its output.
     pub fn cli(&self, args: &[&str]) -> String {
-        cli(self.port, args)
+        cli(self.port, self.password.as_deref(), args)
     }
 
     /// Every key in the server.
@@ -227,7 +234,7 @@ impl Drop for RedisServer {
 }
 
 /// Whether a Redis server on `port` answers `PING` (spoken directly: starting needs no
-/// `redis-cli`).
+/// `redis-cli`). A server with a password answers `-NOAUTH`: it is up too.
 pub(crate) fn answers_ping(port: u16) -> bool {
     let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
         return false;
@@ -236,13 +243,19 @@ pub(crate) fn answers_ping(port: u16) -> bool {
     let mut reply = [0; 7];
     stream.write_all(b"PING\r\n").is_ok()
         && stream.read_exact(&mut reply).is_ok()
-        && &reply == b"+PONG\r\n"
+        && (&reply == b"+PONG\r\n" || &reply == b"-NOAUTH")
 }
 
-/// Runs `redis-cli -p <port> <args>` and returns its output, trimmed.
-pub(crate) fn cli(port: u16, args: &[&str]) -> String {
+/// Runs `redis-cli -p <port> <args>`, authenticated with `password` when given, and returns its
+/// output, trimmed.
+pub(crate) fn cli(port: u16, password: Option<&str>, args: &[&str]) -> String {
     let binary = find_binary("redis-cli").unwrap_or_else(|err| panic!("{err}"));
-    let output = Command::new(binary)
+    let mut command = Command::new(binary);
+    // The environment rather than `-a`: no warning on stderr, no password in `ps`.
+    if let Some(password) = password {
+        command.env("REDISCLI_AUTH", password);
+    }
+    let output = command
         .args(["-p", &port.to_string()])
         .args(args)
         .output()

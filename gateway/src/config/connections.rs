@@ -51,6 +51,11 @@ pub struct Connections {
     /// How many worker threads serve connections; 0: the runtime that calls
     /// [`crate::server::serve`] does.
     pub workers: usize,
+    /// Whether an HTTP/2 request's `:authority` is taken whatever it is (`serve`, where it
+    /// routes nothing: gRPC's C core sends a Unix socket's path), rather than refused as h2
+    /// refuses what `http::uri::Authority` does not parse (`proxy`, which must not forward a
+    /// malformed request).
+    pub any_authority: bool,
 }
 
 impl Connections {
@@ -63,6 +68,7 @@ impl Connections {
             idle_timeout: Duration::from_secs(60),
             drain_timeout: Duration::from_secs(30),
             workers: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+            any_authority: false,
         }
     }
 }
@@ -110,6 +116,7 @@ impl ConnectionsConfig {
                 Some(workers) => workers,
                 None => default.workers,
             },
+            any_authority: default.any_authority,
         })
     }
 }

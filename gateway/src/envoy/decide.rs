@@ -7,8 +7,9 @@
 //! rule of a policy in one atomic step and counts them only when all admit. On Redis their
 //! state keys share the domain as hash tag, one slot on a Cluster (`docs/envoy.md` says what
 //! that means for a domain's load). A store decides one cost per policy and holds a rule once,
-//! so descriptors with different `hits_addend` are decided one cost after another, one counter
-//! sent twice in two steps, and a request with more descriptors than a policy holds
+//! so descriptors with different `hits_addend` are decided one cost after another (a cost of 0,
+//! a descriptor's "check only", first: a peek that counts nothing), one counter sent twice in two
+//! steps, and a request with more descriptors than a policy holds
 //! ([`MAX_RULES`]) in groups of that size: a refusal stops the groups after it from counting,
 //! and the groups before it stay counted.
 
@@ -104,13 +105,15 @@ pub(super) async fn decide(
         })
         .collect();
     apply_replaces(&mut found);
+    // A descriptor's own `hits_addend` is its cost as sent, 0 a check that counts nothing (the
+    // store's peek: the reference's "check only", on which its `/tokenquota` example rests).
+    // The request's is a plain `uint32` whose 0 is "unset": one hit.
     let cost = |index: usize| {
-        let cost = request.descriptors[index]
-            .hits_addend
-            .as_ref()
-            .map_or(u64::from(request.hits_addend), |addend| addend.value);
-        // Envoy sends 0 for "one hit".
-        u32::try_from(cost.max(1)).unwrap_or(u32::MAX)
+        let cost = match &request.descriptors[index].hits_addend {
+            Some(own) => own.value,
+            None => u64::from(request.hits_addend.max(1)),
+        };
+        u32::try_from(cost).unwrap_or(u32::MAX)
     };
 
     let mut statuses: Vec<DescriptorStatus> = found

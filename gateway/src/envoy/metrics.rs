@@ -2,7 +2,13 @@
 //! them, so its dashboards read this service unchanged:
 //! `ratelimit_service_rate_limit_{total_hits,over_limit,near_limit,within_limit,shadow_mode}`
 //! with the labels `domain`, `key1` (the first level's `key` or `key_value`) and, below the
-//! first level, `key2` (the deeper levels joined by `.`). Each counts hits (a request's cost).
+//! first level, `key2` (the second level's alone). Each counts hits (a request's cost).
+//!
+//! The reference names a counter in statsd (`ratelimit.service.rate_limit.<domain>.<level>…`)
+//! and its mapping (`src/stats/prom/default_mapper.yaml`, and the statsd exporter's example)
+//! cuts that name at its dots: `$1` the domain, `$2` `key1`, `$3` `key2`, whatever follows
+//! dropped. So the labels are taken from that name the same way, after the reference's
+//! sanitising, rather than from the levels: a dot in a domain or a value cuts there too.
 
 use std::sync::Arc;
 
@@ -32,24 +38,66 @@ pub fn near(used: u64, limit: u64) -> bool {
     used > (limit as f64 * NEAR_LIMIT_RATIO).floor() as u64
 }
 
-/// The labels of a metric key (the domain, then a part per level): `domain`, `key1` and,
-/// below the first level, `key2`.
+/// The labels of a metric key (the domain, then a part per level), as the reference's mapping
+/// makes them from its statsd name: `domain`, `key1` and, when the name has a third part,
+/// `key2`; the parts after it are dropped, so a limit three levels deep shares its series with
+/// the limit at its second level.
 pub fn labels(metric_key: &[String]) -> Vec<Label> {
-    let shared = |text: String| SharedString::from(Arc::<str>::from(text));
+    let shared = |text: &str| SharedString::from(Arc::<str>::from(text));
+    let name = sanitize(&metric_key.join("."));
+    let mut parts = name.split('.');
     let mut labels = vec![
-        Label::new(
-            "domain",
-            shared(metric_key.first().cloned().unwrap_or_default()),
-        ),
-        Label::new(
-            "key1",
-            shared(metric_key.get(1).cloned().unwrap_or_default()),
-        ),
+        Label::new("domain", shared(parts.next().unwrap_or_default())),
+        Label::new("key1", shared(parts.next().unwrap_or_default())),
     ];
-    if metric_key.len() > 2 {
-        labels.push(Label::new("key2", shared(metric_key[2..].join("."))));
+    if let Some(key2) = parts.next() {
+        labels.push(Label::new("key2", shared(key2)));
     }
     labels
+}
+
+/// The reference's `SanitizeStatName`: `:` and `|` (statsd's separators) become `_`, and so do
+/// the dots of whatever is shaped like an IPv4 address (`\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}`, each
+/// leftmost match in turn, as Go's regexp finds them), so an address stays one part.
+fn sanitize(name: &str) -> String {
+    let mut bytes = name.replace([':', '|'], "_").into_bytes();
+    let mut at = 0;
+    while at < bytes.len() {
+        match ipv4_end(&bytes, at) {
+            Some(end) => {
+                for byte in &mut bytes[at..end] {
+                    if *byte == b'.' {
+                        *byte = b'_';
+                    }
+                }
+                at = end;
+            }
+            None => at += 1,
+        }
+    }
+    // Only ASCII dots were replaced (by ASCII): the text is still UTF-8, and nothing is lost.
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Where the regexp above matches when it starts at `at`. A run of digits cannot end in a
+/// digit, so backtracking never helps: each of the first three groups is the whole run (one to
+/// three digits) and a dot; the last takes at most three digits.
+fn ipv4_end(bytes: &[u8], mut at: usize) -> Option<usize> {
+    let digits = |from: usize| {
+        bytes[from.min(bytes.len())..]
+            .iter()
+            .take_while(|byte| byte.is_ascii_digit())
+            .count()
+    };
+    for _ in 0..3 {
+        let run = digits(at);
+        if !(1..=3).contains(&run) || bytes.get(at + run) != Some(&b'.') {
+            return None;
+        }
+        at += run + 1;
+    }
+    let run = digits(at).min(3);
+    (run > 0).then_some(at + run)
 }
 
 /// Counts `hits` of one descriptor under `labels` (see [`labels`]).
@@ -74,7 +122,22 @@ pub fn record(labels: &[Label], hit: Hit, hits: u64) {
 
 #[cfg(test)]
 mod tests {
-    use super::near;
+    use super::{near, sanitize};
+
+    #[test]
+    fn names_are_sanitised_as_the_reference_does() {
+        assert_eq!(
+            sanitize("d.remote_address_10.0.0.1"),
+            "d.remote_address_10_0_0_1"
+        );
+        assert_eq!(sanitize("d.a:b|c"), "d.a_b_c");
+        // Go's leftmost matches: a run of four digits is entered at its second.
+        assert_eq!(sanitize("d.k_1234.5.6.7"), "d.k_1234_5_6_7");
+        assert_eq!(sanitize("d.k_1.2.3.4567"), "d.k_1_2_3_4567");
+        assert_eq!(sanitize("d.k_1.2.3.4.5.6.7.8"), "d.k_1_2_3_4.5_6_7_8");
+        assert_eq!(sanitize("d.v1.2.3"), "d.v1.2.3");
+        assert_eq!(sanitize("d.k_1.2.3."), "d.k_1.2.3.");
+    }
 
     #[test]
     fn near_means_past_eighty_percent() {

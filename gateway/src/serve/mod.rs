@@ -32,7 +32,7 @@ pub use self::original::{X_FORWARDED_METHOD, X_FORWARDED_URI, X_ORIGINAL_URI};
 use crate::config::File;
 use crate::envoy;
 use crate::server::{
-    self, AccessLog, Address, Admin, BoxError, Entry, Listener, Reloadable, Shutdown,
+    self, AccessLog, Address, Admin, BoxError, Connections, Entry, Listener, Reloadable, Shutdown,
     ShutdownTrigger, Workers, X_REQUEST_ID, count_request, problem, request_id,
 };
 
@@ -141,7 +141,12 @@ impl Serve {
             shutdown,
         } = self;
         let shared = Arc::clone(&state.loaded);
-        let connections = shared.current().connections;
+        // Envoy's and gRPC's clients ask here, and the authority routes nothing: any is taken
+        // (grpcio sends a Unix socket's path).
+        let connections = Connections {
+            any_authority: true,
+            ..shared.current().connections
+        };
         let hangup_path = path.clone();
         let reload = |file: &File, previous: &Loaded| load(file, Some(&previous.limits));
         // envoyproxy/ratelimit's files reload when they change, as the reference's do.

@@ -96,6 +96,7 @@ async fn serve_admin(
         drain_timeout: Duration::ZERO,
         // Served beside the background tasks (`Workers::none`), not on the workers.
         workers: 0,
+        any_authority: false,
     };
     serve(listener, connections, Workers::none(), handler, shutdown).await;
 }

@@ -4,6 +4,7 @@
 
 mod access_log;
 mod admin;
+mod authority;
 mod boxed;
 mod listener;
 mod normalised;

@@ -16,6 +16,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::sync::Semaphore;
 
+use super::authority::AnyAuthority;
 use super::listener::{Listener, Stream};
 use super::shutdown::Shutdown;
 use super::watch::{Activity, InFlight, Tracked, Watched};
@@ -149,11 +150,14 @@ async fn connection<H, F, B>(
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    let io = Watched::new(
-        stream,
-        Arc::clone(&activity),
-        settings.header_timeout,
-        settings.idle_timeout,
+    let io = AnyAuthority::new(
+        Watched::new(
+            stream,
+            Arc::clone(&activity),
+            settings.header_timeout,
+            settings.idle_timeout,
+        ),
+        settings.any_authority,
     );
     let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
         let in_flight = InFlight::new(&activity);

@@ -114,6 +114,42 @@ async fn hits_addend_is_the_cost_and_zero_is_one() {
     );
 }
 
+/// The reference's `/tokenquota`: a descriptor's own `hits_addend` of 0 asks whether its limit
+/// is over and counts nothing; the hits come later, in a request of their own. Only the
+/// request's `hits_addend` of 0 means one hit. Against whichever store `rules` has.
+pub(crate) async fn a_check_of_hits_addend_zero_counts_nothing(rules: &Files) {
+    let service = rules.service(FailureMode::Closed);
+    let mut check = descriptor(&[("user", "hank")]);
+    check.hits_addend = Some(UInt64Value { value: 0 });
+    let mut checked = request("api", &[]);
+    checked.hits_addend = 5;
+    checked.descriptors = vec![check.clone()];
+    for _ in 0..4 {
+        let answer = ask(&service, &checked).await;
+        assert_eq!(codes(&answer), (vec![Code::Ok], Code::Ok));
+        assert_eq!(remaining(&answer), vec![3], "nothing counted");
+    }
+    // Beside a counted descriptor (another cost, another step) it counts nothing either.
+    let mut both = request("api", &[&[("route", "/tokens")]]);
+    both.descriptors.push(check);
+    assert_eq!(remaining(&ask(&service, &both).await), vec![99, 3]);
+    let spend = request("api", &[&[("user", "hank")]]);
+    assert_eq!(overall(&service, &spend, 3).await, [Code::Ok; 3]);
+    let answer = ask(&service, &checked).await;
+    assert_eq!(
+        (codes(&answer), remaining(&answer)),
+        ((vec![Code::Ok], Code::Ok), vec![0]),
+        "at the limit, not over it: the reference's check says OK too"
+    );
+    assert_eq!(codes(&ask(&service, &spend).await).1, Code::OverLimit);
+}
+
+#[tokio::test]
+async fn a_descriptors_own_hits_addend_of_zero_checks_without_counting() {
+    let rules = Files::new(&[("api.yaml", TWO_LIMITS)], "");
+    a_check_of_hits_addend_zero_counts_nothing(&rules).await;
+}
+
 #[tokio::test]
 async fn a_descriptors_own_limit_overrides_the_files() {
     let rules = Files::new(&[("api.yaml", TWO_LIMITS)], "");
@@ -190,11 +226,19 @@ descriptors:
     descriptors:
       - key: http_method
         value_to_metric: true
+        rate_limit:
+          unit: minute
+          requests_per_unit: 60
         descriptors:
           - key: subject_id
             rate_limit:
               unit: minute
               requests_per_unit: 60
+  - key: remote_address
+    detailed_metric: true
+    rate_limit:
+      unit: minute
+      requests_per_unit: 60
 ";
     let recorder = PrometheusBuilder::new().build_recorder();
     let handle = recorder.handle();
@@ -225,6 +269,12 @@ descriptors:
                 ("subject_id", "123"),
             ];
             ask(&service, &request("example8", &[&example10])).await;
+            // Two levels: the same series as the three of example 10, as the mapping makes it.
+            ask(&service, &request("example8", &[&example10[..2]])).await;
+            for address in ["10.0.0.1", "2001:db8::1"] {
+                let from = [("remote_address", address)];
+                ask(&service, &request("example8", &[&from])).await;
+            }
         })
     });
     let text = handle.render();
@@ -236,8 +286,13 @@ descriptors:
         r#"ratelimit_service_rate_limit_over_limit{domain="example8",key1="key1_unspecified_value"} 1"#,
         r#"ratelimit_service_rate_limit_total_hits{domain="example8",key1="key1_value1"} 1"#,
         r#"ratelimit_service_rate_limit_total_hits{domain="example8",key1="parent",key2="child"} 1"#,
-        // README's example 10: the request's values where `value_to_metric` says.
-        r#"ratelimit_service_rate_limit_total_hits{domain="example8",key1="route_api",key2="http_method_GET.subject_id"} 1"#,
+        // README's example 10: the request's values where `value_to_metric` says; `key2` is
+        // the second level alone (the mapping's `$3`: the deeper levels are dropped).
+        r#"ratelimit_service_rate_limit_total_hits{domain="example8",key1="route_api",key2="http_method_GET"} 2"#,
+        // The statsd name sanitised first: `:` and `|` to `_`, and an IPv4 address's dots,
+        // which would otherwise split it into levels.
+        r#"ratelimit_service_rate_limit_total_hits{domain="example8",key1="remote_address_10_0_0_1"} 1"#,
+        r#"ratelimit_service_rate_limit_total_hits{domain="example8",key1="remote_address_2001_db8__1"} 1"#,
     ] {
         assert!(has(line), "{line} missing from:\n{text}");
     }

@@ -1,9 +1,10 @@
 //! Envoy's rate limit service: the reference's documented configurations and requests, this
 //! crate's differences (all or nothing, every algorithm), both stores, failures, reload,
-//! invalid files, and the transports (h2c on TCP, a Unix socket); then a real Envoy configured
-//! as docs/envoy.md says in front of `serve`, and what its clients see. A module per area;
-//! [`support`] writes the rules, serves them and holds the tonic client of envoy-types,
-//! [`front`] starts the upstream, `serve` and Envoy of the page.
+//! invalid files, and the transports (h2c on TCP, a Unix socket, any `:authority`); then a
+//! real Envoy configured as docs/envoy.md says in front of `serve`, and what its clients see. A
+//! module per area; [`support`] writes the rules, serves them and holds the tonic client of
+//! envoy-types, [`raw_h2`] a client that sends what tonic cannot, [`front`] starts the
+//! upstream, `serve` and Envoy of the page.
 
 mod budget;
 mod differences;
@@ -15,6 +16,7 @@ mod live;
 mod live_failures;
 #[path = "../common/process.rs"]
 mod process;
+mod raw_h2;
 mod redis;
 mod serving;
 mod support;

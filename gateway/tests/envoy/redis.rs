@@ -8,7 +8,9 @@ use tower_redis_ratelimit::admission::FailureMode;
 
 use ratelimit_gateway::envoy::{RateLimitService, Settings};
 
-use crate::differences::{TWO_LIMITS, refused_requests_consume_no_other_limit};
+use crate::differences::{
+    TWO_LIMITS, a_check_of_hits_addend_zero_counts_nothing, refused_requests_consume_no_other_limit,
+};
 use crate::support::{Files, ask, codes, header, redis_store, remaining, request};
 
 const SHARED: &str = "
@@ -26,6 +28,13 @@ async fn a_refused_request_consumes_none_of_its_other_limits_on_redis() {
     let redis = RedisServer::start();
     let rules = Files::new(&[("api.yaml", TWO_LIMITS)], &redis_store(&redis.url()));
     refused_requests_consume_no_other_limit(&rules).await;
+}
+
+#[tokio::test]
+async fn a_descriptors_own_hits_addend_of_zero_checks_without_counting_on_redis() {
+    let redis = RedisServer::start();
+    let rules = Files::new(&[("api.yaml", TWO_LIMITS)], &redis_store(&redis.url()));
+    a_check_of_hits_addend_zero_counts_nothing(&rules).await;
 }
 
 #[tokio::test]
@@ -144,9 +153,15 @@ async fn with_redis_gone_a_remembered_denial_still_refuses_and_a_fallback_decide
 
 #[tokio::test]
 async fn a_refused_request_consumes_none_of_its_other_limits_under_sentinel() {
-    let sentinels = testkit::sentinel::RedisSentinels::start();
+    // The reference's usual Sentinel set-up: `REDIS_AUTH` on the servers, no
+    // `REDIS_SENTINEL_AUTH`.
+    let sentinels = testkit::sentinel::RedisSentinels::start_with(&testkit::sentinel::Passwords {
+        servers: Some("servers-secret".to_owned()),
+        sentinels: None,
+    });
     let store = format!(
-        "[stores.ha]\ntype = \"sentinel\"\nsentinels = {}\nmaster = \"{}\"\n",
+        "[stores.ha]\ntype = \"sentinel\"\nsentinels = {}\nmaster = \"{}\"\n\
+         primary_auth = {{ password = \"servers-secret\" }}\n",
         toml_list(&sentinels.urls()),
         testkit::sentinel::MASTER
     );

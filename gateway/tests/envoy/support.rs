@@ -64,6 +64,20 @@ pub(crate) struct Served {
 }
 
 pub(crate) fn serve(service: RateLimitService, listener: Listener) -> Served {
+    // As `serve` runs it: any `:authority` taken.
+    let connections = Connections {
+        any_authority: true,
+        ..Connections::defaults()
+    };
+    serve_with(service, listener, connections)
+}
+
+/// [`serve`] with `connections` of the test's choosing.
+pub(crate) fn serve_with(
+    service: RateLimitService,
+    listener: Listener,
+    connections: Connections,
+) -> Served {
     let (trigger, shutdown) = ShutdownTrigger::new();
     let handler = move |request| {
         let service = service.clone();
@@ -71,7 +85,7 @@ pub(crate) fn serve(service: RateLimitService, listener: Listener) -> Served {
     };
     tokio::spawn(server::serve(
         listener,
-        Connections::defaults(),
+        connections,
         server::Workers::none(),
         handler,
         shutdown,

@@ -44,6 +44,10 @@ pub struct RedisStoreBuilder {
     fallback: Option<Fallback>,
     batch: bool,
     functions: bool,
+    /// [`primary_auth`](Self::primary_auth) given to a store not on Sentinel: refused at
+    /// `build`, where a builder's mistakes are told.
+    #[cfg(feature = "sentinel")]
+    misplaced_primary_auth: bool,
 }
 
 /// How many denials a store remembers unless told otherwise: at 200 bytes or so each, 20 MB.
@@ -63,6 +67,8 @@ impl RedisStoreBuilder {
             fallback: None,
             batch: true,
             functions: true,
+            #[cfg(feature = "sentinel")]
+            misplaced_primary_auth: false,
         }
     }
 
@@ -274,8 +280,29 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// A store on Sentinel ([`RedisStore::sentinel`]): how the primary, and the replica a
+    /// failover promotes, are authenticated, when not as the sentinels are. The sentinels' URLs
+    /// carry the sentinels' own user name and password (envoyproxy/ratelimit's
+    /// `REDIS_SENTINEL_AUTH`), this the servers' (its `REDIS_AUTH`): a password on the servers
+    /// and none on the sentinels, or the reverse ([`RedisAuth::none`]), or two different ones.
+    /// Unset, the servers get the first sentinel URL's. Another kind of store refuses it at
+    /// [`build`](Self::build): its URL says how it authenticates.
+    #[cfg(feature = "sentinel")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
+    pub fn primary_auth(mut self, auth: super::RedisAuth) -> Self {
+        match &mut self.target {
+            Target::Sentinel { primary_auth, .. } => *primary_auth = Some(auth),
+            _ => self.misplaced_primary_auth = true,
+        }
+        self
+    }
+
     /// The store. Validates the settings; does not connect.
     pub fn build(self) -> Result<RedisStore, ConfigError> {
+        #[cfg(feature = "sentinel")]
+        if self.misplaced_primary_auth {
+            return Err(StoreConfigError::PrimaryAuthWithoutSentinel.into());
+        }
         validate_prefix(&self.prefix)?;
         if self.connect_timeout.is_zero() {
             return Err(StoreConfigError::ZeroConnectTimeout.into());

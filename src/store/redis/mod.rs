@@ -1,6 +1,8 @@
 //! The Redis store: state shared by every replica, one atomic script call per decision.
 
 mod address;
+#[cfg(feature = "sentinel")]
+mod auth;
 mod batch;
 mod builder;
 #[cfg(feature = "cluster")]
@@ -23,6 +25,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+#[cfg(feature = "sentinel")]
+pub use self::auth::RedisAuth;
 use self::batch::Batcher;
 pub use self::builder::RedisStoreBuilder;
 use self::connection::SharedConnection;
@@ -152,9 +156,11 @@ impl RedisStore {
         RedisStoreBuilder::new(builder::Target::Cluster(nodes))
     }
 
-    /// Settings for a store on the primary that the sentinels at `sentinels` (sentinel URLs; the
-    /// first one's database, user name and password are used for the data nodes) know as
-    /// `master`. After a failover (`SENTINEL FAILOVER`, or a primary that died) the store finds
+    /// Settings for a store on the primary that the sentinels at `sentinels` (sentinel URLs,
+    /// each with the sentinel's own user name and password) know as `master`. The primary and
+    /// its replicas are reached with the first URL's database, and its user name and password
+    /// unless [`primary_auth`](RedisStoreBuilder::primary_auth) gives theirs (a password on the
+    /// servers and none, or another, on the sentinels). After a failover (`SENTINEL FAILOVER`, or a primary that died) the store finds
     /// the new primary by itself: a demoted primary answers READONLY, a dead one fails, and
     /// either way the store asks the sentinels again on its next connection. Nothing connects
     /// until the first decision.
@@ -167,6 +173,19 @@ impl RedisStore {
     ///     "limits",
     /// )
     /// .build()?;
+    /// # Ok::<(), tower_redis_ratelimit::ConfigError>(())
+    /// ```
+    ///
+    /// envoyproxy/ratelimit's `REDIS_AUTH` (the servers') and `REDIS_SENTINEL_AUTH` (the
+    /// sentinels'):
+    ///
+    /// ```no_run
+    /// use tower_redis_ratelimit::RedisStore;
+    /// use tower_redis_ratelimit::store::RedisAuth;
+    ///
+    /// let store = RedisStore::sentinel(["redis://:sentinels-secret@10.0.0.1:26379"], "limits")
+    ///     .primary_auth(RedisAuth::password("servers-secret"))
+    ///     .build()?;
     /// # Ok::<(), tower_redis_ratelimit::ConfigError>(())
     /// ```
     #[cfg(feature = "sentinel")]
@@ -183,6 +202,7 @@ impl RedisStore {
         RedisStoreBuilder::new(builder::Target::Sentinel {
             sentinels,
             master: master.to_owned(),
+            primary_auth: None,
         })
     }
 

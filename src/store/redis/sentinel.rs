@@ -12,26 +12,33 @@ use futures_util::FutureExt;
 use redis::AsyncConnectionConfig;
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 
+use super::RedisAuth;
 use super::address::parse_all;
 use super::builder::Endpoint;
 use super::connection::{self, Connect, Link};
 use super::reset::subscribe;
 use crate::error::{ConfigError, StoreConfigError};
 
-/// The endpoint of the primary named `master` by the sentinels at `sentinels`. The data nodes
-/// are reached with the database, user name and password of the first sentinel URL; the reset
-/// listener subscribes on the primary too.
+/// The endpoint of the primary named `master` by the sentinels at `sentinels`. Each sentinel is
+/// asked with its URL's credentials; the data nodes are reached with the first URL's database,
+/// and with `primary_auth` when given, else with that URL's user name and password. The reset
+/// listener subscribes on the primary too, as the data nodes are reached.
 pub(super) fn connector(
     sentinels: &[String],
     master: &str,
+    primary_auth: Option<&RedisAuth>,
     connect_timeout: Duration,
 ) -> Result<Endpoint, ConfigError> {
     let (infos, shown) = parse_all(sentinels, "sentinels")?;
     if master.is_empty() {
         return Err(StoreConfigError::NoMaster.into());
     }
-    let node = SentinelNodeConnectionInfo::default()
-        .set_redis_connection_info(infos[0].redis_settings().clone());
+    let first = infos[0].redis_settings();
+    let data_nodes = match primary_auth {
+        Some(auth) => auth.apply(first),
+        None => first.clone(),
+    };
+    let node = SentinelNodeConnectionInfo::default().set_redis_connection_info(data_nodes);
     let client = SentinelClient::build(
         infos,
         master.to_owned(),

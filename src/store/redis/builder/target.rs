@@ -26,11 +26,13 @@ pub(in crate::store::redis) enum Target {
     /// A Redis Cluster, through any of these node URLs.
     #[cfg(feature = "cluster")]
     Cluster(Vec<String>),
-    /// The primary that the sentinels at these URLs name `master`.
+    /// The primary that the sentinels at these URLs name `master`, reached with `primary_auth`
+    /// when set (else with the first URL's credentials).
     #[cfg(feature = "sentinel")]
     Sentinel {
         sentinels: Vec<String>,
         master: String,
+        primary_auth: Option<crate::store::redis::RedisAuth>,
     },
 }
 
@@ -53,8 +55,17 @@ pub(in crate::store::redis) fn connector(
         #[cfg(feature = "cluster")]
         Target::Cluster(nodes) => return cluster::connector(&nodes, connect_timeout),
         #[cfg(feature = "sentinel")]
-        Target::Sentinel { sentinels, master } => {
-            return sentinel::connector(&sentinels, &master, connect_timeout);
+        Target::Sentinel {
+            sentinels,
+            master,
+            primary_auth,
+        } => {
+            return sentinel::connector(
+                &sentinels,
+                &master,
+                primary_auth.as_ref(),
+                connect_timeout,
+            );
         }
         Target::Url(url) => {
             let shown = redact(&url);
