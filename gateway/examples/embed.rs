@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use ratelimit_gateway::proxy::Proxy;
-use ratelimit_gateway::server::{BoxError, ShutdownTrigger};
+use ratelimit_gateway::runtime::{BoxError, ShutdownTrigger};
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {

@@ -22,5 +22,5 @@ pub mod config;
 pub mod envoy;
 pub mod paths;
 pub mod proxy;
+pub mod runtime;
 pub mod serve;
-pub mod server;

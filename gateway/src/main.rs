@@ -60,7 +60,7 @@ fn main() -> ExitCode {
 
 /// Runs a command until it ends, on a runtime of its own.
 fn run(
-    command: impl std::future::Future<Output = Result<(), ratelimit_gateway::server::BoxError>>,
+    command: impl std::future::Future<Output = Result<(), ratelimit_gateway::runtime::BoxError>>,
 ) -> ExitCode {
     init_logs();
     // Connections are served by the workers (`connections.workers`), each with a runtime of its

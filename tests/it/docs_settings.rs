@@ -124,7 +124,7 @@ fn performance_opens_with_which_options_for_which_traffic() {
     for option in [
         "MemoryStore",
         ".denial_cache(",
-        ".coalesce(",
+        ".batch(",
         ".quota_leases(",
         ".fallback(",
         "Costs above 1 always ask Redis",
@@ -136,7 +136,7 @@ fn performance_opens_with_which_options_for_which_traffic() {
         );
     }
     let builder = source("src/store/redis/builder.rs");
-    for option in ["denial_cache", "coalesce", "quota_leases", "fallback"] {
+    for option in ["denial_cache", "batch", "quota_leases", "fallback"] {
         assert!(builder.contains(&format!("pub fn {option}(")), "{option}");
     }
 }

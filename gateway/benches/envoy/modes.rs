@@ -10,8 +10,9 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService as Rls, RateLimitServiceServer,
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use ratelimit_gateway::envoy::{RateLimitService, Settings};
-use ratelimit_gateway::server::{self, Address, Connections, Listener, ShutdownTrigger};
+use ratelimit_gateway::config::EnvoySettings;
+use ratelimit_gateway::envoy::RateLimitService;
+use ratelimit_gateway::runtime::{self, Address, Connections, Listener, ShutdownTrigger};
 use testkit::{BoxError, TempDir};
 use tower::Service;
 use tower_redis_ratelimit::HeaderFamilies;
@@ -229,7 +230,7 @@ impl Server {
                     String::new()
                 };
                 let limits = LimitsConfig::parse(&stores, Format::Toml)?.build()?;
-                let settings = Settings {
+                let settings = EnvoySettings {
                     failure_mode: FailureMode::Closed,
                     deadline: std::time::Duration::from_secs(1),
                     headers: HeaderFamilies::DEFAULT,
@@ -249,7 +250,7 @@ impl Server {
 }
 
 /// Serves a tonic service on the gateway's listener, as `serve` does.
-fn serve<S>(listener: Listener, shutdown: server::Shutdown, service: S)
+fn serve<S>(listener: Listener, shutdown: runtime::Shutdown, service: S)
 where
     S: Service<
             http::Request<hyper::body::Incoming>,
@@ -270,10 +271,10 @@ where
             }
         }
     };
-    tokio::spawn(server::serve(
+    tokio::spawn(runtime::serve_connections(
         listener,
         Connections::defaults(),
-        server::Workers::none(),
+        runtime::Workers::none(),
         handler,
         shutdown,
     ));

@@ -49,7 +49,7 @@ pub struct Connections {
     /// How long a shutdown waits for what is in flight.
     pub drain_timeout: Duration,
     /// How many worker threads serve connections; 0: the runtime that calls
-    /// [`crate::server::serve`] does.
+    /// [`crate::runtime::serve_connections`] does.
     pub workers: usize,
     /// Whether an HTTP/2 request's `:authority` is taken whatever it is (`serve`, where it
     /// routes nothing: gRPC's C core sends a Unix socket's path), rather than refused as h2

@@ -9,8 +9,6 @@ use tower_redis_ratelimit::HeaderFamilies;
 use tower_redis_ratelimit::admission::FailureMode;
 use tower_redis_ratelimit::config::duration;
 
-use crate::envoy::Settings;
-
 /// How long the service waits for a store when the table does not say.
 pub const DEFAULT_ENVOY_DEADLINE: Duration = Duration::from_millis(100);
 
@@ -26,7 +24,7 @@ pub const DEFAULT_ENVOY_DEADLINE: Duration = Duration::from_millis(100);
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
-pub struct EnvoyTable {
+pub struct EnvoyConfig {
     /// envoyproxy/ratelimit's configuration: one YAML file, or a directory whose `.yaml` and
     /// `.yml` files are each a domain. A relative path is from the configuration file's
     /// directory.
@@ -44,7 +42,7 @@ pub struct EnvoyTable {
     pub headers: Option<HeaderFamilies>,
 }
 
-impl EnvoyTable {
+impl EnvoyConfig {
     /// The files' path, for a configuration file at `file`.
     pub fn files_path(&self, file: &Path) -> PathBuf {
         match file.parent() {
@@ -54,11 +52,61 @@ impl EnvoyTable {
     }
 
     /// How the service decides.
-    pub fn settings(&self) -> Settings {
-        Settings {
+    pub fn settings(&self) -> EnvoySettings {
+        EnvoySettings {
             failure_mode: self.failure_mode.unwrap_or_default(),
             deadline: self.deadline.unwrap_or(DEFAULT_ENVOY_DEADLINE),
             headers: self.headers.unwrap_or(HeaderFamilies::DEFAULT),
         }
     }
+}
+
+/// How Envoy's rate limit service decides, beside its rules: `[serve.envoy]` with its defaults.
+#[derive(Clone, Copy, Debug)]
+pub struct EnvoySettings {
+    /// What to answer when the store fails: `Open` says OK, `Closed` says OVER_LIMIT.
+    pub failure_mode: FailureMode,
+    /// How long a request waits for the store, all its store calls together, before
+    /// `failure_mode` answers.
+    pub deadline: Duration,
+    /// The header families put in `response_headers_to_add`.
+    pub headers: HeaderFamilies,
+}
+
+/// Why the Envoy files cannot be used; each names its file.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FilesError {
+    /// A file or directory cannot be read.
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A file is not YAML of the expected shape (the message names the field and the line).
+    #[error("{}: {message}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What serde said.
+        message: String,
+    },
+    /// A field is wrong.
+    #[error("{}: {error}", path.display())]
+    Field {
+        /// The file.
+        path: PathBuf,
+        /// The field and the mistake.
+        error: super::FieldError,
+    },
+    /// The store a domain names is not one of the configuration file's.
+    #[error("{}: {error}", path.display())]
+    Store {
+        /// The file.
+        path: PathBuf,
+        /// The mistake, named by its field (`extensions.store`).
+        error: tower_redis_ratelimit::ConfigError,
+    },
 }

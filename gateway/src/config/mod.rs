@@ -17,9 +17,9 @@ mod serve;
 mod size;
 
 pub use self::connections::{AccessLogFormat, Connections, ConnectionsConfig, TlsConfig};
-pub use self::envoy::{DEFAULT_ENVOY_DEADLINE, EnvoyTable};
-pub use self::proxy::{ProxyTable, WebSocketsConfig};
-pub use self::serve::{DEFAULT_GATEWAYS, ServeTable};
+pub use self::envoy::{DEFAULT_ENVOY_DEADLINE, EnvoyConfig, EnvoySettings, FilesError};
+pub use self::proxy::{ProxyConfig, WebSocketsConfig};
+pub use self::serve::{DEFAULT_GATEWAYS, ServeConfig};
 use crate::paths::normalise;
 
 /// The gateway's own top-level tables; the limits' tables (`stores`, `policies`, `routes`,
@@ -30,10 +30,10 @@ use crate::paths::normalise;
 pub struct Tables {
     /// `[proxy]`: what `ratelimit-gateway proxy` runs.
     #[serde(default)]
-    pub proxy: Option<ProxyTable>,
+    pub proxy: Option<ProxyConfig>,
     /// `[serve]`: what `ratelimit-gateway serve` runs.
     #[serde(default)]
-    pub serve: Option<ServeTable>,
+    pub serve: Option<ServeConfig>,
 }
 
 /// A configuration file, read.
@@ -94,7 +94,7 @@ pub enum FileError {
     /// envoyproxy/ratelimit's files that `[serve.envoy] files` names are wrong (the message
     /// names the YAML file and its field).
     #[error(transparent)]
-    Envoy(#[from] crate::envoy::FilesError),
+    Envoy(#[from] FilesError),
 }
 
 impl File {

@@ -17,7 +17,7 @@ const TUNNEL_PERMIT_TTL: Duration = Duration::from_secs(30);
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
-pub struct ProxyTable {
+pub struct ProxyConfig {
     /// Where clients connect.
     pub listen: SocketAddr,
     /// The service's base URL.

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::{AccessLogFormat, ConnectionsConfig, EnvoyTable, TlsConfig};
+use super::{AccessLogFormat, ConnectionsConfig, EnvoyConfig, TlsConfig};
 
 /// The gateways trusted by default: this host's loopback addresses (nginx on the same host).
 pub const DEFAULT_GATEWAYS: [&str; 2] = ["127.0.0.0/8", "::1/128"];
@@ -14,7 +14,7 @@ pub const DEFAULT_GATEWAYS: [&str; 2] = ["127.0.0.0/8", "::1/128"];
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
-pub struct ServeTable {
+pub struct ServeConfig {
     /// A TCP address where gateways ask.
     #[serde(default)]
     pub listen: Option<SocketAddr>,
@@ -46,5 +46,5 @@ pub struct ServeTable {
     /// Envoy's rate limit service on the same listeners, over envoyproxy/ratelimit's files
     /// (none by default).
     #[serde(default)]
-    pub envoy: Option<EnvoyTable>,
+    pub envoy: Option<EnvoyConfig>,
 }

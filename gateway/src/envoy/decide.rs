@@ -21,35 +21,23 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, 
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use http::HeaderMap;
 use sha2::{Digest, Sha256};
-use tower_redis_ratelimit::admission::FailureMode;
-use tower_redis_ratelimit::headers::{HeaderFamilies, PolicyHeaders};
+use tower_redis_ratelimit::headers::PolicyHeaders;
 use tower_redis_ratelimit::key::Key;
 use tower_redis_ratelimit::policy::{MAX_RULES, Policy, Rule};
 use tower_redis_ratelimit::store::StoreError;
 use tower_redis_ratelimit::{Decision, Store};
 
 use super::limit::{LimitKind, Reported, unit_period};
+use super::loaded::Loaded;
 use super::matching::{Found, apply_replaces};
 use super::metrics::{Hit, near, record};
-use super::service::Loaded;
 use super::status::{current_limit, failed, fill, header_values, proto, response};
+use crate::config::EnvoySettings;
 
 /// The most descriptors one request may carry. Envoy sends one per `rate_limits` action of a
 /// route (a handful); without a bound, one message of the 4 MiB tonic accepts could carry
 /// hundreds of thousands, each found, named and counted.
 pub const MAX_DESCRIPTORS: usize = 256;
-
-/// How the service decides, beside its rules.
-#[derive(Clone, Copy, Debug)]
-pub struct Settings {
-    /// What to answer when the store fails: `Open` says OK, `Closed` says OVER_LIMIT.
-    pub failure_mode: FailureMode,
-    /// How long a request waits for the store, all its store calls together, before
-    /// `failure_mode` answers.
-    pub deadline: Duration,
-    /// The header families put in `response_headers_to_add`.
-    pub headers: HeaderFamilies,
-}
 
 /// A descriptor's limit to count, and what it is reported as.
 struct Counted {
@@ -61,7 +49,7 @@ struct Counted {
 /// Decides `request` with `loaded`'s domains and stores.
 pub(super) async fn decide(
     loaded: &Loaded,
-    settings: &Settings,
+    settings: &EnvoySettings,
     request: &RateLimitRequest,
 ) -> Result<RateLimitResponse, tonic::Status> {
     if request.domain.is_empty() {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Deserializer, de};
 
-use super::FilesError;
+use crate::config::FilesError;
 
 /// One file: a domain and its descriptors.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -219,5 +219,22 @@ mod humantime_serde_option {
         humantime::parse_duration(&text)
             .map(Some)
             .map_err(|err| de::Error::custom(format!("{text:?} is not a duration: {err}")))
+    }
+}
+
+/// Where a descriptor list is: its file, its field and its metric key.
+pub(super) struct Level<'a> {
+    pub(super) path: &'a Path,
+    pub(super) field: String,
+    pub(super) metric_key: Vec<String>,
+    pub(super) keys: Vec<String>,
+}
+
+impl Level<'_> {
+    pub(super) fn error(&self, field: String, message: impl Into<String>) -> FilesError {
+        FilesError::Field {
+            path: self.path.to_owned(),
+            error: crate::config::FieldError::new(field, message),
+        }
     }
 }

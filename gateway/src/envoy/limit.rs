@@ -11,9 +11,8 @@ use tower_redis_ratelimit::Quota;
 use tower_redis_ratelimit::headers::PolicyHeaders;
 use tower_redis_ratelimit::policy::{Algorithm, Policy, Rule};
 
-use super::FilesError;
-use super::config::Level;
-use super::file::{DescriptorFile, RateLimitFile};
+use super::file::{DescriptorFile, Level, RateLimitFile};
+use crate::config::FilesError;
 
 /// A `rate_limit`, as the service applies it.
 #[derive(Debug)]

@@ -14,8 +14,8 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_li
 use tower_redis_ratelimit::Quota;
 use tower_redis_ratelimit::policy::Algorithm;
 
-use super::config::Domain;
 use super::limit::{Limit, LimitKind, Reported, unit_period};
+use super::tree::Domain;
 
 /// A descriptor's limit and what it is counted and reported under.
 #[derive(Clone, Debug)]

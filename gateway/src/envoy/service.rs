@@ -1,7 +1,6 @@
 //! [`RateLimitService`]: the Envoy files loaded (and reloaded) with their stores, answering Envoy's
 //! `ShouldRateLimit` as a tonic service that a listener mounts under [`PATH_PREFIX`].
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -9,13 +8,12 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService as Rls, RateLimitServiceServer,
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use tower_redis_ratelimit::Store;
 use tower_redis_ratelimit::config::Limits;
 
 use super::budget::{GRPC_TIMEOUT, parse_grpc_timeout, store_deadline};
-use super::config::Domains;
-use super::decide::{Settings, decide};
-use super::{FilesError, file};
+use super::decide::decide;
+use super::loaded::{Loaded, load};
+use crate::config::{EnvoySettings, FilesError};
 
 /// The path every request of the protocol starts with: a listener hands requests under it to
 /// [`RateLimitService::grpc`].
@@ -29,27 +27,18 @@ pub const PATH_PREFIX: &str = "/envoy.service.ratelimit.v3.RateLimitService/";
 /// named by its domain, its entries and its quota, so counts go on.
 #[derive(Clone)]
 pub struct RateLimitService {
-    settings: Settings,
+    settings: EnvoySettings,
     loaded: Arc<Loaded>,
-}
-
-/// The domains and the store of each.
-pub(super) struct Loaded {
-    pub(super) domains: Domains,
-    stores: HashMap<String, Arc<dyn Store>>,
-}
-
-impl Loaded {
-    /// The store of `domain`, when the files have it.
-    pub(super) fn store(&self, domain: &str) -> Option<&Arc<dyn Store>> {
-        self.stores.get(domain)
-    }
 }
 
 impl RateLimitService {
     /// Reads the Envoy files at `files` (a YAML file or a directory of them) and finds each domain's
     /// store among `limits`' stores.
-    pub fn load(files: &Path, settings: Settings, limits: &Limits) -> Result<Self, FilesError> {
+    pub fn load(
+        files: &Path,
+        settings: EnvoySettings,
+        limits: &Limits,
+    ) -> Result<Self, FilesError> {
         Ok(Self {
             settings,
             loaded: Arc::new(load(files, limits)?),
@@ -94,7 +83,7 @@ impl RateLimitService {
         request: &RateLimitRequest,
         budget: Option<std::time::Duration>,
     ) -> Result<RateLimitResponse, tonic::Status> {
-        let settings = Settings {
+        let settings = EnvoySettings {
             deadline: store_deadline(self.settings.deadline, budget),
             ..self.settings
         };
@@ -130,21 +119,4 @@ impl Rls for RateLimitService {
             .await
             .map(tonic::Response::new)
     }
-}
-
-fn load(files: &Path, limits: &Limits) -> Result<Loaded, FilesError> {
-    let domains = Domains::build(file::read(files)?)?;
-    let stores = domains
-        .iter()
-        .map(|(name, domain)| {
-            let store = limits
-                .rate_store("extensions", domain.store.as_deref())
-                .map_err(|error| FilesError::Store {
-                    path: domain.file.clone(),
-                    error,
-                })?;
-            Ok((name.to_owned(), store))
-        })
-        .collect::<Result<_, FilesError>>()?;
-    Ok(Loaded { domains, stores })
 }

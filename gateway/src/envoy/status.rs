@@ -15,14 +15,14 @@ use tower_redis_ratelimit::admission::FailureMode;
 use tower_redis_ratelimit::headers::HeaderFamilies;
 use tower_redis_ratelimit::store::StoreError;
 
-use super::decide::Settings;
 use super::limit::{LimitKind, Reported};
 use super::matching::Found;
+use crate::config::EnvoySettings;
 
 /// A store that failed: every counted descriptor OK (`Open`) or OVER_LIMIT (`Closed`, with
 /// `Retry-After: 1`).
 pub(super) fn failed(
-    settings: &Settings,
+    settings: &EnvoySettings,
     found: &[Option<Found>],
     mut statuses: Vec<DescriptorStatus>,
     err: &StoreError,

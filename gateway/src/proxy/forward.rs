@@ -20,7 +20,7 @@ use super::headers::{add_forwarding, is_upgrade, is_websocket, strip_hop_by_hop}
 use super::tunnel;
 use super::upload::{Progress, Upload};
 use super::upstream::Upstream;
-use crate::server::{InFlight, Shutdown, problem, status_class};
+use crate::runtime::{InFlight, Shutdown, problem, status_class};
 
 /// How a request is forwarded: to which upstream, with which bounds.
 #[derive(Clone)]

@@ -10,8 +10,8 @@ use tower_redis_ratelimit::config::Limits;
 use tower_redis_ratelimit::key::KeyExtractor;
 
 use super::upstream::Upstream;
-use crate::config::{Connections, FieldError, File, FileError, ProxyTable};
-use crate::server::tls;
+use crate::config::{Connections, FieldError, File, FileError, ProxyConfig};
+use crate::runtime::tls;
 
 /// How long the upstream may take to start its answer unless the file says otherwise: as long
 /// as common proxies wait (nginx's `proxy_read_timeout`).
@@ -20,7 +20,7 @@ pub const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(60);
 /// A file loaded for the proxy: its settings and the built limits.
 pub struct Loaded {
     /// The `[proxy]` table.
-    pub table: ProxyTable,
+    pub table: ProxyConfig,
     /// `[proxy.connections]` with its defaults.
     pub connections: Connections,
     /// The upstream timeout with its default.

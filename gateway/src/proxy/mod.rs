@@ -25,7 +25,7 @@ use self::forward::{Forward, Forwarded};
 pub use self::load::{DEFAULT_UPSTREAM_TIMEOUT, Loaded, load};
 use self::routes::Routes;
 use crate::config::File;
-use crate::server::{
+use crate::runtime::{
     self, AccessLog, Address, Admin, BoxError, Entry, Listener, Reloadable, Shutdown,
     ShutdownTrigger, Workers, X_REQUEST_ID, count_request, normalised, request_id,
 };
@@ -142,7 +142,7 @@ impl Proxy {
             let (shared, log) = (Arc::clone(&shared), log.clone());
             async move { handle(&shared, &log, request).await }
         };
-        server::serve(listener, connections, workers, handler, shutdown).await;
+        runtime::serve_connections(listener, connections, workers, handler, shutdown).await;
     }
 }
 

@@ -7,7 +7,7 @@ use http::Request;
 use super::forward::Forward;
 use super::headers::is_upgrade;
 use super::load::Loaded;
-use crate::server::{Boxed, PathServices, Stack, behind};
+use crate::runtime::{Boxed, PathServices, Stack, behind};
 
 /// The services of one configuration: the upstream behind each path's limits.
 pub(crate) struct Routes {

@@ -10,7 +10,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::frames::{CLOSE_TO_CLIENT, Frames, close_to_server};
-use crate::server::Shutdown;
+use crate::runtime::Shutdown;
 
 /// How long a direction may take, at the drain deadline, to finish the frame it is in.
 const FINISH_FRAME: Duration = Duration::from_secs(1);

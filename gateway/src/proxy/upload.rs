@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 use tokio::sync::Notify;
 
-use crate::server::BoxError;
+use crate::runtime::BoxError;
 
 /// What the proxy learns about an upload while it is sent.
 #[derive(Debug, Default)]

@@ -18,7 +18,7 @@ use rustls::pki_types::pem::PemObject;
 
 use super::upload::Upload;
 use crate::config::FieldError;
-use crate::server::current_worker;
+use crate::runtime::current_worker;
 
 /// How long connecting to the upstream may take: then 502.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

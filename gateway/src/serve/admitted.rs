@@ -8,7 +8,7 @@ use axum::body::Body;
 use http::{Request, Response};
 use tower_redis_ratelimit::Decision;
 
-use crate::server::Boxed;
+use crate::runtime::Boxed;
 
 /// On an admitted answer: whether a limit decided to admit it (rather than skipped it: a store
 /// failing open, a request without a key under `missing_key = "skip"`, an allowed key).

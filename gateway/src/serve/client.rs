@@ -8,7 +8,7 @@ use http::request::Parts;
 use http::{HeaderName, Request};
 use tower_redis_ratelimit::key::{ClientIp, ForwardedHeader, KeyError};
 
-use crate::config::{DEFAULT_GATEWAYS, FieldError, ServeTable};
+use crate::config::{DEFAULT_GATEWAYS, FieldError, ServeConfig};
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 
@@ -29,7 +29,7 @@ pub(crate) struct Gateways {
 }
 
 impl Gateways {
-    pub(crate) fn new(table: &ServeTable) -> Result<Self, FieldError> {
+    pub(crate) fn new(table: &ServeConfig) -> Result<Self, FieldError> {
         let networks: Vec<String> = match &table.gateways {
             Some(networks) => networks.clone(),
             None => DEFAULT_GATEWAYS.map(str::to_owned).to_vec(),

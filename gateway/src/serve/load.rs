@@ -5,14 +5,14 @@ use tower_redis_ratelimit::config::Limits;
 
 use super::admitted::admitted;
 use super::client::Gateways;
-use crate::config::{Connections, FieldError, File, FileError, ServeTable};
+use crate::config::{Connections, FieldError, File, FileError, ServeConfig};
 use crate::envoy::RateLimitService;
-use crate::server::{PathServices, tls};
+use crate::runtime::{PathServices, tls};
 
 /// A file loaded for `serve`: its settings and the built limits.
 pub struct Loaded {
     /// The `[serve]` table.
-    pub table: ServeTable,
+    pub table: ServeConfig,
     /// `[serve.connections]` with its defaults.
     pub connections: Connections,
     /// Who may name the client, and in which header.

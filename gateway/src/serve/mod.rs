@@ -31,7 +31,7 @@ pub use self::load::{Loaded, load};
 pub use self::original::{X_FORWARDED_METHOD, X_FORWARDED_URI, X_ORIGINAL_URI};
 use crate::config::File;
 use crate::envoy;
-use crate::server::{
+use crate::runtime::{
     self, AccessLog, Address, Admin, BoxError, Connections, Entry, Listener, Reloadable, Shutdown,
     ShutdownTrigger, Workers, X_REQUEST_ID, count_request, problem, request_id,
 };
@@ -169,7 +169,7 @@ impl Serve {
                 let state = state.clone();
                 async move { answer(&state, request).await }
             };
-            tokio::spawn(server::serve(
+            tokio::spawn(runtime::serve_connections(
                 listener,
                 connections,
                 workers.clone(),

@@ -9,8 +9,8 @@ use axum::body::Body;
 use http::{HeaderName, Method, Request, Response, StatusCode, Uri};
 
 use super::client::Gateways;
-use crate::server::normalised;
-use crate::server::problem;
+use crate::runtime::normalised;
+use crate::runtime::problem;
 
 /// The target as nginx passes it (`$request_uri`).
 pub const X_ORIGINAL_URI: HeaderName = HeaderName::from_static("x-original-uri");

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use ratelimit_gateway::envoy::{RateLimitService, Settings};
+use ratelimit_gateway::config::EnvoySettings;
+use ratelimit_gateway::envoy::RateLimitService;
 use testkit::RedisServer;
 use tonic::transport::Channel;
 use tower_redis_ratelimit::HeaderFamilies;
@@ -24,7 +25,7 @@ const DEADLINE: Duration = Duration::from_secs(1);
 async fn a_callers_grpc_timeout_cuts_the_deadline_while_redis_hangs() {
     let redis = RedisServer::start();
     let rules = Files::new(&[("api.yaml", TWO_LIMITS)], &redis_store(&redis.url()));
-    let settings = Settings {
+    let settings = EnvoySettings {
         failure_mode: FailureMode::Closed,
         deadline: DEADLINE,
         headers: HeaderFamilies::DEFAULT,

@@ -4,12 +4,13 @@ use tower_redis_ratelimit::admission::FailureMode;
 use tower_redis_ratelimit::config::{Format, LimitsConfig};
 
 use crate::support::Files;
-use ratelimit_gateway::envoy::{RateLimitService, Settings};
+use ratelimit_gateway::config::EnvoySettings;
+use ratelimit_gateway::envoy::RateLimitService;
 
 /// The error loading `files` (name, YAML), as printed.
 fn refused(files: &[(&str, &str)]) -> String {
     let rules = Files::new(files, "");
-    let settings = Settings {
+    let settings = EnvoySettings {
         failure_mode: FailureMode::Open,
         deadline: std::time::Duration::from_millis(100),
         headers: tower_redis_ratelimit::HeaderFamilies::DEFAULT,
@@ -104,7 +105,7 @@ fn a_file_alone_loads_as_a_directory_does() {
         .unwrap()
         .build()
         .unwrap();
-    let settings = Settings {
+    let settings = EnvoySettings {
         failure_mode: FailureMode::Open,
         deadline: std::time::Duration::from_millis(100),
         headers: tower_redis_ratelimit::HeaderFamilies::DEFAULT,

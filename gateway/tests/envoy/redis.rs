@@ -6,7 +6,8 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use testkit::RedisServer;
 use tower_redis_ratelimit::admission::FailureMode;
 
-use ratelimit_gateway::envoy::{RateLimitService, Settings};
+use ratelimit_gateway::config::EnvoySettings;
+use ratelimit_gateway::envoy::RateLimitService;
 
 use crate::differences::{
     TWO_LIMITS, a_check_of_hits_addend_zero_counts_nothing, refused_requests_consume_no_other_limit,
@@ -96,7 +97,7 @@ async fn a_reload_keeps_the_counts() {
     )
     .unwrap();
     let limits = rules.config.rebuild(&rules.limits).unwrap();
-    let settings = Settings {
+    let settings = EnvoySettings {
         failure_mode: FailureMode::Closed,
         deadline: std::time::Duration::from_millis(500),
         headers: tower_redis_ratelimit::HeaderFamilies::DEFAULT,

@@ -9,8 +9,9 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descri
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use ratelimit_gateway::envoy::{RateLimitService, Settings};
-use ratelimit_gateway::server::{self, Connections, Listener, ShutdownTrigger};
+use ratelimit_gateway::config::EnvoySettings;
+use ratelimit_gateway::envoy::RateLimitService;
+use ratelimit_gateway::runtime::{self, Connections, Listener, ShutdownTrigger};
 use testkit::TempDir;
 use tonic::transport::Channel;
 use tower_redis_ratelimit::HeaderFamilies;
@@ -49,7 +50,7 @@ impl Files {
 
     /// The service over these rules, failing as `failure_mode` says.
     pub(crate) fn service(&self, failure_mode: FailureMode) -> RateLimitService {
-        let settings = Settings {
+        let settings = EnvoySettings {
             failure_mode,
             deadline: DEADLINE,
             headers: HeaderFamilies::DEFAULT,
@@ -83,10 +84,10 @@ pub(crate) fn serve_with(
         let service = service.clone();
         async move { service.call(request).await }
     };
-    tokio::spawn(server::serve(
+    tokio::spawn(runtime::serve_connections(
         listener,
         connections,
-        server::Workers::none(),
+        runtime::Workers::none(),
         handler,
         shutdown,
     ));
@@ -99,7 +100,7 @@ pub(crate) async fn tcp(service: RateLimitService) -> (Served, RateLimitServiceC
         .await
         .expect("a port");
     let addr = match listener.address().expect("its address") {
-        server::Address::Tcp(addr) => addr,
+        runtime::Address::Tcp(addr) => addr,
         other => panic!("not TCP: {other}"),
     };
     let served = serve(service, listener);

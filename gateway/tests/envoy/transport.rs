@@ -3,13 +3,13 @@
 //! `:authority` that is no host.
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
-use ratelimit_gateway::server::Listener;
+use ratelimit_gateway::runtime::Listener;
 use tower_redis_ratelimit::admission::FailureMode;
 
 use crate::differences::TWO_LIMITS;
 use std::net::SocketAddr;
 
-use ratelimit_gateway::server::{Address, Connections};
+use ratelimit_gateway::runtime::{Address, Connections};
 
 use crate::raw_h2::{Answer, should_rate_limit};
 use crate::support::{Files, codes, request, serve, serve_with, tcp, unix_client};

@@ -64,10 +64,12 @@ impl Listener {
     /// it teaches is kept. Asked earlier, its answer might predate a reset the listener was not
     /// yet there to hear, and is forgotten when the listener subscribes. So the store's first
     /// calls wait for the subscription (a round trip at start, in parallel with their own
-    /// connection's), and a denial learned then is remembered for its whole wait.
+    /// connection's), and a denial learned then is remembered for its whole wait. A listener
+    /// that is not running (its store was asked outside a Tokio runtime, where it cannot start)
+    /// is not waited for: nothing would end the wait.
     #[inline]
     pub(in crate::store::redis) async fn first_tried(&self) {
-        if self.first_tried.load(Ordering::Acquire) {
+        if self.first_tried.load(Ordering::Acquire) || !self.running.load(Ordering::Acquire) {
             return;
         }
         self.wait_for_first(self.stale_after).await;

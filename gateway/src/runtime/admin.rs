@@ -13,7 +13,7 @@ use http::header::CONTENT_TYPE;
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
-use super::{Connections, Listener, Shutdown, Workers, serve};
+use super::{Connections, Listener, Shutdown, Workers, serve_connections};
 
 /// What `/readyz` asks: `Ok` when ready, or what is not.
 pub type Readiness =
@@ -98,7 +98,7 @@ async fn serve_admin(
         workers: 0,
         any_authority: false,
     };
-    serve(listener, connections, Workers::none(), handler, shutdown).await;
+    serve_connections(listener, connections, Workers::none(), handler, shutdown).await;
 }
 
 async fn answer(

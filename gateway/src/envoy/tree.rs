@@ -2,13 +2,12 @@
 //! built into one tree per domain, each mistake named by its file and field.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::FilesError;
-use super::file::{DescriptorFile, DomainFile};
+use super::file::{DescriptorFile, DomainFile, Level};
 use super::limit::{Limit, limit};
-use crate::config::FieldError;
+use crate::config::{FieldError, FilesError};
 
 /// Every domain, by name.
 #[derive(Debug, Default)]
@@ -93,23 +92,6 @@ impl Domains {
         self.domains
             .iter()
             .map(|(name, domain)| (name.as_str(), domain))
-    }
-}
-
-/// Where a descriptor list is: its file, its field and its metric key.
-pub(super) struct Level<'a> {
-    path: &'a Path,
-    field: String,
-    metric_key: Vec<String>,
-    keys: Vec<String>,
-}
-
-impl Level<'_> {
-    pub(super) fn error(&self, field: String, message: impl Into<String>) -> FilesError {
-        FilesError::Field {
-            path: self.path.to_owned(),
-            error: FieldError::new(field, message),
-        }
     }
 }
 

@@ -36,7 +36,7 @@ const CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// `handler` receives each request with the client's [`SocketAddr`] in its extensions (none on
 /// a Unix socket), and an upgrade request also with an [`InFlight`] that keeps the connection's
 /// timers off, and its slot among the `connections.max` taken, while the tunnel lives.
-pub async fn serve<H, F, B>(
+pub async fn serve_connections<H, F, B>(
     listener: Listener,
     connections: Connections,
     workers: Workers,

@@ -1,0 +1,45 @@
+//! The Envoy files loaded: each domain's descriptor tree, and the store of each (one of the
+//! configuration file's stores, named by its `extensions.store`).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use tower_redis_ratelimit::Store;
+use tower_redis_ratelimit::config::Limits;
+
+use super::file;
+use super::tree::Domains;
+use crate::config::FilesError;
+
+/// The domains and the store of each.
+pub(super) struct Loaded {
+    pub(super) domains: Domains,
+    stores: HashMap<String, Arc<dyn Store>>,
+}
+
+impl Loaded {
+    /// The store of `domain`, when the files have it.
+    pub(super) fn store(&self, domain: &str) -> Option<&Arc<dyn Store>> {
+        self.stores.get(domain)
+    }
+}
+
+/// Reads the Envoy files at `files` (a YAML file or a directory of them) and finds each
+/// domain's store among `limits`' stores.
+pub(super) fn load(files: &Path, limits: &Limits) -> Result<Loaded, FilesError> {
+    let domains = Domains::build(file::read(files)?)?;
+    let stores = domains
+        .iter()
+        .map(|(name, domain)| {
+            let store = limits
+                .rate_store("extensions", domain.store.as_deref())
+                .map_err(|error| FilesError::Store {
+                    path: domain.file.clone(),
+                    error,
+                })?;
+            Ok((name.to_owned(), store))
+        })
+        .collect::<Result<_, FilesError>>()?;
+    Ok(Loaded { domains, stores })
+}
