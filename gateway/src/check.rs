@@ -5,7 +5,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
-use tower_redis_ratelimit::config::{KeyConfig, Limits, LimitsConfig, RuleConfig, StoreConfig};
+use tower_redis_ratelimit::config::{
+    KeyConfig, Limits, LimitsConfig, RouteConfig, RuleConfig, StoreConfig,
+};
+use tower_redis_ratelimit::policy::Algorithm;
+use tower_redis_ratelimit::region::PartitionMode;
 
 use crate::config::{AccessLogFormat, Connections, DEFAULT_GATEWAYS, File, FileError};
 use crate::{proxy, serve};
@@ -182,23 +186,7 @@ fn describe_limits(out: &mut String, limits: &LimitsConfig) {
     }
     out.push_str("routes (matched on the normalised path):\n");
     for (name, route) in &limits.routes {
-        let _ = writeln!(
-            out,
-            "  {name}: paths {:?}, policy {}, key {}{}{}",
-            route.paths,
-            route.policy,
-            key(&route.key),
-            route
-                .store
-                .as_ref()
-                .map_or(String::new(), |store| format!(", store {store}")),
-            // A route's own `shadow` wins over the top-level one.
-            if route.shadow.unwrap_or(limits.shadow) {
-                ", shadow"
-            } else {
-                ""
-            },
-        );
+        let _ = writeln!(out, "  {name}: {}", self::route(route, limits.shadow));
     }
     if !limits.concurrency.is_empty() {
         out.push_str("concurrency limits:\n");
@@ -212,6 +200,54 @@ fn describe_limits(out: &mut String, limits: &LimitsConfig) {
             );
         }
     }
+}
+
+/// A route in the file's words: its paths, policy and key, then every setting it runs with that
+/// is not the default.
+fn route(route: &RouteConfig, shadow_by_default: bool) -> String {
+    let mut text = format!(
+        "paths {:?}, policy {}, key {}",
+        route.paths,
+        route.policy,
+        key(&route.key)
+    );
+    if let Some(store) = &route.store {
+        let _ = write!(text, ", store {store}");
+    }
+    if !route.plans.is_empty() {
+        let plans: Vec<String> = route
+            .plans
+            .iter()
+            .map(|(plan, policy)| format!("{plan} = {policy}"))
+            .collect();
+        let _ = write!(text, ", plans {{ {} }}", plans.join(", "));
+    }
+    if let Some(header) = &route.plan_header {
+        let _ = write!(text, ", plan_header {header}");
+    }
+    if let Some(mode) = route.failure_mode {
+        let _ = write!(
+            text,
+            ", failure_mode {}",
+            format!("{mode:?}").to_lowercase()
+        );
+    }
+    if let Some(deadline) = route.deadline {
+        let _ = write!(text, ", deadline {}", human(deadline));
+    }
+    if let Some(cost) = route.cost {
+        let _ = write!(text, ", cost {cost}");
+    }
+    // A route's own `shadow` wins over the top-level one.
+    match (route.shadow, shadow_by_default) {
+        (Some(true), _) => text.push_str(", shadow (its own switch)"),
+        (None, true) => text.push_str(", shadow (the top-level switch)"),
+        _ => {}
+    }
+    if route.shadow_headers {
+        text.push_str(", shadow_headers");
+    }
+    text
 }
 
 fn store(store: &StoreConfig) -> String {
@@ -241,11 +277,19 @@ fn store(store: &StoreConfig) -> String {
         .iter()
         .map(|url| redact(url))
         .collect();
+        let partition = match region.partition.unwrap_or_default() {
+            PartitionMode::Refuse => "refuse".to_owned(),
+            PartitionMode::Emergency { fraction } => format!("emergency {fraction}"),
+            _ => "other".to_owned(),
+        };
         let _ = write!(
             text,
-            ", region {} (ledger {})",
+            ", region {} (ledger {}, partition {partition}, max_skew {})",
             region.name,
-            urls.join(", ")
+            urls.join(", "),
+            region
+                .max_skew
+                .map_or_else(|| "the default".to_owned(), human)
         );
     }
     text
@@ -270,19 +314,22 @@ fn redact(url: &str) -> String {
     }
 }
 
+/// A rule in the file's words: `api: gcra, limit 10 per 1s, burst 20`, with every setting the
+/// store runs (a sliding window's sub-intervals, default or not).
 fn rule(rule: &RuleConfig) -> String {
     let mut text = format!(
-        "{} {:?} {}/{}",
+        "{}: {}, limit {} per {}",
         rule.name,
-        rule.algorithm,
+        rule.algorithm.name(),
         rule.limit,
         human(rule.period)
     );
     if let Some(burst) = rule.burst {
-        let _ = write!(text, " burst {burst}");
+        let _ = write!(text, ", burst {burst}");
     }
-    if let Some(sub) = rule.sub_intervals {
-        let _ = write!(text, " sub-intervals {sub}");
+    if let Algorithm::SlidingWindow { sub_intervals } = rule.algorithm {
+        let sub_intervals = rule.sub_intervals.unwrap_or(sub_intervals);
+        let _ = write!(text, ", sub_intervals {sub_intervals}");
     }
     text
 }

@@ -104,7 +104,9 @@ fn check_says_what_a_file_would_run() {
         "  access log: text",
         "  websockets: at most 2 open per key, key client address",
         "stores: none named: counts are kept in process (one instance)",
-        "  api: api-burst Gcra 10/1s burst 20; api-hourly FixedWindow 5000/1h",
+        // In the file's words, with every setting the store runs.
+        "  api: api-burst: gcra, limit 10 per 1s, burst 20; api-hourly: fixed_window, limit 5000 per 1h",
+        "  login: login: sliding_window, limit 5 per 1m, sub_intervals 12",
         "  api: paths [\"/api/\"], policy api, key header x-api-key, or client address",
         "  reports: paths [\"/reports/\"], at most 4 in flight per key, key client address",
         "paths (a request meets every route of its path, in this order):",
@@ -145,8 +147,8 @@ fn check_says_which_store_is_a_region_s_and_which_policy_global() {
         String::from_utf8_lossy(&output.stderr)
     );
     for line in [
-        "  eu: redis redis://127.0.0.1:6379, region eu-west (ledger redis://:***@ledger:6379)",
-        "  api: api FixedWindow 600/1m, global (one quota across regions)",
+        "  eu: redis redis://127.0.0.1:6379, region eu-west (ledger redis://:***@ledger:6379, partition refuse, max_skew the default)",
+        "  api: api: fixed_window, limit 600 per 1m, global (one quota across regions)",
     ] {
         assert!(
             stdout.lines().any(|l| l == line),

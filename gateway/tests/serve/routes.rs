@@ -72,6 +72,18 @@ fn check_prints_every_route_a_path_meets() {
         .unwrap();
     let stdout = String::from_utf8(output.stdout).unwrap();
     assert!(output.status.success(), "{stdout}");
+    // Each rule and route in the file's words, a route's shadow mode and whose switch turns it
+    // included.
+    for line in [
+        "  api: api: fixed_window, limit 2 per 1m",
+        "  search: search: gcra, limit 10 per 1m",
+        "  search: paths [\"/api/search\"], policy search, key header x-api-key, shadow (its own switch)",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "no {line:?} in:\n{stdout}"
+        );
+    }
     let paths = stdout
         .split_once("paths (a request meets every route of its path, in this order):\n")
         .map(|(_, rest)| rest)
