@@ -59,6 +59,9 @@ pub use shed::{FleetShedLayer, UtilizationShedLayer};
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use store::RedisStore;
 pub use store::{MemoryStore, Store};
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub use telemetry::describe_metrics;
 
 /// The README's examples, compiled as doctests so they stay true.
 #[cfg(doctest)]

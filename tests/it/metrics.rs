@@ -322,3 +322,42 @@ fn concurrency_refusals_are_counted() {
         1
     );
 }
+
+/// `describe_metrics` gives every metric its help text (Prometheus's `# HELP`) and unit, and
+/// exports the counters without labels, and rate limits' store errors by kind, at 0 before
+/// anything happened: a dashboard tells "none yet" from "not exported".
+#[test]
+fn described_metrics_have_help_and_their_counters_start_at_zero() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, tower_redis_ratelimit::describe_metrics);
+    let snapshot = snapshotter.snapshot().into_vec();
+    let described = |name: &str| {
+        snapshot
+            .iter()
+            .find(|(key, ..)| key.key().name() == name)
+            .map(|(_, unit, description, value)| (*unit, description.clone(), value))
+    };
+    let (unit, help, value) = described("ratelimit_fallback_decisions_total").expect("exported");
+    assert!(*value == DebugValue::Counter(0));
+    assert!(unit.is_none());
+    assert_eq!(
+        help.unwrap().to_string(),
+        "Decisions by a Redis store's fallback while Redis failed."
+    );
+    for kind in [
+        "timeout",
+        "never_sent",
+        "connection_lost",
+        "refused",
+        "bad_reply",
+    ] {
+        let zero = snapshot.iter().any(|(key, _, _, value)| {
+            let key = key.key();
+            key.name() == "ratelimit_store_errors_total"
+                && key.labels().any(|label| label.value() == kind)
+                && *value == DebugValue::Counter(0)
+        });
+        assert!(zero, "no ratelimit_store_errors_total{{kind={kind}}} at 0");
+    }
+}
