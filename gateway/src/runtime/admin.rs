@@ -17,6 +17,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 use super::admin_access::AdminAccess;
 use super::reset::Resetter;
+use super::text::text;
 use super::{Connections, Listener, Shutdown, ShutdownTrigger, Workers, serve_connections};
 
 /// What `/readyz` asks: `Ok` when ready, or what is not.
@@ -183,15 +184,5 @@ fn not_allowed(allow: &'static str) -> Response<Body> {
     response
         .headers_mut()
         .insert(ALLOW, HeaderValue::from_static(allow));
-    response
-}
-
-pub(super) fn text(status: StatusCode, body: String) -> Response<Body> {
-    let mut response = Response::new(Body::from(body));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
     response
 }

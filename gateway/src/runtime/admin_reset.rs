@@ -7,9 +7,9 @@ use http::header::WWW_AUTHENTICATE;
 use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 
-use super::admin::text;
 use super::admin_access::AdminAccess;
 use super::reset::{ResetError, ResetTarget, Resetter};
+use super::text::text;
 
 /// The largest body taken: a route's name and a key, or a descriptor of a few entries.
 const MAX_BODY: usize = 64 * 1024;

@@ -17,6 +17,7 @@ mod reload;
 mod request_id;
 mod reset;
 mod shutdown;
+mod text;
 pub mod tls;
 mod watch;
 mod workers;

@@ -11,6 +11,7 @@ mod logs;
 mod paths;
 #[path = "../common/process.rs"]
 mod process;
+mod reset;
 mod routes;
 mod streaming;
 mod support;
