@@ -34,8 +34,13 @@ pub struct ResetArgs {
     pub domain: Option<String>,
     /// The descriptor, as Envoy sends it: `key=value[,key=value...]`, its entries in order.
     #[arg(long, value_parser = descriptor)]
-    pub descriptor: Option<Vec<(String, String)>>,
+    pub descriptor: Option<Descriptor>,
 }
+
+/// A descriptor's entries, `(key, value)` in order: one value of `--descriptor` (a newtype, as
+/// clap reads an `Option<Vec<_>>` as a repeated option).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Descriptor(pub Vec<(String, String)>);
 
 impl ResetArgs {
     /// What the command line names (clap requires one of the two pairs).
@@ -45,7 +50,7 @@ impl ResetArgs {
                 route: route.clone(),
                 key: key.clone(),
             }),
-            (_, _, Some(domain), Some(entries)) => Some(ResetTarget::Descriptor {
+            (_, _, Some(domain), Some(Descriptor(entries))) => Some(ResetTarget::Descriptor {
                 domain: domain.clone(),
                 entries: entries.clone(),
             }),
@@ -75,8 +80,9 @@ pub async fn reset(
 }
 
 /// Reads the descriptor `key=value[,key=value...]` of the command line.
-pub fn descriptor(text: &str) -> Result<Vec<(String, String)>, String> {
-    text.split(',')
+pub fn descriptor(text: &str) -> Result<Descriptor, String> {
+    let entries = text
+        .split(',')
         .map(|entry| {
             entry
                 .split_once('=')
@@ -84,7 +90,8 @@ pub fn descriptor(text: &str) -> Result<Vec<(String, String)>, String> {
                 .map(|(key, value)| (key.to_owned(), value.to_owned()))
                 .ok_or_else(|| format!("{entry:?} is not key=value (write e.g. user=ann,path=/x)"))
         })
-        .collect()
+        .collect::<Result<_, _>>()?;
+    Ok(Descriptor(entries))
 }
 
 /// Resets `target` in the store of the file at `path`; says what it did.
@@ -149,20 +156,70 @@ fn describe(target: &ResetTarget) -> String {
 
 #[cfg(test)]
 mod tests {
+    use clap::{CommandFactory, Parser};
+
     use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ResetArgs,
+    }
+
+    #[test]
+    fn the_command_line_names_a_routes_key_or_a_domains_descriptor() {
+        Cli::command().debug_assert();
+        let parse = |args: &[&str]| {
+            let args = ["reset", "limits.toml"].iter().chain(args);
+            Cli::try_parse_from(args).map(|cli| cli.args.target())
+        };
+        assert_eq!(
+            parse(&["--route", "api", "--key", "k"]).unwrap(),
+            Some(ResetTarget::Route {
+                route: "api".to_owned(),
+                key: "k".to_owned()
+            })
+        );
+        assert_eq!(
+            parse(&["--domain", "rl", "--descriptor", "user=ann,path=/x"]).unwrap(),
+            Some(ResetTarget::Descriptor {
+                domain: "rl".to_owned(),
+                entries: vec![
+                    ("user".to_owned(), "ann".to_owned()),
+                    ("path".to_owned(), "/x".to_owned())
+                ]
+            })
+        );
+        for wrong in [
+            &[][..],
+            &["--route", "api"],
+            &["--domain", "rl"],
+            &[
+                "--route",
+                "api",
+                "--key",
+                "k",
+                "--domain",
+                "rl",
+                "--descriptor",
+                "a=b",
+            ],
+            &["--domain", "rl", "--descriptor", "user"],
+        ] {
+            assert!(parse(wrong).is_err(), "{wrong:?}");
+        }
+    }
 
     #[test]
     fn a_descriptor_is_key_value_pairs_in_order() {
+        let pair = |key: &str, value: &str| (key.to_owned(), value.to_owned());
         assert_eq!(
             descriptor("user=ann,path=/a=b").unwrap(),
-            vec![
-                ("user".to_owned(), "ann".to_owned()),
-                ("path".to_owned(), "/a=b".to_owned())
-            ]
+            Descriptor(vec![pair("user", "ann"), pair("path", "/a=b")])
         );
         assert_eq!(
             descriptor("user=").unwrap(),
-            vec![("user".to_owned(), String::new())]
+            Descriptor(vec![pair("user", "")])
         );
         for wrong in ["user", "=ann", "user=ann,", ""] {
             assert!(descriptor(wrong).is_err(), "{wrong:?}");
