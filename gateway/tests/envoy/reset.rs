@@ -13,7 +13,7 @@ use testkit::{RedisServer, TempDir};
 use tower_redis_ratelimit::admission::FailureMode;
 
 use crate::front::start_serve;
-use crate::process::BINARY;
+use crate::process::{BINARY, stdout_of};
 use crate::support::{Files, ask, codes, redis_store, request};
 
 /// Two a day per user; one an hour for every file at once (a shared wildcard: one counter).
@@ -158,32 +158,11 @@ async fn serve_resets_a_descriptor_through_the_admin_address_and_the_command_lin
     over(Code::Ok).await;
     over(Code::OverLimit).await;
 
-    let config = config.to_str().unwrap().to_owned();
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new(BINARY)
-            .args([
-                "reset",
-                &config,
-                "--domain",
-                "api",
-                "--descriptor",
-                "user=ann",
-            ])
-            .output()
-    });
-    let output = tokio::time::timeout(Duration::from_secs(30), output)
-        .await
-        .expect("the command ended within 30 s")
-        .unwrap()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let mut command = Command::new(BINARY);
+    command.arg("reset").arg(&config);
+    command.args(["--domain", "api", "--descriptor", "user=ann"]);
     assert_eq!(
-        stdout,
+        stdout_of(command).await,
         "reset the counter of descriptor user=ann in domain \"api\"\n"
     );
     over(Code::Ok).await;

@@ -15,6 +15,7 @@ mod reset;
 mod routes;
 mod streaming;
 mod support;
+mod systemd;
 mod timeouts;
 mod tls;
 mod upstream;

@@ -5,19 +5,16 @@
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use crate::process::{output_of, stdout_of};
 use crate::support::{BINARY, Proxy, client, config_with, free_addr, get_with, upstream};
 
 const TOKEN: &str = "test-token-0123456789abcdef";
 
-/// `ratelimit-gateway <args>`, waited for at most 30 s.
+/// `ratelimit-gateway <args>`, run to its end.
 async fn gateway(args: &[&str]) -> Output {
-    let args: Vec<String> = args.iter().map(|arg| (*arg).to_owned()).collect();
-    let run = tokio::task::spawn_blocking(move || Command::new(BINARY).args(args).output());
-    tokio::time::timeout(Duration::from_secs(30), run)
-        .await
-        .expect("the command ended within 30 s")
-        .unwrap()
-        .unwrap()
+    let mut command = Command::new(BINARY);
+    command.args(args);
+    output_of(command).await
 }
 
 async fn status(proxy: &Proxy, key: &str) -> u16 {
@@ -53,11 +50,38 @@ async fn post_reset(admin: &str, token: Option<&str>, body: &str) -> (u16, Strin
     (response.status().as_u16(), response.text().await.unwrap())
 }
 
+/// The commands of docs/operations.md's "Lifting a ban in the gateway" (its first `sh` block),
+/// each a line (continued with `\\`) after a comment.
+fn walkthrough() -> Vec<String> {
+    let page = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/operations.md"
+    ))
+    .unwrap();
+    let section = &page[page.find("## Lifting a ban in the gateway").unwrap()..];
+    let block = &section[section.find("```sh\n").unwrap() + 6..];
+    let block = &block[..block.find("```").unwrap()];
+    block
+        .replace("\\\n", " ")
+        .lines()
+        .filter(|line| !line.trim_start().starts_with('#') && !line.trim().is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
 /// A key locked out on both proxies (each remembers the denial) is admitted on both after one
-/// reset through one proxy's admin address, and again after a reset from the command line;
-/// a wrong token resets nothing.
+/// reset through one proxy's admin address, and again after a reset from the command line:
+/// docs/operations.md's commands, run as written but for the address, the file and the
+/// binary's path. A wrong token resets nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ban_is_lifted_on_every_proxy_sharing_redis() {
+    let commands = walkthrough();
+    assert_eq!(commands.len(), 2, "{commands:?}");
+    let curl = Command::new("curl").arg("--version").output();
+    assert!(
+        curl.is_ok_and(|output| output.status.success()),
+        "curl is missing (docs/operations.md's command): `apt-get install -y curl`"
+    );
     let upstream = upstream().await;
     let redis = testkit::RedisServer::start();
     let config = |admin: std::net::SocketAddr| {
@@ -74,44 +98,50 @@ async fn a_ban_is_lifted_on_every_proxy_sharing_redis() {
     let admin = free_addr();
     let first = Proxy::start(&config(admin));
     let second = Proxy::start(&config(free_addr()));
+    let key = "k-123";
     let locked_out = async || {
-        assert_eq!(status(&first, "k").await, 200);
-        assert_eq!(status(&second, "k").await, 200);
-        assert_eq!(status(&first, "k").await, 429);
-        assert_eq!(status(&second, "k").await, 429);
+        // Three asks each use up the limit of 2, whatever the other proxy used: each ends
+        // refused, and remembers it.
+        for proxy in [&first, &second] {
+            let mut answers = Vec::new();
+            for _ in 0..3 {
+                answers.push(status(proxy, key).await);
+            }
+            assert_eq!(answers.last(), Some(&429), "{answers:?}");
+        }
     };
     locked_out().await;
     assert_eq!(status(&first, "other").await, 200);
 
-    let body = r#"{"route": "api", "key": "k"}"#;
-    let admin = admin.to_string();
+    let body = r#"{"route": "api", "key": "k-123"}"#;
     for wrong in [None, Some("not-the-token-0123456789")] {
-        let (code, text) = post_reset(&admin, wrong, body).await;
+        let (code, text) = post_reset(&admin.to_string(), wrong, body).await;
         assert_eq!(code, 401, "{text}");
     }
-    assert_eq!(status(&first, "k").await, 429);
-    let (code, text) = post_reset(&admin, Some(TOKEN), body).await;
-    assert_eq!(
-        (code, text.as_str()),
-        (200, "reset key \"k\" of route \"api\"\n")
-    );
-    admitted_soon(&first, "k").await;
-    admitted_soon(&second, "k").await;
-    // One reset, not a switch: the quota counts again, in both.
-    assert_eq!(status(&first, "k").await, 429);
-    assert_eq!(status(&second, "k").await, 429);
+    assert_eq!(status(&first, key).await, 429);
 
-    let config_path = first.config.to_str().unwrap();
-    let output = gateway(&["reset", config_path, "--route", "api", "--key", "k"]).await;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert_eq!(stdout, "reset key \"k\" of route \"api\"\n");
-    admitted_soon(&first, "k").await;
-    admitted_soon(&second, "k").await;
+    for command in commands {
+        let command = command
+            .replace("http://127.0.0.1:9000", &format!("http://{admin}"))
+            .replace(
+                "/etc/ratelimit-gateway/proxy.toml",
+                first.config.to_str().unwrap(),
+            )
+            .replace("ratelimit-gateway reset", &format!("{BINARY} reset"));
+        let mut shell = Command::new("sh");
+        shell
+            .args(["-c", &command])
+            .env("RATELIMIT_ADMIN_TOKEN", TOKEN);
+        assert_eq!(
+            stdout_of(shell).await,
+            "reset key \"k-123\" of route \"api\"\n",
+            "{command}"
+        );
+        admitted_soon(&first, key).await;
+        admitted_soon(&second, key).await;
+        // One reset, not a switch: the quota counts again, in both.
+        locked_out().await;
+    }
     // Another key was not reset.
     assert_eq!(status(&first, "other").await, 200);
     assert_eq!(status(&second, "other").await, 429);
