@@ -34,7 +34,8 @@ pub struct ServeConfig {
     /// TLS on the TCP listener (default: none, plain HTTP).
     #[serde(default)]
     pub tls: Option<TlsConfig>,
-    /// Where `/healthz`, `/readyz` and `/metrics` are served (none by default).
+    /// Where `/healthz`, `/readyz`, `/metrics` and `POST /reset` are served (none by default);
+    /// a loopback address unless `admin_token` is set.
     #[serde(default)]
     pub admin: Option<SocketAddr>,
     /// The bearer token `POST /reset` on the admin address requires (default: none, and then

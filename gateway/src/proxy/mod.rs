@@ -134,7 +134,7 @@ impl Proxy {
                 Ok(Routes::new(loaded, &forward))
             }),
         );
-        if let Some(admin) = admin {
+        let admin = admin.map(|admin| {
             // The proxy has no Envoy files: a descriptor is answered as unknown.
             let resetter = shared.resetter(|routes: Arc<Routes>, target| async move {
                 reset::reset(&routes.loaded.limits, None, target).await
@@ -143,13 +143,16 @@ impl Proxy {
                 shared.readiness(|routes| &routes.loaded.limits),
                 resetter,
                 shutdown.clone(),
-            );
-        }
+            )
+        });
         let handler = move |request: Request<Incoming>| {
             let (shared, log) = (Arc::clone(&shared), log.clone());
             async move { handle(&shared, &log, request).await }
         };
         runtime::serve_connections(listener, connections, workers, handler, shutdown).await;
+        if let Some(admin) = admin {
+            admin.abort();
+        }
     }
 }
 

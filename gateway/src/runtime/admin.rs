@@ -59,10 +59,16 @@ impl Admin {
         self.listener.address()
     }
 
-    /// Serves the admin endpoints on a task of its own, until the process exits: `/readyz`
+    /// Serves the admin endpoints on a task of its own, through the whole shutdown: `/readyz`
     /// asks `ready` (503 once `shutdown` says the process is leaving), `POST /reset` asks
-    /// `resetter`.
-    pub fn spawn(self, ready: Readiness, resetter: Resetter, shutdown: Shutdown) {
+    /// `resetter`. The command aborts the task when it has drained (the process exits then; a
+    /// program that embeds the command goes on without the admin address).
+    pub fn spawn(
+        self,
+        ready: Readiness,
+        resetter: Resetter,
+        shutdown: Shutdown,
+    ) -> tokio::task::AbortHandle {
         let endpoints = Endpoints {
             metrics: self.metrics,
             access: self.access,
@@ -70,7 +76,7 @@ impl Admin {
             resetter,
             shutdown,
         };
-        tokio::spawn(serve_admin(self.listener, Arc::new(endpoints)));
+        tokio::spawn(serve_admin(self.listener, Arc::new(endpoints))).abort_handle()
     }
 }
 

@@ -162,7 +162,7 @@ impl Serve {
             move || reloaded.reload(&path, &reload),
         ));
         tokio::spawn(Arc::clone(&shared).reload_on_hangup(hangup_path, reload));
-        if let Some(admin) = admin {
+        let admin = admin.map(|admin| {
             let resetter = shared.resetter(|loaded: Arc<Loaded>, target| async move {
                 reset::reset(&loaded.limits, loaded.envoy.as_ref(), target).await
             });
@@ -170,8 +170,8 @@ impl Serve {
                 shared.readiness(|loaded| &loaded.limits),
                 resetter,
                 shutdown.clone(),
-            );
-        }
+            )
+        });
         let servers = listeners.into_iter().map(|listener| {
             let state = state.clone();
             let handler = move |request: Request<Incoming>| {
@@ -188,6 +188,9 @@ impl Serve {
         });
         for server in servers.collect::<Vec<_>>() {
             let _ = server.await;
+        }
+        if let Some(admin) = admin {
+            admin.abort();
         }
     }
 }
