@@ -77,11 +77,13 @@ impl AdminAccess {
         let Some(token) = &self.token else {
             return true;
         };
+        // The scheme's name is case-insensitive (RFC 9110, section 11.1).
         let sent = headers
             .get(AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "))
-            .unwrap_or("");
+            .and_then(|value| value.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map_or("", |(_, token)| token);
         let sent: [u8; 32] = Sha256::digest(sent.trim().as_bytes()).into();
         // Every byte compared, whatever differs first.
         sent.iter()
@@ -116,6 +118,7 @@ mod tests {
         let token = "0123456789abcdef0123";
         let guarded = AdminAccess::new("proxy", everywhere, Some(token)).unwrap();
         assert!(guarded.allows(&headers(&format!("Bearer {token}"))));
+        assert!(guarded.allows(&headers(&format!("bearer {token}"))));
         for wrong in [
             String::new(),
             format!("Bearer {token}x"),

@@ -44,16 +44,24 @@ pub(super) async fn reset(
         Ok(target) => target,
         Err(err) => return refusal(&err),
     };
-    let logged = format!("{target:?}");
+    // A reset is an operator's action worth a line; the key is not in it (an API key is a
+    // secret, and the access log never writes keys either), nor a descriptor's values.
+    let logged = match &target {
+        ResetTarget::Route { route, .. } => format!("route {route}"),
+        ResetTarget::Descriptor { domain, .. } => format!("domain {domain}"),
+    };
     match resetter(target).await {
         Ok(done) => {
-            // Who lifted which ban is an operator's action worth a line; the key is the
-            // operator's own input, not a client's.
-            tracing::info!(target = %logged, "reset through the admin address");
+            tracing::info!(of = %logged, "reset through the admin address");
+            // What was reset, told to the one who asked (and named it).
             text(StatusCode::OK, format!("{done}\n"))
         }
         Err(err) => {
-            tracing::warn!(target = %logged, error = %err, "reset through the admin address failed");
+            // A store's failure is the operator's to know; a name that matches nothing is
+            // the caller's mistake, answered to the caller (and may carry a descriptor's values).
+            if let ResetError::Store(store) = &err {
+                tracing::warn!(of = %logged, error = %store, "reset through the admin address failed");
+            }
             refusal(&err)
         }
     }
