@@ -135,3 +135,24 @@ async fn sigterm_turns_readyz_503_first_then_stops_accepting_after_the_drain_del
         .exits_successfully_within(Duration::from_secs(10))
         .await;
 }
+
+/// A second SIGTERM ends the drain delay at once: an operator who insists is not kept waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_sigterm_ends_the_drain_delay() {
+    let admin = free_addr();
+    let mut proxy = Proxy::start(&config_with(
+        upstream().await,
+        100,
+        &format!("admin = \"{admin}\"\nconnections = {{ drain_delay = \"1h\" }}"),
+    ));
+    proxy.signal("-TERM");
+    until("unready", Duration::from_secs(5), async || {
+        let response = client().get(format!("http://{admin}/readyz")).send().await;
+        response.is_ok_and(|response| response.status() == 503)
+    })
+    .await;
+    proxy.signal("-TERM");
+    proxy
+        .exits_successfully_within(Duration::from_secs(10))
+        .await;
+}
