@@ -1,7 +1,8 @@
 //! Run with: cargo run -p tower-redis-ratelimit-gateway --example embed -- gateway/examples/proxy.toml
 //!
 //! The proxy inside a program of your own, rather than the `ratelimit-gateway` binary: bind it,
-//! run it, and decide yourself when it drains (here on Ctrl-C, with five seconds to finish).
+//! run it, and decide yourself when it leaves and drains (here on Ctrl-C: `/readyz` answers 503
+//! for two seconds while requests are still served, then five seconds to finish).
 
 use std::time::Duration;
 
@@ -18,6 +19,8 @@ async fn main() -> Result<(), BoxError> {
     println!("{}", proxy.describe()?);
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
+            trigger.leave();
+            tokio::time::sleep(Duration::from_secs(2)).await;
             trigger.drain();
             tokio::time::sleep(Duration::from_secs(5)).await;
             trigger.cut();

@@ -7,6 +7,9 @@
 //!   ([`serve`]), and Envoy's rate limit service over envoyproxy/ratelimit's files ([`envoy`]),
 //!   on the same listeners.
 //! - `ratelimit-gateway check CONFIG`: validates a file and says what it would run ([`check`]).
+//! - `ratelimit-gateway reset CONFIG --route R --key K`: lifts a ban in the file's Redis store,
+//!   for every process sharing it ([`reset`]); the admin address's `POST /reset` does the same
+//!   in a running process.
 //!
 //! The file holds the library's limits (`stores`, `policies`, `routes`, `concurrency`,
 //! `shadow`: the crate's `docs/configuration.md`) and the gateway's own tables (`[proxy]`, `[serve]`),
@@ -22,5 +25,6 @@ pub mod config;
 pub mod envoy;
 pub mod paths;
 pub mod proxy;
+pub mod reset;
 pub mod runtime;
 pub mod serve;

@@ -17,8 +17,9 @@ struct Cli {
 enum Command {
     /// Runs a rate-limiting reverse proxy in front of the file's `[proxy] upstream`.
     ///
-    /// SIGHUP reloads the file's limits; SIGTERM or Ctrl-C stops accepting, finishes what is in
-    /// flight (at most `[proxy.connections] drain_timeout`) and exits.
+    /// SIGHUP reloads the file's limits. SIGTERM or Ctrl-C: `/readyz` answers 503 at once,
+    /// serving goes on for `[proxy.connections] drain_delay` (a second signal ends it), then it
+    /// stops accepting, finishes what is in flight (at most `drain_timeout`) and exits.
     Proxy {
         /// The configuration file (.toml, .yaml, .yml or .json).
         config: PathBuf,
@@ -26,12 +27,18 @@ enum Command {
     /// Runs the decision service that nginx `auth_request` (at /auth_request), Traefik
     /// ForwardAuth and Caddy forward_auth (at /forward_auth) ask before serving a request.
     ///
-    /// SIGHUP reloads the file's limits; SIGTERM or Ctrl-C stops accepting, finishes what is in
-    /// flight (at most `[serve.connections] drain_timeout`) and exits.
+    /// SIGHUP reloads the file's limits. SIGTERM or Ctrl-C: `/readyz` answers 503 at once,
+    /// serving goes on for `[serve.connections] drain_delay` (a second signal ends it), then it
+    /// stops accepting, finishes what is in flight (at most `drain_timeout`) and exits.
     Serve {
         /// The configuration file (.toml, .yaml, .yml or .json).
         config: PathBuf,
     },
+    /// Lifts a ban: resets a route's key (`--route R --key K`) or an Envoy descriptor's counter
+    /// (`--domain D --descriptor key=value[,key=value...]`) in the file's Redis store, for
+    /// every running process that shares it. A file whose limits count in an in-process store
+    /// cannot be reached from here: POST /reset to the running process's admin address.
+    Reset(ratelimit_gateway::reset::ResetArgs),
     /// Validates a configuration file without starting anything and prints what it would run
     /// (listeners, stores, policies, routes); exits 1 with the mistake on a bad file.
     Check {
@@ -55,6 +62,14 @@ fn main() -> ExitCode {
         },
         Command::Proxy { config } => run(ratelimit_gateway::proxy::run(config)),
         Command::Serve { config } => run(ratelimit_gateway::serve::run(config)),
+        Command::Reset(args) => run(async move {
+            let target = args
+                .target()
+                .ok_or("name --route and --key, or --domain and --descriptor")?;
+            let done = ratelimit_gateway::reset::run(&args.config, target).await?;
+            println!("{done}");
+            Ok(())
+        }),
     }
 }
 

@@ -9,6 +9,12 @@ use tower_redis_ratelimit::config::duration;
 
 use super::FieldError;
 
+/// How long a shutdown goes on accepting after `/readyz` turned 503, unless the file says:
+/// load balancers that probe `/readyz` every second or two, or a Kubernetes endpoint update,
+/// stop sending new requests within a few seconds; requests that still come meanwhile are
+/// served rather than refused.
+pub const DEFAULT_DRAIN_DELAY: Duration = Duration::from_secs(5);
+
 /// `connections = { ... }` in a command's table: how many connections it keeps and how long it
 /// waits for them. Every field is optional.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -26,7 +32,12 @@ pub struct ConnectionsConfig {
     /// How long a keep-alive connection may stay idle between two requests (default `"60s"`).
     #[serde(default, deserialize_with = "duration::optional")]
     pub idle_timeout: Option<Duration>,
-    /// On SIGTERM, how long requests in flight and open tunnels may go on before they are cut
+    /// On SIGTERM, how long the listeners go on accepting and serving while `/readyz` answers
+    /// 503, so that load balancers move traffic away before connections are refused (default
+    /// `"5s"`; `"0s"` stops accepting at once).
+    #[serde(default, deserialize_with = "duration::optional")]
+    pub drain_delay: Option<Duration>,
+    /// Then, how long requests in flight and open tunnels may go on before they are cut
     /// (tunnels with a WebSocket close frame) and the process exits (default `"30s"`).
     #[serde(default, deserialize_with = "duration::optional")]
     pub drain_timeout: Option<Duration>,
@@ -46,6 +57,8 @@ pub struct Connections {
     pub header_timeout: Duration,
     /// How long a keep-alive connection may stay idle.
     pub idle_timeout: Duration,
+    /// How long a shutdown keeps accepting while `/readyz` says it is leaving.
+    pub drain_delay: Duration,
     /// How long a shutdown waits for what is in flight.
     pub drain_timeout: Duration,
     /// How many worker threads serve connections; 0: the runtime that calls
@@ -59,13 +72,14 @@ pub struct Connections {
 }
 
 impl Connections {
-    /// The defaults: 10,000 connections, 10 s for a head, 60 s idle, 30 s to drain, one
-    /// worker per core.
+    /// The defaults: 10,000 connections, 10 s for a head, 60 s idle, 5 s of notice then 30 s
+    /// to drain, one worker per core.
     pub fn defaults() -> Connections {
         Connections {
             max: 10_000,
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
+            drain_delay: DEFAULT_DRAIN_DELAY,
             drain_timeout: Duration::from_secs(30),
             workers: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
             any_authority: false,
@@ -104,7 +118,8 @@ impl ConnectionsConfig {
                 default.header_timeout,
             )?,
             idle_timeout: positive("idle_timeout", self.idle_timeout, default.idle_timeout)?,
-            // Zero is allowed: cut at once.
+            // Zero is allowed for both: stop accepting at once, cut at once.
+            drain_delay: self.drain_delay.unwrap_or(default.drain_delay),
             drain_timeout: self.drain_timeout.unwrap_or(default.drain_timeout),
             workers: match self.workers {
                 Some(0) => {

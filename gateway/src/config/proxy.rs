@@ -37,9 +37,15 @@ pub struct ProxyConfig {
     /// TLS on the listener (default: none, plain HTTP).
     #[serde(default)]
     pub tls: Option<TlsConfig>,
-    /// Where `/healthz`, `/readyz` and `/metrics` are served (none by default).
+    /// Where `/healthz`, `/readyz`, `/metrics` and `POST /reset` are served (none by default);
+    /// a loopback address unless `admin_token` is set.
     #[serde(default)]
     pub admin: Option<SocketAddr>,
+    /// The bearer token `POST /reset` on the admin address requires (default: none, and then
+    /// `admin` must be a loopback address). Meant to be given as `"${VAR}"`, from the
+    /// environment, rather than written in the file.
+    #[serde(default)]
+    pub admin_token: Option<String>,
     /// One line per request on standard output (default `text`).
     #[serde(default)]
     pub access_log: AccessLogFormat,

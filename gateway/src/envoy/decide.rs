@@ -21,9 +21,10 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, 
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use http::HeaderMap;
 use sha2::{Digest, Sha256};
+use tower_redis_ratelimit::Quota;
 use tower_redis_ratelimit::headers::PolicyHeaders;
 use tower_redis_ratelimit::key::Key;
-use tower_redis_ratelimit::policy::{MAX_RULES, Policy, Rule};
+use tower_redis_ratelimit::policy::{Algorithm, MAX_RULES, Policy, Rule};
 use tower_redis_ratelimit::store::StoreError;
 use tower_redis_ratelimit::{Decision, Store};
 
@@ -150,7 +151,7 @@ pub(super) async fn decide(
             } => {
                 let counted = Counted {
                     index,
-                    rule: Rule::new(counter_name(&found.counter), *algorithm, *quota),
+                    rule: counter_rule(found, *algorithm, *quota),
                     reported: *reported,
                 };
                 let groups = if found.limit.shadow {
@@ -294,6 +295,12 @@ fn record_hit(found: &Option<Found>, own: &Decision, over: bool, shadow: bool, c
         }
     };
     record(&labels(found), hit, u64::from(cost));
+}
+
+/// The rule a descriptor's counted limit is decided by, in its domain's key: what a reset of
+/// the descriptor must name to reach the same state.
+pub(super) fn counter_rule(found: &Found, algorithm: Algorithm, quota: Quota) -> Rule {
+    Rule::new(counter_name(&found.counter), algorithm, quota)
 }
 
 /// What names a descriptor's counter among its domain's: a digest of its entries, each length

@@ -1,6 +1,6 @@
 //! The YAML files of envoyproxy/ratelimit as they are written: one domain per file, read from a
 //! file or from every `.yaml` / `.yml` file of a directory. Only what serde checks happens here
-//! (shapes, unknown fields); what the reference validates beyond that is [`super::config`]'s.
+//! (shapes, unknown fields); what the reference validates beyond that is [`super::tree`]'s.
 //!
 //! The gateway's extensions sit under keys named `extensions`, at the top of a file (the store)
 //! and in a `rate_limit` (algorithm, burst, any period), so a reader sees at once what

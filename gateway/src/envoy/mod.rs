@@ -13,6 +13,7 @@
 //! - `decide`: one request decided, its descriptors all or nothing, in the domain's store;
 //!   `status`: the answer Envoy gets.
 //! - [`metrics`]: the reference's per-descriptor counters.
+//! - `reset`: a descriptor's counter reset, named as `decide` names it.
 //! - [`RateLimitService`]: the tonic service, mounted by a listener under [`PATH_PREFIX`].
 //! - [`watch`]: a reload when the files change.
 
@@ -23,6 +24,7 @@ pub mod limit;
 mod loaded;
 pub mod matching;
 pub mod metrics;
+mod reset;
 mod service;
 mod status;
 pub mod tree;

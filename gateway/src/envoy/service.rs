@@ -90,6 +90,22 @@ impl RateLimitService {
         decide(&self.loaded, &settings, request).await
     }
 
+    /// Resets the counter that the descriptor of `entries` (`(key, value)`, in order) counts in,
+    /// in `domain`'s store: in every instance sharing a Redis store. Says what it did.
+    pub async fn reset(
+        &self,
+        domain: &str,
+        entries: &[(String, String)],
+    ) -> Result<String, crate::runtime::ResetError> {
+        super::reset::reset(&self.loaded, domain, entries).await
+    }
+
+    /// Whether the files have `domain`, and the store it counts in (`None`: the default one).
+    pub fn domain_store(&self, domain: &str) -> Option<Option<&str>> {
+        let domain = self.loaded.domains.get(domain)?;
+        Some(domain.store.as_deref())
+    }
+
     /// Each domain with the file it came from, for `check`.
     pub fn domains(&self) -> Vec<(String, PathBuf)> {
         let mut domains: Vec<_> = self

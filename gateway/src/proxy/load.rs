@@ -11,7 +11,7 @@ use tower_redis_ratelimit::key::KeyExtractor;
 
 use super::upstream::Upstream;
 use crate::config::{Connections, FieldError, File, FileError, ProxyConfig};
-use crate::runtime::tls;
+use crate::runtime::{AdminAccess, tls};
 
 /// How long the upstream may take to start its answer unless the file says otherwise: as long
 /// as common proxies wait (nginx's `proxy_read_timeout`).
@@ -35,6 +35,8 @@ pub struct Loaded {
     pub websockets: Option<ConcurrencyLimitLayer>,
     /// Each route's key extractor, by route name, for the access log.
     pub(crate) keys: BTreeMap<String, Arc<dyn KeyExtractor>>,
+    /// Who may reset on the admin address.
+    pub admin_access: AdminAccess,
 }
 
 /// Checks and builds `file` for the proxy; on a reload, keeping the stores of `previous` whose
@@ -49,6 +51,8 @@ pub fn load(file: &File, previous: Option<&Limits>) -> Result<Loaded, FileError>
     let connections = table
         .connections
         .settings("proxy.connections")
+        .map_err(|err| file.field_error(err))?;
+    let admin_access = AdminAccess::new("proxy", table.admin, table.admin_token.as_deref())
         .map_err(|err| file.field_error(err))?;
     let upstream_timeout = table.upstream_timeout.unwrap_or(DEFAULT_UPSTREAM_TIMEOUT);
     if upstream_timeout.is_zero() {
@@ -92,6 +96,7 @@ pub fn load(file: &File, previous: Option<&Limits>) -> Result<Loaded, FileError>
     let keys = file.route_keys();
     Ok(Loaded {
         keys,
+        admin_access,
         table,
         connections,
         upstream_timeout,

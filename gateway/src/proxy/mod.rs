@@ -25,6 +25,7 @@ use self::forward::{Forward, Forwarded};
 pub use self::load::{DEFAULT_UPSTREAM_TIMEOUT, Loaded, load};
 use self::routes::Routes;
 use crate::config::File;
+use crate::reset;
 use crate::runtime::{
     self, AccessLog, Address, Admin, BoxError, Entry, Listener, Reloadable, Shutdown,
     ShutdownTrigger, Workers, X_REQUEST_ID, count_request, normalised, request_id,
@@ -66,7 +67,7 @@ impl Proxy {
             shutdown.clone(),
         );
         let workers = Workers::start(loaded.connections.workers)?;
-        let admin = Admin::bind(loaded.table.admin).await?;
+        let admin = Admin::bind(loaded.table.admin, loaded.admin_access.clone()).await?;
         let log = AccessLog::new(loaded.table.access_log);
         let shared = Reloadable::new(Routes::new(loaded, &forward));
         Ok(Proxy {
@@ -108,9 +109,10 @@ impl Proxy {
         Ok(line)
     }
 
-    /// The drain timeout of the file's `[proxy.connections]`.
-    pub fn drain_timeout(&self) -> std::time::Duration {
-        self.shared.current().loaded.connections.drain_timeout
+    /// The drain delay and timeout of the file's `[proxy.connections]`.
+    pub fn drain(&self) -> (std::time::Duration, std::time::Duration) {
+        let connections = self.shared.current().loaded.connections;
+        (connections.drain_delay, connections.drain_timeout)
     }
 
     /// Serves until the drain is over; reloads the file on SIGHUP meanwhile.
@@ -132,17 +134,25 @@ impl Proxy {
                 Ok(Routes::new(loaded, &forward))
             }),
         );
-        if let Some(admin) = admin {
+        let admin = admin.map(|admin| {
+            // The proxy has no Envoy files: a descriptor is answered as unknown.
+            let resetter = shared.resetter(|routes: Arc<Routes>, target| async move {
+                reset::reset(&routes.loaded.limits, None, target).await
+            });
             admin.spawn(
                 shared.readiness(|routes| &routes.loaded.limits),
+                resetter,
                 shutdown.clone(),
-            );
-        }
+            )
+        });
         let handler = move |request: Request<Incoming>| {
             let (shared, log) = (Arc::clone(&shared), log.clone());
             async move { handle(&shared, &log, request).await }
         };
         runtime::serve_connections(listener, connections, workers, handler, shutdown).await;
+        if let Some(admin) = admin {
+            admin.abort();
+        }
     }
 }
 
@@ -152,7 +162,8 @@ pub async fn run(path: PathBuf) -> Result<(), BoxError> {
     let (trigger, shutdown) = ShutdownTrigger::new();
     let proxy = Proxy::bind(path, shutdown).await?;
     println!("{}", proxy.describe()?);
-    trigger.on_signals(proxy.drain_timeout());
+    let (delay, timeout) = proxy.drain();
+    trigger.on_signals(delay, timeout);
     proxy.run().await;
     Ok(())
 }

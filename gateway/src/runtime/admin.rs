@@ -1,6 +1,8 @@
 //! The admin address: `/healthz` (the process is up), `/readyz` (it can do its work: the
-//! configuration is loaded and its stores answer) and `/metrics` (Prometheus text), never
-//! forwarded nor limited.
+//! configuration is loaded and its stores answer, and it is not shutting down), `/metrics`
+//! (Prometheus text) and `POST /reset` (lifting a ban: [`super::admin_reset`]), never forwarded
+//! nor limited. It answers until the process exits, through the whole shutdown: a load balancer
+//! must see `/readyz` turn 503, not a refused connection.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -9,11 +11,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use http::header::CONTENT_TYPE;
+use http::header::{ALLOW, CONTENT_TYPE};
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
-use super::{Connections, Listener, Shutdown, Workers, serve_connections};
+use super::admin_access::AdminAccess;
+use super::reset::Resetter;
+use super::text::text;
+use super::{Connections, Listener, Shutdown, ShutdownTrigger, Workers, serve_connections};
 
 /// What `/readyz` asks: `Ok` when ready, or what is not.
 pub type Readiness =
@@ -26,18 +31,27 @@ const READY_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct Admin {
     listener: Listener,
     metrics: PrometheusHandle,
+    access: AdminAccess,
 }
 
 impl Admin {
     /// Binds `addr`, if the file names one, and installs the process's Prometheus recorder:
     /// the crate's metrics and the gateway's own are recorded from then on. Once a process.
-    pub async fn bind(addr: Option<SocketAddr>) -> Result<Option<Admin>, super::BoxError> {
+    /// `access` says who may reset.
+    pub async fn bind(
+        addr: Option<SocketAddr>,
+        access: AdminAccess,
+    ) -> Result<Option<Admin>, super::BoxError> {
         let Some(addr) = addr else {
             return Ok(None);
         };
         let listener = Listener::tcp(addr).await?;
         let metrics = PrometheusBuilder::new().install_recorder()?;
-        Ok(Some(Admin { listener, metrics }))
+        Ok(Some(Admin {
+            listener,
+            metrics,
+            access,
+        }))
     }
 
     /// Where it listens.
@@ -45,10 +59,24 @@ impl Admin {
         self.listener.address()
     }
 
-    /// Serves the admin endpoints, `/readyz` asking `ready`, on a task of its own until
-    /// `shutdown` drains it.
-    pub fn spawn(self, ready: Readiness, shutdown: Shutdown) {
-        tokio::spawn(serve_admin(self.listener, self.metrics, ready, shutdown));
+    /// Serves the admin endpoints on a task of its own, through the whole shutdown: `/readyz`
+    /// asks `ready` (503 once `shutdown` says the process is leaving), `POST /reset` asks
+    /// `resetter`. The command aborts the task when it has drained (the process exits then; a
+    /// program that embeds the command goes on without the admin address).
+    pub fn spawn(
+        self,
+        ready: Readiness,
+        resetter: Resetter,
+        shutdown: Shutdown,
+    ) -> tokio::task::AbortHandle {
+        let endpoints = Endpoints {
+            metrics: self.metrics,
+            access: self.access,
+            ready,
+            resetter,
+            shutdown,
+        };
+        tokio::spawn(serve_admin(self.listener, Arc::new(endpoints))).abort_handle()
     }
 }
 
@@ -75,48 +103,56 @@ pub fn status_class(status: StatusCode) -> &'static str {
     }
 }
 
-/// Serves the admin endpoints on `listener` until `shutdown` drains it. While draining,
-/// `/readyz` answers 503: a load balancer stops sending requests before the listeners close.
-async fn serve_admin(
-    listener: Listener,
+/// What the admin endpoints answer from.
+struct Endpoints {
     metrics: PrometheusHandle,
+    access: AdminAccess,
     ready: Readiness,
+    resetter: Resetter,
+    /// The process's: `/readyz` answers 503 once it is leaving.
     shutdown: Shutdown,
-) {
-    let watching = shutdown.clone();
+}
+
+/// Serves the admin endpoints on `listener` for as long as the process runs.
+async fn serve_admin(listener: Listener, endpoints: Arc<Endpoints>) {
     let handler = move |request: Request<hyper::body::Incoming>| {
-        let (metrics, ready, shutdown) = (metrics.clone(), Arc::clone(&ready), watching.clone());
-        async move { answer(request, &metrics, &ready, &shutdown).await }
+        let endpoints = Arc::clone(&endpoints);
+        async move { answer(request, &endpoints).await }
     };
     // A few connections, quick timers: a prober's requests are small.
     let connections = Connections {
         max: 64,
         header_timeout: Duration::from_secs(5),
         idle_timeout: Duration::from_secs(30),
+        drain_delay: Duration::ZERO,
         drain_timeout: Duration::ZERO,
         // Served beside the background tasks (`Workers::none`), not on the workers.
         workers: 0,
         any_authority: false,
     };
-    serve_connections(listener, connections, Workers::none(), handler, shutdown).await;
+    // A shutdown of its own that never drains (its trigger is gone): the admin address
+    // answers until the process exits.
+    let (_, never) = ShutdownTrigger::new();
+    serve_connections(listener, connections, Workers::none(), handler, never).await;
 }
 
-async fn answer(
-    request: Request<hyper::body::Incoming>,
-    metrics: &PrometheusHandle,
-    ready: &Readiness,
-    shutdown: &Shutdown,
-) -> Response<Body> {
-    if request.method() != Method::GET && request.method() != Method::HEAD {
-        return text(StatusCode::METHOD_NOT_ALLOWED, "GET only\n".to_owned());
+async fn answer(request: Request<hyper::body::Incoming>, endpoints: &Endpoints) -> Response<Body> {
+    let path = request.uri().path();
+    let probe = matches!(path, "/healthz" | "/readyz" | "/metrics");
+    let method = request.method();
+    if probe && method != Method::GET && method != Method::HEAD {
+        return not_allowed("GET, HEAD");
     }
-    match request.uri().path() {
+    if path == "/reset" && method != Method::POST {
+        return not_allowed("POST");
+    }
+    match path {
         "/healthz" => text(StatusCode::OK, "ok\n".to_owned()),
-        "/readyz" if shutdown.is_draining() => text(
+        "/readyz" if endpoints.shutdown.is_leaving() => text(
             StatusCode::SERVICE_UNAVAILABLE,
             "not ready: shutting down\n".to_owned(),
         ),
-        "/readyz" => match tokio::time::timeout(READY_TIMEOUT, ready()).await {
+        "/readyz" => match tokio::time::timeout(READY_TIMEOUT, (endpoints.ready)()).await {
             Ok(Ok(())) => text(StatusCode::OK, "ready\n".to_owned()),
             Ok(Err(why)) => text(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -128,26 +164,31 @@ async fn answer(
             ),
         },
         "/metrics" => {
-            let mut response = text(StatusCode::OK, metrics.render());
+            let mut response = text(StatusCode::OK, endpoints.metrics.render());
             response.headers_mut().insert(
                 CONTENT_TYPE,
                 HeaderValue::from_static("text/plain; version=0.0.4"),
             );
             response
         }
+        "/reset" => {
+            super::admin_reset::reset(request, &endpoints.access, &endpoints.resetter).await
+        }
         _ => text(
             StatusCode::NOT_FOUND,
-            "the admin address serves /healthz, /readyz and /metrics\n".to_owned(),
+            "the admin address serves /healthz, /readyz, /metrics and POST /reset\n".to_owned(),
         ),
     }
 }
 
-fn text(status: StatusCode, body: String) -> Response<Body> {
-    let mut response = Response::new(Body::from(body));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
+/// 405, with the methods the path takes (RFC 9110 requires `Allow` on a 405).
+fn not_allowed(allow: &'static str) -> Response<Body> {
+    let mut response = text(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("this path takes {allow} only\n"),
     );
+    response
+        .headers_mut()
+        .insert(ALLOW, HeaderValue::from_static(allow));
     response
 }

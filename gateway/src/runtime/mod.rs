@@ -1,9 +1,11 @@
 //! What `proxy` and `serve` share: listeners on TCP addresses and Unix domain sockets, a cap on
 //! connections, the header and idle timers of each connection, the drain on shutdown, and the
-//! admin address (`/healthz`, `/readyz`, `/metrics`).
+//! admin address (`/healthz`, `/readyz`, `/metrics`, `POST /reset`).
 
 mod access_log;
 mod admin;
+mod admin_access;
+mod admin_reset;
 mod authority;
 mod boxed;
 mod connections;
@@ -13,13 +15,16 @@ mod path_services;
 mod problem;
 mod reload;
 mod request_id;
+mod reset;
 mod shutdown;
+mod text;
 pub mod tls;
 mod watch;
 mod workers;
 
 pub use self::access_log::{AccessLog, Entry};
 pub use self::admin::{Admin, Readiness, count_request, status_class};
+pub use self::admin_access::AdminAccess;
 pub use self::boxed::{Boxed, behind};
 pub use self::connections::serve_connections;
 pub use self::listener::{Address, Listener};
@@ -28,6 +33,9 @@ pub use self::path_services::{PathServices, Stack};
 pub use self::problem::problem;
 pub use self::reload::Reloadable;
 pub use self::request_id::{X_REQUEST_ID, request_id};
+pub use self::reset::{
+    RESET_TIMEOUT, ResetError, ResetTarget, Resetter, reset_route, reset_within,
+};
 pub use self::shutdown::{Shutdown, ShutdownTrigger};
 pub use self::watch::{InFlight, Tracked};
 pub use self::workers::{Workers, current_worker};

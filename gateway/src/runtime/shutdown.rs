@@ -1,5 +1,8 @@
-//! Stopping: SIGTERM or Ctrl-C starts a drain (stop accepting, finish what is in flight); the
-//! drain deadline then cuts what is left (open tunnels get a WebSocket close frame).
+//! Stopping, in the order a load balancer needs: SIGTERM or Ctrl-C first makes the process
+//! *leave* (`/readyz` answers 503 while the listeners go on serving, for `drain_delay`, so that
+//! load balancers stop sending before anything is refused), then starts the drain (stop
+//! accepting, finish what is in flight); the drain deadline then cuts what is left (open
+//! tunnels get a WebSocket close frame). The admin address answers until the process exits.
 
 use std::time::Duration;
 
@@ -8,6 +11,8 @@ use tokio::sync::watch;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Stage {
     Running,
+    /// Still serving, but no longer ready: `/readyz` answers 503.
+    Leaving,
     Draining,
     Cut,
 }
@@ -34,7 +39,13 @@ impl ShutdownTrigger {
         )
     }
 
-    /// Starts the drain: listeners stop accepting, connections close once their requests end.
+    /// Says the process is leaving: `/readyz` answers 503, the listeners go on serving.
+    pub fn leave(&self) {
+        self.stage
+            .send_if_modified(|stage| raise(stage, Stage::Leaving));
+    }
+
+    /// Starts the drain (leaving too, if it was not): listeners stop accepting, connections close once their requests end.
     pub fn drain(&self) {
         self.stage
             .send_if_modified(|stage| raise(stage, Stage::Draining));
@@ -46,13 +57,23 @@ impl ShutdownTrigger {
             .send_if_modified(|stage| raise(stage, Stage::Cut));
     }
 
-    /// Drains on SIGTERM or SIGINT (Ctrl-C), and cuts `drain_timeout` later.
-    pub fn on_signals(self, drain_timeout: Duration) {
+    /// On SIGTERM or SIGINT (Ctrl-C): leaves at once, drains `drain_delay` later (at once on a
+    /// second signal: an operator who insists), and cuts `drain_timeout` after that.
+    pub fn on_signals(self, drain_delay: Duration, drain_timeout: Duration) {
         tokio::spawn(async move {
             terminated().await;
             tracing::info!(
+                ?drain_delay,
+                "shutting down: /readyz answers 503, still serving until the drain delay ends"
+            );
+            self.leave();
+            tokio::select! {
+                () = tokio::time::sleep(drain_delay) => {}
+                () = terminated() => {}
+            }
+            tracing::info!(
                 ?drain_timeout,
-                "shutting down: finishing the requests in flight"
+                "shutting down: no longer accepting, finishing the requests in flight"
             );
             self.drain();
             tokio::time::sleep(drain_timeout).await;
@@ -88,9 +109,9 @@ impl Shutdown {
         }
     }
 
-    /// Whether the drain has started.
-    pub fn is_draining(&self) -> bool {
-        *self.stage.borrow() >= Stage::Draining
+    /// Whether the process is leaving (or draining already): not ready for new work.
+    pub fn is_leaving(&self) -> bool {
+        *self.stage.borrow() >= Stage::Leaving
     }
 }
 

@@ -7,7 +7,7 @@ use super::admitted::admitted;
 use super::client::Gateways;
 use crate::config::{Connections, FieldError, File, FileError, ServeConfig};
 use crate::envoy::RateLimitService;
-use crate::runtime::{PathServices, tls};
+use crate::runtime::{AdminAccess, PathServices, tls};
 
 /// A file loaded for `serve`: its settings and the built limits.
 pub struct Loaded {
@@ -26,6 +26,8 @@ pub struct Loaded {
     /// Envoy's rate limit service, when `[serve.envoy]` names its files: built again with each
     /// reload's limits, so it counts in the same stores.
     pub envoy: Option<RateLimitService>,
+    /// Who may reset on the admin address.
+    pub admin_access: AdminAccess,
 }
 
 /// Checks and builds `file` for `serve`; on a reload, keeping the stores of `previous` whose
@@ -64,6 +66,8 @@ pub fn load(file: &File, previous: Option<&Limits>) -> Result<Loaded, FileError>
         .connections
         .settings("serve.connections")
         .map_err(field)?;
+    let admin_access =
+        AdminAccess::new("serve", table.admin, table.admin_token.as_deref()).map_err(field)?;
     let gateways = Gateways::new(&table).map_err(field)?;
     let tls = match &table.tls {
         Some(config) => Some(
@@ -87,6 +91,7 @@ pub fn load(file: &File, previous: Option<&Limits>) -> Result<Loaded, FileError>
     };
     Ok(Loaded {
         envoy,
+        admin_access,
         paths: PathServices::build(&limits, &file.route_keys(), &admitted(), false),
         table,
         connections,

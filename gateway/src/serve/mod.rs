@@ -31,6 +31,7 @@ pub use self::load::{Loaded, load};
 pub use self::original::{X_FORWARDED_METHOD, X_FORWARDED_URI, X_ORIGINAL_URI};
 use crate::config::File;
 use crate::envoy;
+use crate::reset;
 use crate::runtime::{
     self, AccessLog, Address, Admin, BoxError, Connections, Entry, Listener, Reloadable, Shutdown,
     ShutdownTrigger, Workers, X_REQUEST_ID, count_request, problem, request_id,
@@ -79,7 +80,7 @@ impl Serve {
             return Err("`serve.socket`: Unix domain sockets need a Unix system".into());
         }
         let workers = Workers::start(loaded.connections.workers)?;
-        let admin = Admin::bind(loaded.table.admin).await?;
+        let admin = Admin::bind(loaded.table.admin, loaded.admin_access.clone()).await?;
         let log = AccessLog::new(loaded.table.access_log);
         let state = State {
             loaded: Reloadable::new(loaded),
@@ -123,9 +124,10 @@ impl Serve {
         Ok(line)
     }
 
-    /// The drain timeout of the file's `[serve.connections]`.
-    pub fn drain_timeout(&self) -> std::time::Duration {
-        self.state.loaded.current().connections.drain_timeout
+    /// The drain delay and timeout of the file's `[serve.connections]`.
+    pub fn drain(&self) -> (std::time::Duration, std::time::Duration) {
+        let connections = self.state.loaded.current().connections;
+        (connections.drain_delay, connections.drain_timeout)
     }
 
     /// Answers until the drain is over; reloads the file on SIGHUP meanwhile, and when the
@@ -160,9 +162,16 @@ impl Serve {
             move || reloaded.reload(&path, &reload),
         ));
         tokio::spawn(Arc::clone(&shared).reload_on_hangup(hangup_path, reload));
-        if let Some(admin) = admin {
-            admin.spawn(shared.readiness(|loaded| &loaded.limits), shutdown.clone());
-        }
+        let admin = admin.map(|admin| {
+            let resetter = shared.resetter(|loaded: Arc<Loaded>, target| async move {
+                reset::reset(&loaded.limits, loaded.envoy.as_ref(), target).await
+            });
+            admin.spawn(
+                shared.readiness(|loaded| &loaded.limits),
+                resetter,
+                shutdown.clone(),
+            )
+        });
         let servers = listeners.into_iter().map(|listener| {
             let state = state.clone();
             let handler = move |request: Request<Incoming>| {
@@ -180,6 +189,9 @@ impl Serve {
         for server in servers.collect::<Vec<_>>() {
             let _ = server.await;
         }
+        if let Some(admin) = admin {
+            admin.abort();
+        }
     }
 }
 
@@ -189,7 +201,8 @@ pub async fn run(path: PathBuf) -> Result<(), BoxError> {
     let (trigger, shutdown) = ShutdownTrigger::new();
     let serve = Serve::bind(path, shutdown).await?;
     println!("{}", serve.describe()?);
-    trigger.on_signals(serve.drain_timeout());
+    let (delay, timeout) = serve.drain();
+    trigger.on_signals(delay, timeout);
     serve.run().await;
     Ok(())
 }

@@ -97,3 +97,32 @@ impl Output {
             .unwrap_or_else(|err| panic!("no line from the process within {LINE_TIMEOUT:?}: {err}"))
     }
 }
+
+/// How long a command that runs to its end (`reset`, a shell line) may take.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Runs `command` to its end (on a blocking thread), failing the test after
+/// [`COMMAND_TIMEOUT`]; its output, whatever its status.
+pub(crate) async fn output_of(mut command: Command) -> std::process::Output {
+    let output = tokio::task::spawn_blocking(move || command.output());
+    tokio::time::timeout(COMMAND_TIMEOUT, output)
+        .await
+        .unwrap_or_else(|_| panic!("the command did not end within {COMMAND_TIMEOUT:?}"))
+        .unwrap()
+        .unwrap()
+}
+
+/// Runs `command` to its end as [`output_of`] does, failing the test unless it succeeds; its
+/// standard output.
+pub(crate) async fn stdout_of(command: Command) -> String {
+    let shown = format!("{command:?}");
+    let output = output_of(command).await;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{shown}: {}\n{stdout}{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}

@@ -18,6 +18,7 @@ mod live_failures;
 mod process;
 mod raw_h2;
 mod redis;
+mod reset;
 mod serving;
 mod support;
 mod transport;

@@ -11,9 +11,11 @@ mod logs;
 mod paths;
 #[path = "../common/process.rs"]
 mod process;
+mod reset;
 mod routes;
 mod streaming;
 mod support;
+mod systemd;
 mod timeouts;
 mod tls;
 mod upstream;

@@ -15,6 +15,7 @@ mod listeners;
 mod nginx;
 #[path = "../common/process.rs"]
 mod process;
+mod reset;
 mod routes;
 mod scenarios;
 mod support;
