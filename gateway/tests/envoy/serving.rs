@@ -70,7 +70,7 @@ async fn serve_answers_envoy_beside_the_gateway_endpoints_and_sighup_keeps_count
     let file = |files: &str| {
         format!(
             "[stores.shared]\ntype = \"redis\"\nurl = \"{}\"\n\n[serve]\nlisten = \"127.0.0.1:0\"\n\
-             socket = \"{}\"\n\n[serve.envoy]\nfiles = \"{files}\"\n",
+             socket = \"{}\"\n# No load balancer to leave: exit once drained.\n             connections = {{ drain_delay = \"0s\" }}\n\n[serve.envoy]\nfiles = \"{files}\"\n",
             redis.url(),
             dir.path().join("rls.sock").display()
         )

@@ -6,12 +6,17 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use crate::support::{Proxy, client, config_text, config_with, free_addr, upstream};
+use crate::support::{Proxy, client, config_with, free_addr, upstream};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_finishes_what_is_in_flight_then_exits() {
     let upstream = upstream().await;
-    let mut proxy = Proxy::start(&config_text(upstream, 3));
+    // No load balancer to leave: the drain starts at once.
+    let mut proxy = Proxy::start(&config_with(
+        upstream,
+        3,
+        r#"connections = { drain_delay = "0s" }"#,
+    ));
     assert_eq!(
         client()
             .get(proxy.url("/open/fail"))

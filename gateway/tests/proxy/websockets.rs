@@ -166,7 +166,7 @@ async fn tunnels_are_closed_with_a_close_frame_at_the_drain_deadline() {
     let mut proxy = Proxy::start(&config_with(
         upstream,
         10,
-        r#"connections = { drain_timeout = "500ms" }"#,
+        r#"connections = { drain_delay = "0s", drain_timeout = "500ms" }"#,
     ));
     let mut socket = connect_ws(&proxy, "ann").await.unwrap();
     socket

@@ -8,7 +8,9 @@ use crate::support::{Serve, get, limits};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_exits_and_removes_the_socket() {
     let mut serve = Serve::start(&format!(
-        "[serve]\nlisten = \"127.0.0.1:0\"\nsocket = \"{{dir}}/serve.sock\"\naccess_log = \"off\"\n{}",
+        // No load balancer to leave: exit once drained.
+        "[serve]\nlisten = \"127.0.0.1:0\"\nsocket = \"{{dir}}/serve.sock\"\naccess_log = \"off\"\n\
+         connections = {{ drain_delay = \"0s\" }}\n{}",
         limits(5)
     ));
     let socket = serve.dir().join("serve.sock");
