@@ -69,6 +69,9 @@ pub struct Connections {
     /// refuses what `http::uri::Authority` does not parse (`proxy`, which must not forward a
     /// malformed request).
     pub any_authority: bool,
+    /// Whether its connections count in `gateway_connections_open` (a serving listener's do,
+    /// the admin address's own do not).
+    pub counted: bool,
 }
 
 impl Connections {
@@ -83,6 +86,7 @@ impl Connections {
             drain_timeout: Duration::from_secs(30),
             workers: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
             any_authority: false,
+            counted: true,
         }
     }
 }
@@ -132,6 +136,7 @@ impl ConnectionsConfig {
                 None => default.workers,
             },
             any_authority: default.any_authority,
+            counted: default.counted,
         })
     }
 }

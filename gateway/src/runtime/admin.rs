@@ -13,7 +13,7 @@ use std::time::Duration;
 use axum::body::Body;
 use http::header::{ALLOW, CONTENT_TYPE};
 use http::{HeaderValue, Method, Request, Response, StatusCode};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::PrometheusHandle;
 
 use super::admin_access::AdminAccess;
 use super::reset::Resetter;
@@ -46,7 +46,7 @@ impl Admin {
             return Ok(None);
         };
         let listener = Listener::tcp(addr).await?;
-        let metrics = PrometheusBuilder::new().install_recorder()?;
+        let metrics = super::prometheus::install()?;
         Ok(Some(Admin {
             listener,
             metrics,
@@ -129,6 +129,8 @@ async fn serve_admin(listener: Listener, endpoints: Arc<Endpoints>) {
         // Served beside the background tasks (`Workers::none`), not on the workers.
         workers: 0,
         any_authority: false,
+        // Scrapes and probes are not the traffic `gateway_connections_open` tells of.
+        counted: false,
     };
     // A shutdown of its own that never drains (its trigger is gone): the admin address
     // answers until the process exits.

@@ -72,7 +72,7 @@ pub async fn serve_connections<H, F, B>(
                 continue;
             }
         };
-        let activity = Arc::new(Activity::new(permit));
+        let activity = Arc::new(Activity::new(permit, connections.counted));
         let (builder, handler, shutdown) =
             (Arc::clone(&builder), handler.clone(), shutdown.clone());
         workers.spawn(async move {

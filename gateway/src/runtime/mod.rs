@@ -13,6 +13,7 @@ mod listener;
 mod normalised;
 mod path_services;
 mod problem;
+mod prometheus;
 mod reload;
 mod request_id;
 mod reset;

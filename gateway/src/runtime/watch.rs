@@ -26,22 +26,29 @@ pub(crate) struct Activity {
     /// idle connection until bytes come, so the idle timer must be started from outside.
     connection: AtomicWaker,
     _slot: OwnedSemaphorePermit,
+    /// Whether it counts in `gateway_connections_open`.
+    counted: bool,
 }
 
 impl Activity {
-    pub(crate) fn new(slot: OwnedSemaphorePermit) -> Self {
-        metrics::gauge!("gateway_connections_open").increment(1.0);
+    pub(crate) fn new(slot: OwnedSemaphorePermit, counted: bool) -> Self {
+        if counted {
+            metrics::gauge!("gateway_connections_open").increment(1.0);
+        }
         Self {
             in_flight: AtomicUsize::new(0),
             connection: AtomicWaker::new(),
             _slot: slot,
+            counted,
         }
     }
 }
 
 impl Drop for Activity {
     fn drop(&mut self) {
-        metrics::gauge!("gateway_connections_open").decrement(1.0);
+        if self.counted {
+            metrics::gauge!("gateway_connections_open").decrement(1.0);
+        }
     }
 }
 

@@ -122,3 +122,93 @@ async fn healthz_and_readyz_follow_the_store() {
         200
     );
 }
+
+/// `/metrics` read by a Prometheus text parser: every metric has its `# HELP`, latencies are
+/// histograms with buckets (aggregatable across instances), counters are there at 0 before
+/// their first event, and the admin address's own connections (scrapes) are not counted among
+/// the open ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_read_as_prometheus_reads_them() {
+    let upstream = upstream().await;
+    let admin = free_addr();
+    let proxy = Proxy::start(&config_with(upstream, 2, &format!("admin = \"{admin}\"")));
+    let scrape = || async {
+        let text = client()
+            .get(format!("http://{admin}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let lines = text.lines().map(|line| Ok(line.to_owned()));
+        (prometheus_parse::Scrape::parse(lines).unwrap(), text)
+    };
+    // Nothing has been asked yet: the counters are there, at 0.
+    let (before, text) = scrape().await;
+    let value = |scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]| {
+        scrape
+            .samples
+            .iter()
+            .find(|sample| {
+                sample.metric == name
+                    && labels
+                        .iter()
+                        .all(|(label, value)| sample.labels.get(label) == Some(*value))
+            })
+            .map(|sample| sample.value.clone())
+    };
+    for (name, labels) in [
+        (
+            "gateway_requests_total",
+            &[("decision", "denied"), ("status", "4xx")][..],
+        ),
+        ("gateway_upstream_errors_total", &[("error", "timeout")][..]),
+        ("ratelimit_fallback_decisions_total", &[][..]),
+        ("ratelimit_store_errors_total", &[("kind", "timeout")][..]),
+    ] {
+        assert!(
+            matches!(
+                value(&before, name, labels),
+                Some(prometheus_parse::Value::Counter(zero)) if zero == 0.0
+            ),
+            "{name} {labels:?} not at 0 in:\n{text}"
+        );
+    }
+    // (A histogram is exported, its help with it, from its first sample on.)
+    for name in [
+        "gateway_requests_total",
+        "ratelimit_store_errors_total",
+        "gateway_connections_open",
+    ] {
+        assert!(
+            before.docs.get(name).is_some_and(|help| !help.is_empty()),
+            "no # HELP for {name} in:\n{text}"
+        );
+    }
+    // Scrapes are no client connections.
+    let (again, _) = scrape().await;
+    assert!(matches!(
+        value(&again, "gateway_connections_open", &[]),
+        Some(prometheus_parse::Value::Gauge(open)) if open == 0.0
+    ));
+    for _ in 0..3 {
+        get_with(&proxy.url("/api/echo"), &[("x-api-key", "p")]).await;
+    }
+    // Latencies are histograms with buckets, not summaries.
+    let (after, text) = scrape().await;
+    assert!(
+        after.docs.contains_key("gateway_request_duration_seconds"),
+        "{text}"
+    );
+    match value(&after, "gateway_request_duration_seconds", &[]) {
+        Some(prometheus_parse::Value::Histogram(buckets)) => {
+            assert!(buckets.len() > 5, "{buckets:?}");
+            let all = buckets
+                .iter()
+                .find(|bucket| bucket.less_than == f64::INFINITY);
+            assert_eq!(all.map(|bucket| bucket.count), Some(3.0), "{text}");
+        }
+        other => panic!("not a histogram: {other:?} in:\n{text}"),
+    }
+}
