@@ -62,7 +62,6 @@ fn main() -> ExitCode {
 fn run(
     command: impl std::future::Future<Output = Result<(), ratelimit_gateway::runtime::BoxError>>,
 ) -> ExitCode {
-    init_logs();
     // Connections are served by the workers (`connections.workers`), each with a runtime of its
     // own; this one runs what is beside them: accepting, the stores' connections, the admin
     // address, reloads.
@@ -84,17 +83,4 @@ fn run(
             ExitCode::FAILURE
         }
     }
-}
-
-/// Logs on standard error, filtered by `RUST_LOG` (default `info`); the access log has
-/// standard output to itself.
-fn init_logs() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        // Colours for a terminal only: escape codes in a log file or a pipe are noise.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
 }

@@ -16,7 +16,9 @@ mod proxy;
 mod serve;
 mod size;
 
-pub use self::connections::{AccessLogFormat, Connections, ConnectionsConfig, TlsConfig};
+pub use self::connections::{
+    AccessLogFormat, Connections, ConnectionsConfig, LogFormat, TlsConfig,
+};
 pub use self::envoy::{DEFAULT_ENVOY_DEADLINE, EnvoyConfig, EnvoySettings, FilesError};
 pub use self::proxy::{ProxyConfig, WebSocketsConfig};
 pub use self::serve::{DEFAULT_GATEWAYS, ServeConfig};

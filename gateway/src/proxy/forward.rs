@@ -20,6 +20,7 @@ use super::headers::{add_forwarding, is_upgrade, is_websocket, strip_hop_by_hop}
 use super::tunnel;
 use super::upload::{Progress, Upload};
 use super::upstream::Upstream;
+use crate::runtime::logs::sentence;
 use crate::runtime::{InFlight, Shutdown, problem, status_class};
 
 /// How a request is forwarded: to which upstream, with which bounds.
@@ -243,7 +244,7 @@ fn declared_length<B>(request: &Request<B>) -> Option<u64> {
 }
 
 fn bad_gateway(err: &hyper_util::client::legacy::Error) -> Response<Body> {
-    tracing::warn!(error = %err, source = ?std::error::Error::source(err), "the upstream cannot be reached");
+    tracing::warn!(error = %sentence(err), "the upstream cannot be reached");
     metrics::counter!("gateway_upstream_errors_total", "error" => "unreachable").increment(1);
     problem(
         StatusCode::BAD_GATEWAY,
@@ -252,7 +253,10 @@ fn bad_gateway(err: &hyper_util::client::legacy::Error) -> Response<Body> {
 }
 
 fn gateway_timeout(timeout: Duration) -> Response<Body> {
-    tracing::warn!(?timeout, "the upstream did not answer in time");
+    tracing::warn!(
+        timeout = %humantime::format_duration(timeout),
+        "the upstream did not answer in time"
+    );
     metrics::counter!("gateway_upstream_errors_total", "error" => "timeout").increment(1);
     problem(
         StatusCode::GATEWAY_TIMEOUT,

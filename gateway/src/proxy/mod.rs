@@ -24,10 +24,10 @@ use tower::ServiceExt;
 use self::forward::{Forward, Forwarded};
 pub use self::load::{DEFAULT_UPSTREAM_TIMEOUT, Loaded, load};
 use self::routes::Routes;
-use crate::config::File;
+use crate::config::{File, LogFormat};
 use crate::runtime::{
     self, AccessLog, Address, Admin, BoxError, Entry, Listener, Reloadable, Shutdown,
-    ShutdownTrigger, Workers, X_REQUEST_ID, count_request, normalised, request_id,
+    ShutdownTrigger, Workers, X_REQUEST_ID, count_request, logs, normalised, request_id,
 };
 
 /// The routes in force, replaced whole on a reload.
@@ -147,11 +147,17 @@ impl Proxy {
 }
 
 /// Runs the proxy of the file at `path` until SIGTERM or Ctrl-C (and the drain after it),
-/// printing where it listens on standard output first.
+/// saying where it listens first (on standard error, with the other messages: standard output
+/// is the access log's).
 pub async fn run(path: PathBuf) -> Result<(), BoxError> {
     let (trigger, shutdown) = ShutdownTrigger::new();
+    // The messages' format is the file's: read it first, so that what binding says is
+    // written in it too.
+    let table = File::read(&path)?.tables.proxy;
+    let format = table.map(|table| LogFormat::or_like(table.log_format, table.access_log));
+    logs::init(format.unwrap_or(LogFormat::Text));
     let proxy = Proxy::bind(path, shutdown).await?;
-    println!("{}", proxy.describe()?);
+    tracing::info!("{}", proxy.describe()?);
     trigger.on_signals(proxy.drain_timeout());
     proxy.run().await;
     Ok(())

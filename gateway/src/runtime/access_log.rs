@@ -65,8 +65,8 @@ impl AccessLog {
                 .spawn(move || {
                     let stdout = std::io::stdout();
                     while let Ok(line) = receiver.recv() {
-                        // Locked per batch, not for good: the program prints on it too. A
-                        // closed or broken output stops nothing: the lines are lost.
+                        // Locked per batch, not for good: a test or an embedding program
+                        // may print on it too. A closed or broken output stops nothing: the lines are lost.
                         let mut out = std::io::BufWriter::new(stdout.lock());
                         let _ = out.write_all(line.as_bytes());
                         while let Ok(line) = receiver.try_recv() {
@@ -132,12 +132,19 @@ fn json(entry: &Entry<'_>) -> String {
         "route": entry.route,
         "key": entry.key,
         "decision": entry.decision,
-        "latency_ms": entry.latency.as_secs_f64() * 1000.0,
+        "latency_ms": milliseconds(entry.latency),
         "upstream_status": entry.upstream_status,
     })
     .to_string();
     line.push('\n');
     line
+}
+
+/// `latency` in milliseconds to the microsecond: `1.161`, not `1.1612040000000001` (a whole
+/// number of microseconds divided by 1000 is the double nearest to its three decimals, which
+/// JSON writes as the shortest text that reads back the same).
+fn milliseconds(latency: Duration) -> f64 {
+    latency.as_micros() as f64 / 1000.0
 }
 
 fn text(entry: &Entry<'_>) -> String {

@@ -8,6 +8,7 @@ mod authority;
 mod boxed;
 mod connections;
 mod listener;
+pub mod logs;
 mod normalised;
 mod path_services;
 mod problem;

@@ -29,11 +29,11 @@ use self::admitted::Admitted;
 pub use self::endpoints::{Endpoint, REJECTION_STATUS};
 pub use self::load::{Loaded, load};
 pub use self::original::{X_FORWARDED_METHOD, X_FORWARDED_URI, X_ORIGINAL_URI};
-use crate::config::File;
+use crate::config::{File, LogFormat};
 use crate::envoy;
 use crate::runtime::{
     self, AccessLog, Address, Admin, BoxError, Connections, Entry, Listener, Reloadable, Shutdown,
-    ShutdownTrigger, Workers, X_REQUEST_ID, count_request, problem, request_id,
+    ShutdownTrigger, Workers, X_REQUEST_ID, count_request, logs, problem, request_id,
 };
 
 /// What a request needs: the limits in force with their services (replaced on a reload), and
@@ -184,11 +184,17 @@ impl Serve {
 }
 
 /// Runs the decision service of the file at `path` until SIGTERM or Ctrl-C (and the drain
-/// after it), printing where it listens on standard output first.
+/// after it), saying where it listens first (on standard error, with the other messages: standard output
+/// is the access log's).
 pub async fn run(path: PathBuf) -> Result<(), BoxError> {
     let (trigger, shutdown) = ShutdownTrigger::new();
+    // The messages' format is the file's: read it first, so that what binding says is
+    // written in it too.
+    let table = File::read(&path)?.tables.serve;
+    let format = table.map(|table| LogFormat::or_like(table.log_format, table.access_log));
+    logs::init(format.unwrap_or(LogFormat::Text));
     let serve = Serve::bind(path, shutdown).await?;
-    println!("{}", serve.describe()?);
+    tracing::info!("{}", serve.describe()?);
     trigger.on_signals(serve.drain_timeout());
     serve.run().await;
     Ok(())

@@ -2,7 +2,6 @@
 //! Envoy's gRPC and the gateway endpoints; SIGHUP and a changed rules file reload the rules,
 //! keeping the counts.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
@@ -76,7 +75,7 @@ async fn serve_answers_envoy_beside_the_gateway_endpoints_and_sighup_keeps_count
         )
     };
     std::fs::write(&config, file("rules")).unwrap();
-    let (mut process, line, addr) = start_serve(&config, Stdio::null());
+    let (mut process, line, addr) = start_serve(&config, None);
     assert!(line.contains("envoy: 1 domains"), "{line}");
     let mut client = RateLimitServiceClient::connect(addr.clone()).await.unwrap();
     until_limit(&mut client, "frank", 5).await;
@@ -117,7 +116,7 @@ async fn a_changed_rules_file_is_reloaded_without_a_signal() {
         "[serve]\nlisten = \"127.0.0.1:0\"\n\n[serve.envoy]\nfiles = \"api.yaml\"\n",
     )
     .unwrap();
-    let (_process, _, addr) = start_serve(&config, Stdio::null());
+    let (_process, _, addr) = start_serve(&config, None);
     let mut client = RateLimitServiceClient::connect(addr).await.unwrap();
     until_limit(&mut client, "hank", 5).await;
     std::fs::write(dir.path().join("api.yaml"), rules(8)).unwrap();

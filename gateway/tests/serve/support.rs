@@ -3,7 +3,6 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use testkit::TempDir;
 use testkit::nginx::Nginx;
@@ -69,7 +68,7 @@ impl Serve {
         let config_text = config.replace("{dir}", &dir.path().display().to_string());
         let path = dir.path().join("serve.toml");
         std::fs::write(&path, config_text).unwrap();
-        let (process, line, stdout) = GatewayProcess::start("serve", &path, Stdio::null());
+        let (process, line, stdout) = GatewayProcess::start("serve", &path, None);
         let listeners = line
             .strip_prefix("serve: listening on ")
             .and_then(|rest| rest.split(',').next())
