@@ -17,6 +17,7 @@ use tower_redis_ratelimit::Decision;
 use tower_redis_ratelimit::concurrency::ConcurrencyPermit;
 
 use super::headers::{add_forwarding, is_upgrade, is_websocket, strip_hop_by_hop};
+use super::load::Loaded;
 use super::tunnel;
 use super::upload::{Progress, Upload};
 use super::upstream::Upstream;
@@ -38,17 +39,13 @@ pub(crate) struct Forward {
 }
 
 impl Forward {
-    pub(crate) fn new(
-        upstream: Upstream,
-        timeout: Duration,
-        max_body: u64,
-        proto: &'static str,
-        shutdown: Shutdown,
-    ) -> Self {
+    /// Forwarding as `loaded` says (its upstream, timeout and body limit): built with each
+    /// load, so that a reload applies them; `proto` is how clients reach the proxy.
+    pub(crate) fn new(loaded: &Loaded, proto: &'static str, shutdown: Shutdown) -> Self {
         Self {
-            upstream,
-            timeout,
-            max_body,
+            upstream: loaded.upstream.clone(),
+            timeout: loaded.upstream_timeout,
+            max_body: loaded.table.max_body_size.unwrap_or(u64::MAX),
             proto,
             shutdown,
         }

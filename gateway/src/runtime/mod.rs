@@ -27,7 +27,7 @@ pub use self::listener::{Address, Listener};
 pub use self::normalised::normalised;
 pub use self::path_services::{PathServices, Stack};
 pub use self::problem::problem;
-pub use self::reload::Reloadable;
+pub use self::reload::{Hangups, Reloadable, StartOnly};
 pub use self::request_id::{X_REQUEST_ID, request_id};
 pub use self::shutdown::{Shutdown, ShutdownTrigger};
 pub use self::watch::{InFlight, Tracked};

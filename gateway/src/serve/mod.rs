@@ -32,8 +32,9 @@ pub use self::original::{X_FORWARDED_METHOD, X_FORWARDED_URI, X_ORIGINAL_URI};
 use crate::config::{File, LogFormat};
 use crate::envoy;
 use crate::runtime::{
-    self, AccessLog, Address, Admin, BoxError, Connections, Entry, Listener, Reloadable, Shutdown,
-    ShutdownTrigger, Workers, X_REQUEST_ID, count_request, logs, problem, request_id,
+    self, AccessLog, Address, Admin, BoxError, Connections, Entry, Hangups, Listener, Reloadable,
+    Shutdown, ShutdownTrigger, Workers, X_REQUEST_ID, count_request, logs, problem, request_id,
+    tls,
 };
 
 /// What a request needs: the limits in force with their services (replaced on a reload), and
@@ -47,6 +48,7 @@ struct State {
 /// The decision service, bound and ready to answer.
 pub struct Serve {
     path: PathBuf,
+    hangups: Hangups,
     state: State,
     listeners: Vec<Listener>,
     /// Shared by the listeners: one worker per core, whichever listener a question comes in on.
@@ -60,24 +62,24 @@ impl Serve {
     /// too, with the process's Prometheus recorder installed). `shutdown` says when to drain.
     pub async fn bind(path: impl Into<PathBuf>, shutdown: Shutdown) -> Result<Serve, BoxError> {
         let path = path.into();
+        let hangups = Hangups::hear();
         let file = File::read(&path)?;
         let loaded = load(&file, None)?;
-        let mut listeners = Vec::new();
-        if let Some(addr) = loaded.table.listen {
-            let mut listener = Listener::tcp(addr).await?;
-            if let Some(tls) = &loaded.tls {
-                listener = listener.with_tls(tls.clone());
-            }
-            listeners.push(listener);
-        }
+        let mut tcp = match loaded.table.listen {
+            Some(addr) => Some(Listener::tcp(addr).await?),
+            None => None,
+        };
         #[cfg(unix)]
-        if let Some(socket) = &loaded.table.socket {
-            listeners.push(Listener::unix(socket)?);
-        }
+        let unix = match &loaded.table.socket {
+            Some(socket) => Some(Listener::unix(socket)?),
+            None => None,
+        };
         #[cfg(not(unix))]
-        if loaded.table.socket.is_some() {
-            return Err("`serve.socket`: Unix domain sockets need a Unix system".into());
-        }
+        let unix = match loaded.table.socket {
+            Some(_) => return Err("`serve.socket`: Unix domain sockets need a Unix system".into()),
+            None => None,
+        };
+        let tls = loaded.tls.is_some();
         let workers = Workers::start(loaded.connections.workers)?;
         let admin = Admin::bind(loaded.table.admin).await?;
         let log = AccessLog::new(loaded.table.access_log);
@@ -85,8 +87,16 @@ impl Serve {
             loaded: Reloadable::new(loaded),
             log,
         };
+        if tls {
+            // Each handshake serves the certificate of the file in force: a reload rotates it.
+            let in_force = Arc::clone(&state.loaded);
+            let acceptor = tls::acceptor(move || in_force.current().tls.clone())?;
+            tcp = tcp.map(|listener| listener.with_tls(acceptor));
+        }
+        let listeners = tcp.into_iter().chain(unix).collect();
         Ok(Serve {
             path,
+            hangups,
             state,
             listeners,
             workers,
@@ -134,6 +144,7 @@ impl Serve {
     pub async fn run(self) {
         let Serve {
             path,
+            hangups,
             state,
             listeners,
             workers,
@@ -148,18 +159,26 @@ impl Serve {
             ..shared.current().connections
         };
         let hangup_path = path.clone();
-        let reload = |file: &File, previous: &Loaded| load(file, Some(&previous.limits));
+        let reload = |file: &File, previous: &Loaded| {
+            let mut loaded = load(file, Some(&previous.limits))?;
+            // Whether the listener speaks TLS is decided at start: a file without `tls` keeps
+            // the certificate served (the reload says `serve.tls` is not applied).
+            if loaded.tls.is_none() {
+                loaded.tls.clone_from(&previous.tls);
+            }
+            Ok(loaded)
+        };
         // envoyproxy/ratelimit's files reload when they change, as the reference's do.
-        let (watched, reloaded, config) = (Arc::clone(&shared), Arc::clone(&shared), path.clone());
+        let (watched, reloaded) = (Arc::clone(&shared), Arc::clone(&shared));
         tokio::spawn(envoy::watch::on_change(
             move || {
                 let current = watched.current();
                 let table = current.table.envoy.as_ref()?;
-                Some(table.files_path(&config))
+                Some(table.files.clone())
             },
             move || reloaded.reload(&path, &reload),
         ));
-        tokio::spawn(Arc::clone(&shared).reload_on_hangup(hangup_path, reload));
+        tokio::spawn(Arc::clone(&shared).reload_on_hangup(hangups, hangup_path, reload));
         if let Some(admin) = admin {
             admin.spawn(shared.readiness(|loaded| &loaded.limits), shutdown.clone());
         }

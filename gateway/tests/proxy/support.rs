@@ -169,7 +169,13 @@ impl Proxy {
 
     /// The proxy, and its standard output (the access log).
     pub(crate) fn start_with_stdout(config: &str) -> (Self, Output) {
-        let path = std::env::temp_dir().join(format!("proxy-{}.toml", fastrand::u64(..)));
+        Self::start_in(&std::env::temp_dir(), config)
+    }
+
+    /// The proxy of `config` written in `dir` (where its relative paths start), and its
+    /// standard output.
+    pub(crate) fn start_in(dir: &std::path::Path, config: &str) -> (Self, Output) {
+        let path = dir.join(format!("proxy-{}.toml", fastrand::u64(..)));
         std::fs::write(&path, config).unwrap();
         let (process, line, stdout) = GatewayProcess::start("proxy", &path, None);
         let rest = line
@@ -200,6 +206,16 @@ impl Proxy {
 
     pub(crate) fn signal(&self, signal: &str) {
         self.process.signal(signal);
+    }
+
+    /// Its next message (on standard error) that contains `text`, the ones before it skipped.
+    pub(crate) fn message_containing(&self, text: &str) -> String {
+        loop {
+            let message = self.process.stderr.next_line();
+            if message.contains(text) {
+                return message;
+            }
+        }
     }
 }
 
