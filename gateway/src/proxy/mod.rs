@@ -20,6 +20,7 @@ use axum::body::Body;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use tower::ServiceExt;
+use tower_redis_ratelimit::store::redact_url;
 
 use self::forward::{Forward, Forwarded};
 pub use self::load::{DEFAULT_UPSTREAM_TIMEOUT, Loaded, load};
@@ -101,7 +102,7 @@ impl Proxy {
         let mut line = format!(
             "proxy: listening on {}, upstream {}, {} routes, {} concurrency limits",
             self.address()?,
-            loaded.table.upstream,
+            redact_url(&loaded.table.upstream),
             loaded.limits.layers().count(),
             loaded.limits.concurrency_layers().count(),
         );
