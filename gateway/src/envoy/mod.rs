@@ -12,7 +12,8 @@
 //! - `budget`: the caller's `grpc-timeout`, and the store deadline it leaves.
 //! - `decide`: one request decided, its descriptors all or nothing, in the domain's store;
 //!   `status`: the answer Envoy gets.
-//! - [`metrics`]: the reference's per-descriptor counters.
+//! - [`metrics`]: the reference's per-descriptor counters; `unknown`: the warning of a domain
+//!   the files do not have.
 //! - [`RateLimitService`]: the tonic service, mounted by a listener under [`PATH_PREFIX`].
 //! - [`watch`]: a reload when the files change.
 
@@ -26,7 +27,8 @@ pub mod metrics;
 mod service;
 mod status;
 pub mod tree;
+mod unknown;
 pub mod watch;
 
 pub use self::decide::MAX_DESCRIPTORS;
-pub use self::service::{PATH_PREFIX, RateLimitService};
+pub use self::service::{Asked, PATH_PREFIX, RateLimitService};

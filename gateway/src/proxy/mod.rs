@@ -226,6 +226,7 @@ async fn handle(shared: &Shared, log: &AccessLog, request: Request<Incoming>) ->
             decision,
             latency,
             upstream_status: forwarded.and_then(|forwarded| forwarded.upstream_status),
+            envoy: None,
         });
     }
     response

@@ -42,6 +42,19 @@ pub struct Entry<'a> {
     pub latency: Duration,
     /// The upstream's status, when it answered.
     pub upstream_status: Option<u16>,
+    /// An Envoy question's domain, descriptor count and overall code (`serve`'s gRPC).
+    pub envoy: Option<EnvoyQuestion<'a>>,
+}
+
+/// What the access log says of a question of Envoy's rate limit service, beside the rest.
+#[derive(Debug)]
+pub struct EnvoyQuestion<'a> {
+    /// The domain asked about.
+    pub domain: &'a str,
+    /// How many descriptors it holds.
+    pub descriptors: usize,
+    /// The overall code answered (`OK`, `OVER_LIMIT`, `UNKNOWN`).
+    pub code: &'a str,
 }
 
 /// Where the lines go: cheap to clone.
@@ -122,7 +135,7 @@ impl AccessLog {
 }
 
 fn json(entry: &Entry<'_>) -> String {
-    let mut line = serde_json::json!({
+    let mut object = serde_json::json!({
         "time": humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
         "request_id": entry.request_id,
         "client": entry.peer.map(|peer| peer.to_string()),
@@ -134,8 +147,13 @@ fn json(entry: &Entry<'_>) -> String {
         "decision": entry.decision,
         "latency_ms": milliseconds(entry.latency),
         "upstream_status": entry.upstream_status,
-    })
-    .to_string();
+    });
+    if let (Some(envoy), Some(object)) = (&entry.envoy, object.as_object_mut()) {
+        object.insert("domain".to_owned(), envoy.domain.into());
+        object.insert("descriptors".to_owned(), envoy.descriptors.into());
+        object.insert("code".to_owned(), envoy.code.into());
+    }
+    let mut line = object.to_string();
     line.push('\n');
     line
 }
@@ -149,9 +167,15 @@ fn milliseconds(latency: Duration) -> f64 {
 
 fn text(entry: &Entry<'_>) -> String {
     let dash = |value: Option<String>| value.unwrap_or_else(|| "-".to_owned());
+    let envoy = entry.envoy.as_ref().map_or(String::new(), |envoy| {
+        format!(
+            " domain={:?} descriptors={} code={}",
+            envoy.domain, envoy.descriptors, envoy.code
+        )
+    });
     format!(
         "time={} request_id={} client={} method={} path={:?} status={} route={} key={} \
-         decision={} latency_ms={:.3} upstream_status={}\n",
+         decision={} latency_ms={:.3} upstream_status={}{envoy}\n",
         humantime::format_rfc3339_millis(std::time::SystemTime::now()),
         entry.request_id,
         dash(entry.peer.map(|peer| peer.to_string())),

@@ -19,7 +19,7 @@ pub mod tls;
 mod watch;
 mod workers;
 
-pub use self::access_log::{AccessLog, Entry};
+pub use self::access_log::{AccessLog, Entry, EnvoyQuestion};
 pub use self::admin::{Admin, Readiness, count_request, status_class};
 pub use self::boxed::{Boxed, behind};
 pub use self::connections::serve_connections;

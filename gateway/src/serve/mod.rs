@@ -32,9 +32,9 @@ pub use self::original::{X_FORWARDED_METHOD, X_FORWARDED_URI, X_ORIGINAL_URI};
 use crate::config::{File, LogFormat};
 use crate::envoy;
 use crate::runtime::{
-    self, AccessLog, Address, Admin, BoxError, Connections, Entry, Hangups, Listener, Reloadable,
-    Shutdown, ShutdownTrigger, Workers, X_REQUEST_ID, count_request, logs, problem, request_id,
-    tls,
+    self, AccessLog, Address, Admin, BoxError, Connections, Entry, EnvoyQuestion, Hangups,
+    Listener, Reloadable, Shutdown, ShutdownTrigger, Workers, X_REQUEST_ID, count_request, logs,
+    problem, request_id, tls,
 };
 
 /// What a request needs: the limits in force with their services (replaced on a reload), and
@@ -222,14 +222,17 @@ pub async fn run(path: PathBuf) -> Result<(), BoxError> {
 /// The answer to a gateway's question, logged and counted.
 async fn answer(state: &State, mut question: Request<Incoming>) -> Response<Body> {
     let loaded = state.loaded.current();
-    // Envoy's gRPC on the same listeners: its own metrics, no access log line.
+    let started = Instant::now();
+    let id = request_id(question.headers_mut());
+    // Envoy's gRPC on the same listeners: its own metrics, and an access log line of its own.
     if let Some(envoy) = &loaded.envoy
         && question.uri().path().starts_with(envoy::PATH_PREFIX)
     {
-        return envoy.call(question).await.map(Body::new);
+        let path = question.uri().path().to_owned();
+        let answer = envoy.call(question).await.map(Body::new);
+        record_envoy(&state.log, &id, &path, &answer, started.elapsed());
+        return answer;
     }
-    let started = Instant::now();
-    let id = request_id(question.headers_mut());
     // The question's own method until it names the request's; no path until then.
     let mut asked = Asked {
         method: question.method().clone(),
@@ -281,9 +284,49 @@ async fn answer(state: &State, mut question: Request<Incoming>) -> Response<Body
             decision,
             latency,
             upstream_status: None,
+            envoy: None,
         });
     }
     response
+}
+
+/// The access log's line of an Envoy question: its domain, descriptors and overall code; a
+/// question refused with a gRPC error (no domain, too many descriptors) has none of them, and
+/// its decision is `error`.
+fn record_envoy(
+    log: &AccessLog,
+    id: &http::HeaderValue,
+    path: &str,
+    answer: &Response<Body>,
+    latency: std::time::Duration,
+) {
+    if !log.is_on() {
+        return;
+    }
+    let asked = answer.extensions().get::<envoy::Asked>();
+    let decision = match asked.map(|asked| asked.code) {
+        Some("OK") => "allowed",
+        Some("OVER_LIMIT") => "denied",
+        Some(_) => "unknown",
+        None => "error",
+    };
+    log.record(&Entry {
+        request_id: id.to_str().unwrap_or("-"),
+        peer: None,
+        method: &Method::POST,
+        path,
+        status: answer.status().as_u16(),
+        route: None,
+        key: None,
+        decision,
+        latency,
+        upstream_status: None,
+        envoy: asked.map(|asked| EnvoyQuestion {
+            domain: &asked.domain,
+            descriptors: asked.descriptors,
+            code: asked.code,
+        }),
+    });
 }
 
 /// What the access log says of the request a question is about.
