@@ -24,3 +24,4 @@ pub mod paths;
 pub mod proxy;
 pub mod runtime;
 pub mod serve;
+pub mod version;

@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand};
 
 /// Rate limits from a configuration file, in front of a service in any language.
 #[derive(Parser)]
-#[command(name = "ratelimit-gateway", version, about, long_about = None)]
+#[command(name = "ratelimit-gateway", version = ratelimit_gateway::version::VERSION, about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -218,9 +218,22 @@ fn check_names_the_mistake() {
 #[test]
 fn version_and_help() {
     let version = Command::new(BINARY).arg("--version").output().unwrap();
+    let version = String::from_utf8(version.stdout).unwrap();
+    // The version, the commit built (a checkout's: these tests run in one) and the features.
+    let commit = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let commit = String::from_utf8(commit.stdout).unwrap();
     assert_eq!(
-        String::from_utf8(version.stdout).unwrap(),
-        format!("ratelimit-gateway {}\n", env!("CARGO_PKG_VERSION"))
+        version,
+        format!(
+            "ratelimit-gateway {} (commit {}; redis, cluster, sentinel, regions, toml, yaml, \
+             json, envoy)\n",
+            env!("CARGO_PKG_VERSION"),
+            commit.trim()
+        )
     );
     let help = Command::new(BINARY).arg("--help").output().unwrap();
     let help = String::from_utf8(help.stdout).unwrap();
