@@ -51,7 +51,7 @@ rules = [{ name = "api", algorithm = "gcra", limit = 10, period = "1s" }]
         (
             "syntax.toml",
             "[policies.api]\nrulez = []\n".to_owned(),
-            "{path}:2:1: unknown field `rulez`, expected `rules` or `global`",
+            "{path}:2:1: policies.api: unknown field `rulez`, expected `rules` or `global`",
         ),
         (
             "duration.yaml",

@@ -16,7 +16,8 @@ async fn main() -> Result<(), BoxError> {
         .ok_or("usage: embed CONFIG_FILE (see docs/proxy.md)")?;
     let (trigger, shutdown) = ShutdownTrigger::new();
     let proxy = Proxy::bind(path, shutdown).await?;
-    println!("{}", proxy.describe()?);
+    // Standard output is the access log's alone, as in the binary.
+    eprintln!("{}", proxy.describe()?);
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             trigger.leave();

@@ -10,6 +10,7 @@ use tower_redis_ratelimit::config::{
 };
 use tower_redis_ratelimit::policy::Algorithm;
 use tower_redis_ratelimit::region::PartitionMode;
+use tower_redis_ratelimit::store::redact_url;
 
 use crate::config::{AccessLogFormat, Connections, DEFAULT_GATEWAYS, File, FileError};
 use crate::{proxy, serve};
@@ -151,7 +152,7 @@ fn describe_proxy(out: &mut String, proxy: &proxy::Loaded) {
         out,
         "proxy: listen http://{}, upstream {}, upstream timeout {}",
         table.listen,
-        table.upstream,
+        redact_url(&table.upstream),
         human(proxy.upstream_timeout),
     );
     describe_listener(out, connections, table.access_log, table.admin);
@@ -259,7 +260,7 @@ fn store(store: &StoreConfig) -> String {
     ]
     .concat()
     .iter()
-    .map(|url| redact(url))
+    .map(|url| redact_url(url))
     .collect();
     if !urls.is_empty() {
         let _ = write!(text, " {}", urls.join(", "));
@@ -275,7 +276,7 @@ fn store(store: &StoreConfig) -> String {
         ]
         .concat()
         .iter()
-        .map(|url| redact(url))
+        .map(|url| redact_url(url))
         .collect();
         let partition = match region.partition.unwrap_or_default() {
             PartitionMode::Refuse => "refuse".to_owned(),
@@ -293,25 +294,6 @@ fn store(store: &StoreConfig) -> String {
         );
     }
     text
-}
-
-/// `url` with the password of its user information replaced by `***`.
-fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
-        Some((user_info, host)) => {
-            let user = user_info
-                .split_once(':')
-                .map_or(user_info, |(user, _)| user);
-            let hidden = if user_info.contains(':') { ":***" } else { "" };
-            format!("{scheme}://{user}{hidden}@{host}{path}")
-        }
-        None => url.to_owned(),
-    }
 }
 
 /// A rule in the file's words: `api: gcra, limit 10 per 1s, burst 20`, with every setting the
@@ -363,20 +345,4 @@ fn key(key: &KeyConfig) -> String {
 
 fn human(duration: Duration) -> String {
     humantime::format_duration(duration).to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::redact;
-
-    #[test]
-    fn passwords_are_hidden() {
-        assert_eq!(redact("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
-        assert_eq!(
-            redact("redis://app:s3cret@redis.internal:6379/2"),
-            "redis://app:***@redis.internal:6379/2"
-        );
-        assert_eq!(redact("redis://:s3cret@h/0"), "redis://:***@h/0");
-        assert_eq!(redact("redis://app@h"), "redis://app@h");
-    }
 }

@@ -28,3 +28,4 @@ pub mod proxy;
 pub mod reset;
 pub mod runtime;
 pub mod serve;
+pub mod version;

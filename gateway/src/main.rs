@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand};
 
 /// Rate limits from a configuration file, in front of a service in any language.
 #[derive(Parser)]
-#[command(name = "ratelimit-gateway", version, about, long_about = None)]
+#[command(name = "ratelimit-gateway", version = ratelimit_gateway::version::VERSION, about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -63,6 +63,8 @@ fn main() -> ExitCode {
         Command::Proxy { config } => run(ratelimit_gateway::proxy::run(config)),
         Command::Serve { config } => run(ratelimit_gateway::serve::run(config)),
         Command::Reset(args) => run(async move {
+            // The store's own warnings (a Redis it cannot reach), on standard error.
+            ratelimit_gateway::runtime::logs::init(ratelimit_gateway::config::LogFormat::Text);
             let target = args
                 .target()
                 .ok_or("name --route and --key, or --domain and --descriptor")?;
@@ -77,7 +79,6 @@ fn main() -> ExitCode {
 fn run(
     command: impl std::future::Future<Output = Result<(), ratelimit_gateway::runtime::BoxError>>,
 ) -> ExitCode {
-    init_logs();
     // Connections are served by the workers (`connections.workers`), each with a runtime of its
     // own; this one runs what is beside them: accepting, the stores' connections, the admin
     // address, reloads.
@@ -99,17 +100,4 @@ fn run(
             ExitCode::FAILURE
         }
     }
-}
-
-/// Logs on standard error, filtered by `RUST_LOG` (default `info`); the access log has
-/// standard output to itself.
-fn init_logs() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        // Colours for a terminal only: escape codes in a log file or a pipe are noise.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
 }

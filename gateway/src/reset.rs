@@ -105,7 +105,7 @@ pub async fn run(path: &Path, target: ResetTarget) -> Result<String, BoxError> {
         .and_then(|serve| serve.envoy.as_ref())
     {
         Some(envoy) => Some(
-            RateLimitService::load(&envoy.files_path(&file.path), envoy.settings(), &limits)
+            RateLimitService::load(&envoy.files, envoy.settings(), &limits)
                 .map_err(FileError::from)?,
         ),
         None => None,

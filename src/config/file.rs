@@ -51,7 +51,7 @@ use super::load::{Format, LoadError, read};
 /// let error = ConfigFile::<Tables>::parse("[server]\nlisten = 8080\n", Format::Toml).unwrap_err();
 /// assert_eq!(
 ///     error.to_string(),
-///     "line 2, column 10: invalid type: integer `8080`, expected a string"
+///     "line 2, column 10: server.listen: invalid type: integer `8080`, expected a string"
 /// );
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```

@@ -138,7 +138,7 @@ impl LimitsConfig {
     /// let error = LimitsConfig::parse("[policies.api]\nrulez = []\n", Format::Toml).unwrap_err();
     /// assert_eq!(
     ///     error.to_string(),
-    ///     "line 2, column 1: unknown field `rulez`, expected `rules` or `global`"
+    ///     "line 2, column 1: policies.api: unknown field `rulez`, expected `rules` or `global`"
     /// );
     /// ```
     pub fn parse(text: &str, format: Format) -> Result<LimitsConfig, LoadError> {
@@ -208,9 +208,30 @@ fn parse_error(format: Format, line_column: Option<(usize, usize)>, message: Str
 
 #[cfg(feature = "toml")]
 fn parse_toml<C: DeserializeOwned>(text: &str) -> Result<C, LoadError> {
-    toml::from_str(text).map_err(|error| {
-        let line_column = error.span().map(|span| line_column(text, span.start));
-        parse_error(Format::Toml, line_column, error.message().to_owned())
+    let syntax = |error: toml::de::Error| {
+        let place = error
+            .span()
+            .map(|span| toml_syntax_line_column(text, span, error.message()));
+        parse_error(Format::Toml, place, error.message().to_owned())
+    };
+    if text.contains("${") {
+        // Expanded in the parsed values; a later mistake has its field but no line.
+        let mut value: toml::Value = toml::from_str(text).map_err(syntax)?;
+        super::environment::toml(&mut value, "")
+            .map_err(|message| parse_error(Format::Toml, None, message))?;
+        return serde_path_to_error::deserialize(value).map_err(|error| {
+            let message = with_field(error.path(), error.inner().message());
+            parse_error(Format::Toml, None, message)
+        });
+    }
+    let document = toml::Deserializer::parse(text).map_err(syntax)?;
+    serde_path_to_error::deserialize(document).map_err(|error| {
+        let message = with_field(error.path(), error.inner().message());
+        let place = error
+            .inner()
+            .span()
+            .map(|span| line_column(text, span.start));
+        parse_error(Format::Toml, place, message)
     })
 }
 
@@ -221,7 +242,7 @@ fn parse_toml<C>(_: &str) -> Result<C, LoadError> {
 
 #[cfg(feature = "yaml")]
 fn parse_yaml<C: DeserializeOwned>(text: &str) -> Result<C, LoadError> {
-    serde_yaml_ng::from_str(text).map_err(|error| {
+    let error = |error: serde_yaml_ng::Error| {
         let line_column = error
             .location()
             .map(|location| (location.line(), location.column()));
@@ -230,7 +251,16 @@ fn parse_yaml<C: DeserializeOwned>(text: &str) -> Result<C, LoadError> {
             line_column,
             without_position(&error, line_column),
         )
-    })
+    };
+    if text.contains("${") {
+        // Expanded in the parsed values; a later mistake has its field but no line.
+        let mut value: serde_yaml_ng::Value = serde_yaml_ng::from_str(text).map_err(error)?;
+        super::environment::yaml(&mut value, "")
+            .map_err(|message| parse_error(Format::Yaml, None, message))?;
+        return serde_yaml_ng::from_value(value).map_err(error);
+    }
+    // serde_yaml_ng names the field of a mistake itself.
+    serde_yaml_ng::from_str(text).map_err(error)
 }
 
 #[cfg(not(feature = "yaml"))]
@@ -240,20 +270,87 @@ fn parse_yaml<C>(_: &str) -> Result<C, LoadError> {
 
 #[cfg(feature = "json")]
 fn parse_json<C: DeserializeOwned>(text: &str) -> Result<C, LoadError> {
-    serde_json::from_str(text).map_err(|error| {
+    let error = |error: &serde_json::Error, field: Option<&serde_path_to_error::Path>| {
         // serde_json says line 0 when it knows no position.
         let line_column = (error.line() > 0).then(|| (error.line(), error.column()));
-        parse_error(
-            Format::Json,
-            line_column,
-            without_position(&error, line_column),
-        )
-    })
+        let message = without_position(error, line_column);
+        let message = match field {
+            Some(field) => with_field(field, &message),
+            None => message,
+        };
+        parse_error(Format::Json, line_column, message)
+    };
+    if text.contains("${") {
+        // Expanded in the parsed values; a later mistake has its field but no line.
+        let mut value: serde_json::Value =
+            serde_json::from_str(text).map_err(|err| error(&err, None))?;
+        super::environment::json(&mut value, "")
+            .map_err(|message| parse_error(Format::Json, None, message))?;
+        return serde_path_to_error::deserialize(value)
+            .map_err(|err| error(err.inner(), Some(err.path())));
+    }
+    let mut document = serde_json::Deserializer::from_str(text);
+    let parsed = serde_path_to_error::deserialize(&mut document)
+        .map_err(|err| error(err.inner(), Some(err.path())))?;
+    document.end().map_err(|err| error(&err, None))?;
+    Ok(parsed)
+}
+
+/// `message` of the mistake in `field` (`proxy.upstream_timeout: invalid duration ...`), as
+/// serde_yaml_ng writes its own; a mistake of the whole file has no field.
+#[cfg(any(feature = "toml", feature = "json"))]
+fn with_field(field: &serde_path_to_error::Path, message: &str) -> String {
+    let mut field = field.to_string();
+    // An unknown field is named by the message: the path is of the table it is in.
+    if let Some(name) = message
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split('`').next())
+    {
+        if field == name {
+            field.clear();
+        } else if let Some(parent) = field.strip_suffix(&format!(".{name}")) {
+            field = parent.to_owned();
+        }
+    }
+    if field == "." || field.is_empty() {
+        message.to_owned()
+    } else {
+        format!("{field}: {message}")
+    }
 }
 
 #[cfg(not(feature = "json"))]
 fn parse_json<C>(_: &str) -> Result<C, LoadError> {
     Err(disabled(Format::Json))
+}
+
+/// Where the TOML syntax mistake `message` at `span` is. Something left open (a `]`, `}`,
+/// `,` or `"` missing) is noticed by the toml crate only at the next token, which may be lines
+/// later (`[serve]` after a blank line); the mistake is at the end of the last line before that
+/// token that holds anything.
+#[cfg(feature = "toml")]
+fn toml_syntax_line_column(
+    text: &str,
+    span: std::ops::Range<usize>,
+    message: &str,
+) -> (usize, usize) {
+    let start = span.start.min(text.len());
+    let line_start = text[..start].rfind('\n').map_or(0, |at| at + 1);
+    let left_open = [
+        "expected `]`",
+        "expected `}`",
+        "expected `,`",
+        "expected `\"`",
+    ]
+    .iter()
+    .any(|expected| message.contains(expected));
+    if left_open && text[line_start..start].trim().is_empty() {
+        let previous = text[..line_start].trim_end().len();
+        if previous > 0 {
+            return line_column(text, previous);
+        }
+    }
+    line_column(text, start)
 }
 
 /// The line and column (from 1, the column in characters) of the byte at `offset`.

@@ -44,6 +44,8 @@
 
 mod concurrency;
 pub mod duration;
+#[cfg(any(feature = "toml", feature = "yaml", feature = "json"))]
+mod environment;
 mod error;
 mod file;
 mod key;

@@ -30,7 +30,7 @@ pub use self::rate::Store;
 pub use self::redis::RedisAuth;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub use self::redis::{Fallback, QuotaLeases, RedisStore, RedisStoreBuilder};
+pub use self::redis::{Fallback, QuotaLeases, RedisStore, RedisStoreBuilder, redact_url};
 #[cfg(feature = "regions")]
 pub(crate) use self::{
     key::StorageKey,

@@ -93,7 +93,7 @@ fn mistakes_anywhere_carry_their_line_and_column() {
         (
             Format::Toml,
             "[server]\nlisten = 8080\n",
-            "line 2, column 10: invalid type: integer `8080`, expected a string",
+            "line 2, column 10: server.listen: invalid type: integer `8080`, expected a string",
         ),
         (
             Format::Toml,
@@ -103,7 +103,7 @@ fn mistakes_anywhere_carry_their_line_and_column() {
         (
             Format::Toml,
             "[server]\nlisten = \"x\"\n[policies.api]\nrulez = []\n",
-            "line 4, column 1: unknown field `rulez`, expected `rules` or `global`",
+            "line 4, column 1: policies.api: unknown field `rulez`, expected `rules` or `global`",
         ),
         (
             Format::Yaml,
@@ -118,12 +118,25 @@ fn mistakes_anywhere_carry_their_line_and_column() {
         (
             Format::Json,
             "{\"server\": {\"listen\": \"x\"},\n \"shadow\": \"yes\"}",
-            "line 2, column 16: invalid type: string \"yes\", expected a boolean",
+            "line 2, column 16: shadow: invalid type: string \"yes\", expected a boolean",
         ),
         (
             Format::Toml,
             "shadow = true\n",
             "line 1, column 1: missing field `server`",
+        ),
+        // A bad duration is named by its field in every format.
+        (
+            Format::Toml,
+            "[server]\nlisten = \"x\"\n[policies.api]\nrules = [{ name = \"a\", algorithm = \"gcra\", limit = 1, period = \"soon\" }]\n",
+            "line 4, column 64: policies.api.rules[0].period: invalid duration \"soon\": expected number at 0 (write e.g. \"100ms\", \"1s\", \"10min\", \"1h\")",
+        ),
+        // Something left open is placed where it was left, not at the token that showed it
+        // (the table after a blank line).
+        (
+            Format::Toml,
+            "[server]\nlisten = \"x\"\nextra = { a = 1\n\n[policies.api]\n",
+            "line 3, column 16: missing key for inline table element, expected `,`",
         ),
     ];
     for (format, text, expected) in cases {

@@ -202,8 +202,9 @@ struct GatewayProcess {
 }
 
 impl GatewayProcess {
-    /// Runs `ratelimit-gateway <command>` on `config`, and reads the TCP address its first line
-    /// names.
+    /// Runs `ratelimit-gateway <command>` on `config`, and reads the TCP address its start-up
+    /// message (on standard error, with the other messages) names; the messages after it are
+    /// passed on to the benchmark's standard error.
     fn start(command: &str, config: &str) -> Result<Self, BoxError> {
         let dir = TempDir::new("gateway-bench")?;
         let path = dir.path().join("gateway.toml");
@@ -212,12 +213,25 @@ impl GatewayProcess {
             .arg(command)
             .arg(&path)
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()?;
+        let announced = format!("{command}: listening on http://");
         let mut line = String::new();
-        if let Some(stdout) = child.stdout.take() {
-            BufReader::new(stdout).read_line(&mut line)?;
+        if let Some(stderr) = child.stderr.take() {
+            let mut stderr = BufReader::new(stderr);
+            loop {
+                line.clear();
+                if stderr.read_line(&mut line)? == 0 {
+                    break;
+                }
+                if let Some(at) = line.find(&announced) {
+                    line = line[at..].trim_end().to_owned();
+                    break;
+                }
+                eprint!("{line}");
+            }
+            std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::stderr()));
         }
         let addr = line
             .strip_prefix(&format!("{command}: listening on http://"))

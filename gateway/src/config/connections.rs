@@ -154,6 +154,29 @@ pub enum AccessLogFormat {
     Off,
 }
 
+/// `log_format = "..."` in a command's table: how the messages on standard error are written
+/// (the start-up line, warnings, reloads).
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    /// A line of text per message: time, level, where, message and its fields.
+    Text,
+    /// One JSON object per message, with `time`, `level`, `target`, `message` and the
+    /// message's fields.
+    Json,
+}
+
+impl LogFormat {
+    /// `log_format` as the file says, or else JSON when the access log is JSON (a program that
+    /// reads one reads the other), text otherwise.
+    pub fn or_like(format: Option<LogFormat>, access_log: AccessLogFormat) -> LogFormat {
+        format.unwrap_or(match access_log {
+            AccessLogFormat::Json => LogFormat::Json,
+            _ => LogFormat::Text,
+        })
+    }
+}
+
 /// `tls = { certificate = "...", private_key = "..." }`: TLS on a listener, from PEM files.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]

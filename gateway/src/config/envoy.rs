@@ -1,7 +1,7 @@
 //! `[serve.envoy]`: Envoy's rate limit service, answered on `serve`'s listeners beside the
 //! gateway endpoints, over envoyproxy/ratelimit's YAML files.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -43,14 +43,6 @@ pub struct EnvoyConfig {
 }
 
 impl EnvoyConfig {
-    /// The files' path, for a configuration file at `file`.
-    pub fn files_path(&self, file: &Path) -> PathBuf {
-        match file.parent() {
-            Some(dir) if self.files.is_relative() => dir.join(&self.files),
-            _ => self.files.clone(),
-        }
-    }
-
     /// How the service decides.
     pub fn settings(&self) -> EnvoySettings {
         EnvoySettings {

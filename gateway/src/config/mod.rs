@@ -13,15 +13,18 @@ use tower_redis_ratelimit::key::KeyExtractor;
 mod connections;
 mod envoy;
 mod proxy;
+mod relative;
 mod serve;
 mod size;
+mod start_only;
 
 pub use self::connections::{
-    AccessLogFormat, Connections, ConnectionsConfig, DEFAULT_DRAIN_DELAY, TlsConfig,
+    AccessLogFormat, Connections, ConnectionsConfig, DEFAULT_DRAIN_DELAY, LogFormat, TlsConfig,
 };
 pub use self::envoy::{DEFAULT_ENVOY_DEADLINE, EnvoyConfig, EnvoySettings, FilesError};
 pub use self::proxy::{ProxyConfig, WebSocketsConfig};
 pub use self::serve::{DEFAULT_GATEWAYS, ServeConfig};
+pub use self::start_only::{StartOnlyField, changed};
 use crate::paths::normalise;
 
 /// The gateway's own top-level tables; the limits' tables (`stores`, `policies`, `routes`,
@@ -101,10 +104,15 @@ pub enum FileError {
 
 impl File {
     /// Reads the file at `path` (`.toml`, `.yaml` or `.yml`, `.json`), and checks what can be
-    /// checked without building anything: the routes' paths are normalised paths.
+    /// checked without building anything: the routes' paths are normalised paths. The paths it
+    /// names (TLS files, the upstream's CA, the socket, the Envoy files) are relative to its
+    /// directory.
     pub fn read(path: impl AsRef<Path>) -> Result<File, FileError> {
         let path = path.as_ref().to_owned();
-        let ConfigFile { limits, tables, .. } = ConfigFile::<Tables>::from_file(&path)?;
+        let ConfigFile {
+            limits, mut tables, ..
+        } = ConfigFile::<Tables>::from_file(&path)?;
+        tables.resolve_paths(path.parent().unwrap_or(Path::new("")));
         let file = File {
             path,
             limits,

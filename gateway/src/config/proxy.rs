@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use tower_redis_ratelimit::config::{ConcurrencyConfig, KeyConfig, duration};
 
-use super::{AccessLogFormat, ConnectionsConfig, TlsConfig, size};
+use super::{AccessLogFormat, ConnectionsConfig, LogFormat, TlsConfig, size};
 
 /// How long a WebSocket tunnel's permit lives without renewal (the store's heartbeat renews it
 /// while the tunnel is open).
@@ -49,6 +49,10 @@ pub struct ProxyConfig {
     /// One line per request on standard output (default `text`).
     #[serde(default)]
     pub access_log: AccessLogFormat,
+    /// How messages are written on standard error (default: `json` when `access_log` is,
+    /// `text` otherwise).
+    #[serde(default)]
+    pub log_format: Option<LogFormat>,
     /// Client connections: how many, and their timers.
     #[serde(default)]
     pub connections: ConnectionsConfig,

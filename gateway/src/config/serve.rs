@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::{AccessLogFormat, ConnectionsConfig, EnvoyConfig, TlsConfig};
+use super::{AccessLogFormat, ConnectionsConfig, EnvoyConfig, LogFormat, TlsConfig};
 
 /// The gateways trusted by default: this host's loopback addresses (nginx on the same host).
 pub const DEFAULT_GATEWAYS: [&str; 2] = ["127.0.0.0/8", "::1/128"];
@@ -46,6 +46,10 @@ pub struct ServeConfig {
     /// One line per decision on standard output (default `text`).
     #[serde(default)]
     pub access_log: AccessLogFormat,
+    /// How messages are written on standard error (default: `json` when `access_log` is,
+    /// `text` otherwise).
+    #[serde(default)]
+    pub log_format: Option<LogFormat>,
     /// Gateway connections: how many, and their timers.
     #[serde(default)]
     pub connections: ConnectionsConfig,

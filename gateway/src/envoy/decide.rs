@@ -75,6 +75,9 @@ pub(super) async fn decide(
         loaded.domains.get(&request.domain),
         loaded.store(&request.domain),
     ) else {
+        loaded
+            .unknown
+            .note(&request.domain, loaded.domains.iter().count());
         let ok = DescriptorStatus {
             code: Code::Ok.into(),
             ..DescriptorStatus::default()

@@ -10,12 +10,15 @@ use tower_redis_ratelimit::config::Limits;
 
 use super::file;
 use super::tree::Domains;
+use super::unknown::UnknownDomains;
 use crate::config::FilesError;
 
 /// The domains and the store of each.
 pub(super) struct Loaded {
     pub(super) domains: Domains,
     stores: HashMap<String, Arc<dyn Store>>,
+    /// The domains asked about that the files do not have, for the warning.
+    pub(super) unknown: UnknownDomains,
 }
 
 impl Loaded {
@@ -41,5 +44,9 @@ pub(super) fn load(files: &Path, limits: &Limits) -> Result<Loaded, FilesError> 
             Ok((name.to_owned(), store))
         })
         .collect::<Result<_, FilesError>>()?;
-    Ok(Loaded { domains, stores })
+    Ok(Loaded {
+        domains,
+        stores,
+        unknown: UnknownDomains::default(),
+    })
 }

@@ -14,6 +14,8 @@
 //!   `status`: the answer Envoy gets.
 //! - [`metrics`]: the reference's per-descriptor counters.
 //! - `reset`: a descriptor's counter reset, named as `decide` names it.
+//! - [`metrics`]: the reference's per-descriptor counters; `unknown`: the warning of a domain
+//!   the files do not have.
 //! - [`RateLimitService`]: the tonic service, mounted by a listener under [`PATH_PREFIX`].
 //! - [`watch`]: a reload when the files change.
 
@@ -28,7 +30,8 @@ mod reset;
 mod service;
 mod status;
 pub mod tree;
+mod unknown;
 pub mod watch;
 
 pub use self::decide::MAX_DESCRIPTORS;
-pub use self::service::{PATH_PREFIX, RateLimitService};
+pub use self::service::{Asked, PATH_PREFIX, RateLimitService};

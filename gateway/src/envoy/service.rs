@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService as Rls, RateLimitServiceServer,
 };
@@ -18,6 +19,18 @@ use crate::config::{EnvoySettings, FilesError};
 /// The path every request of the protocol starts with: a listener hands requests under it to
 /// [`RateLimitService::grpc`].
 pub const PATH_PREFIX: &str = "/envoy.service.ratelimit.v3.RateLimitService/";
+
+/// What a question was and how it was answered, put in its answer's extensions for the access
+/// log.
+#[derive(Clone, Debug)]
+pub struct Asked {
+    /// The domain asked about.
+    pub domain: String,
+    /// How many descriptors it holds.
+    pub descriptors: usize,
+    /// The overall code answered: `OK`, `OVER_LIMIT` or `UNKNOWN`.
+    pub code: &'static str,
+}
 
 /// Envoy's rate limit service over the rules of envoyproxy/ratelimit's files. Cheap to clone.
 ///
@@ -131,8 +144,16 @@ impl Rls for RateLimitService {
             .get(GRPC_TIMEOUT)
             .and_then(|value| value.to_str().ok())
             .and_then(parse_grpc_timeout);
-        self.should_rate_limit_within(request.get_ref(), budget)
-            .await
-            .map(tonic::Response::new)
+        let asked = request.get_ref();
+        let decided = self.should_rate_limit_within(asked, budget).await?;
+        let code = Code::try_from(decided.overall_code).unwrap_or(Code::Unknown);
+        let mut response = tonic::Response::new(decided);
+        // For the access log, which sees the answer as HTTP/2 frames only.
+        response.extensions_mut().insert(Asked {
+            domain: asked.domain.clone(),
+            descriptors: asked.descriptors.len(),
+            code: code.as_str_name(),
+        });
+        Ok(response)
     }
 }

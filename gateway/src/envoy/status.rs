@@ -27,7 +27,7 @@ pub(super) fn failed(
     mut statuses: Vec<DescriptorStatus>,
     err: &StoreError,
 ) -> RateLimitResponse {
-    tracing::warn!(error = %err, failure_mode = ?settings.failure_mode, "the store failed");
+    tracing::warn!(error = %err, failure_mode = if matches!(settings.failure_mode, FailureMode::Closed) { "closed" } else { "open" }, "the store failed");
     metrics::counter!("ratelimit_service_should_rate_limit_error", "err_type" => "redis_error")
         .increment(1);
     let closed = matches!(settings.failure_mode, FailureMode::Closed);

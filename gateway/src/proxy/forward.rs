@@ -17,9 +17,11 @@ use tower_redis_ratelimit::Decision;
 use tower_redis_ratelimit::concurrency::ConcurrencyPermit;
 
 use super::headers::{add_forwarding, is_upgrade, is_websocket, strip_hop_by_hop};
+use super::load::Loaded;
 use super::tunnel;
 use super::upload::{Progress, Upload};
 use super::upstream::Upstream;
+use crate::runtime::logs::sentence;
 use crate::runtime::{InFlight, Shutdown, problem, status_class};
 
 /// How a request is forwarded: to which upstream, with which bounds.
@@ -37,17 +39,13 @@ pub(crate) struct Forward {
 }
 
 impl Forward {
-    pub(crate) fn new(
-        upstream: Upstream,
-        timeout: Duration,
-        max_body: u64,
-        proto: &'static str,
-        shutdown: Shutdown,
-    ) -> Self {
+    /// Forwarding as `loaded` says (its upstream, timeout and body limit): built with each
+    /// load, so that a reload applies them; `proto` is how clients reach the proxy.
+    pub(crate) fn new(loaded: &Loaded, proto: &'static str, shutdown: Shutdown) -> Self {
         Self {
-            upstream,
-            timeout,
-            max_body,
+            upstream: loaded.upstream.clone(),
+            timeout: loaded.upstream_timeout,
+            max_body: loaded.table.max_body_size.unwrap_or(u64::MAX),
             proto,
             shutdown,
         }
@@ -243,7 +241,7 @@ fn declared_length<B>(request: &Request<B>) -> Option<u64> {
 }
 
 fn bad_gateway(err: &hyper_util::client::legacy::Error) -> Response<Body> {
-    tracing::warn!(error = %err, source = ?std::error::Error::source(err), "the upstream cannot be reached");
+    tracing::warn!(error = %sentence(err), "the upstream cannot be reached");
     metrics::counter!("gateway_upstream_errors_total", "error" => "unreachable").increment(1);
     problem(
         StatusCode::BAD_GATEWAY,
@@ -252,7 +250,10 @@ fn bad_gateway(err: &hyper_util::client::legacy::Error) -> Response<Body> {
 }
 
 fn gateway_timeout(timeout: Duration) -> Response<Body> {
-    tracing::warn!(?timeout, "the upstream did not answer in time");
+    tracing::warn!(
+        timeout = %humantime::format_duration(timeout),
+        "the upstream did not answer in time"
+    );
     metrics::counter!("gateway_upstream_errors_total", "error" => "timeout").increment(1);
     problem(
         StatusCode::GATEWAY_TIMEOUT,

@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio_rustls::TlsAcceptor;
 use tower_redis_ratelimit::ConcurrencyLimitLayer;
 use tower_redis_ratelimit::config::Limits;
 use tower_redis_ratelimit::key::KeyExtractor;
@@ -28,7 +27,7 @@ pub struct Loaded {
     /// The upstream and a client for it.
     pub(crate) upstream: Upstream,
     /// TLS on the listener.
-    pub(crate) tls: Option<TlsAcceptor>,
+    pub(crate) tls: Option<tls::Certified>,
     /// The limits, built.
     pub limits: Limits,
     /// The WebSocket limit, counted in the limits' store.
@@ -69,7 +68,7 @@ pub fn load(file: &File, previous: Option<&Limits>) -> Result<Loaded, FileError>
     .map_err(|err| file.field_error(err))?;
     let tls = match &table.tls {
         Some(config) => Some(
-            tls::acceptor(&config.certificate, &config.private_key)
+            tls::certified(&config.certificate, &config.private_key)
                 .map_err(|err| file.field_error(FieldError::new("proxy.tls", err)))?,
         ),
         None => None,

@@ -20,15 +20,16 @@ use axum::body::Body;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use tower::ServiceExt;
+use tower_redis_ratelimit::store::redact_url;
 
 use self::forward::{Forward, Forwarded};
 pub use self::load::{DEFAULT_UPSTREAM_TIMEOUT, Loaded, load};
 use self::routes::Routes;
-use crate::config::File;
+use crate::config::{File, LogFormat};
 use crate::reset;
 use crate::runtime::{
-    self, AccessLog, Address, Admin, BoxError, Entry, Listener, Reloadable, Shutdown,
-    ShutdownTrigger, Workers, X_REQUEST_ID, count_request, normalised, request_id,
+    self, AccessLog, Address, Admin, BoxError, Entry, Hangups, Listener, Reloadable, Shutdown,
+    ShutdownTrigger, Workers, X_REQUEST_ID, count_request, logs, normalised, request_id, tls,
 };
 
 /// The routes in force, replaced whole on a reload.
@@ -37,8 +38,10 @@ type Shared = Arc<Reloadable<Routes>>;
 /// A proxy, bound and ready to serve.
 pub struct Proxy {
     path: PathBuf,
+    hangups: Hangups,
     shared: Shared,
-    forward: Forward,
+    /// What clients speak to it (`http` or `https`), told to the upstream.
+    proto: &'static str,
     listener: Listener,
     workers: Workers,
     admin: Option<Admin>,
@@ -52,28 +55,29 @@ impl Proxy {
     /// and when the drain is over (open tunnels are then closed).
     pub async fn bind(path: impl Into<PathBuf>, shutdown: Shutdown) -> Result<Proxy, BoxError> {
         let path = path.into();
+        let hangups = Hangups::hear();
         let file = File::read(&path)?;
         let loaded = load(&file, None)?;
+        let tls = loaded.tls.is_some();
+        let proto = if tls { "https" } else { "http" };
         let mut listener = Listener::tcp(loaded.table.listen).await?;
-        if let Some(tls) = &loaded.tls {
-            listener = listener.with_tls(tls.clone());
-        }
-        let proto = if listener.is_tls() { "https" } else { "http" };
-        let forward = Forward::new(
-            loaded.upstream.clone(),
-            loaded.upstream_timeout,
-            loaded.table.max_body_size.unwrap_or(u64::MAX),
-            proto,
-            shutdown.clone(),
-        );
         let workers = Workers::start(loaded.connections.workers)?;
         let admin = Admin::bind(loaded.table.admin, loaded.admin_access.clone()).await?;
         let log = AccessLog::new(loaded.table.access_log);
+        let forward = Forward::new(&loaded, proto, shutdown.clone());
         let shared = Reloadable::new(Routes::new(loaded, &forward));
+        if tls {
+            // Each handshake serves the certificate of the file in force: a reload rotates it.
+            let in_force = Arc::clone(&shared);
+            listener = listener.with_tls(tls::acceptor(move || {
+                in_force.current().loaded.tls.clone()
+            })?);
+        }
         Ok(Proxy {
             path,
+            hangups,
             shared,
-            forward,
+            proto,
             listener,
             workers,
             admin,
@@ -99,7 +103,7 @@ impl Proxy {
         let mut line = format!(
             "proxy: listening on {}, upstream {}, {} routes, {} concurrency limits",
             self.address()?,
-            loaded.table.upstream,
+            redact_url(&loaded.table.upstream),
             loaded.limits.layers().count(),
             loaded.limits.concurrency_layers().count(),
         );
@@ -119,8 +123,9 @@ impl Proxy {
     pub async fn run(self) {
         let Proxy {
             path,
+            hangups,
             shared,
-            forward,
+            proto,
             listener,
             workers,
             admin,
@@ -128,9 +133,16 @@ impl Proxy {
             shutdown,
         } = self;
         let connections = shared.current().loaded.connections;
+        let forwarding = shutdown.clone();
         tokio::spawn(
-            Arc::clone(&shared).reload_on_hangup(path, move |file, previous| {
-                let loaded = load(file, Some(&previous.loaded.limits))?;
+            Arc::clone(&shared).reload_on_hangup(hangups, path, move |file, previous| {
+                let mut loaded = load(file, Some(&previous.loaded.limits))?;
+                // Whether the listener speaks TLS is decided at start: a file without `tls`
+                // keeps the certificate served (the reload says `proxy.tls` is not applied).
+                if loaded.tls.is_none() {
+                    loaded.tls.clone_from(&previous.loaded.tls);
+                }
+                let forward = Forward::new(&loaded, proto, forwarding.clone());
                 Ok(Routes::new(loaded, &forward))
             }),
         );
@@ -157,11 +169,17 @@ impl Proxy {
 }
 
 /// Runs the proxy of the file at `path` until SIGTERM or Ctrl-C (and the drain after it),
-/// printing where it listens on standard output first.
+/// saying where it listens first (on standard error, with the other messages: standard output
+/// is the access log's).
 pub async fn run(path: PathBuf) -> Result<(), BoxError> {
     let (trigger, shutdown) = ShutdownTrigger::new();
+    // The messages' format is the file's: read it first, so that what binding says is
+    // written in it too.
+    let table = File::read(&path)?.tables.proxy;
+    let format = table.map(|table| LogFormat::or_like(table.log_format, table.access_log));
+    logs::init(format.unwrap_or(LogFormat::Text));
     let proxy = Proxy::bind(path, shutdown).await?;
-    println!("{}", proxy.describe()?);
+    tracing::info!("{}", proxy.describe()?);
     let (delay, timeout) = proxy.drain();
     trigger.on_signals(delay, timeout);
     proxy.run().await;
@@ -219,6 +237,7 @@ async fn handle(shared: &Shared, log: &AccessLog, request: Request<Incoming>) ->
             decision,
             latency,
             upstream_status: forwarded.and_then(|forwarded| forwarded.upstream_status),
+            envoy: None,
         });
     }
     response

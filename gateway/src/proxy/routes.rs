@@ -7,7 +7,8 @@ use http::Request;
 use super::forward::Forward;
 use super::headers::is_upgrade;
 use super::load::Loaded;
-use crate::runtime::{Boxed, PathServices, Stack, behind};
+use crate::config::StartOnlyField;
+use crate::runtime::{Boxed, PathServices, Stack, StartOnly, behind};
 
 /// The services of one configuration: the upstream behind each path's limits.
 pub(crate) struct Routes {
@@ -48,5 +49,11 @@ impl Routes {
             _ => &self.plain,
         };
         services.for_path(request.uri().path())
+    }
+}
+
+impl StartOnly for Routes {
+    fn start_only(&self) -> Vec<StartOnlyField> {
+        self.loaded.table.start_only()
     }
 }

@@ -15,6 +15,7 @@ use hyper_util::rt::TokioExecutor;
 use rustls::RootCertStore;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
+use tower_redis_ratelimit::store::redact_url;
 
 use super::upload::Upload;
 use crate::config::FieldError;
@@ -44,30 +45,32 @@ impl Upstream {
     /// chain to, instead of Mozilla's.
     pub(crate) fn new(url: &str, ca: Option<&Path>, workers: usize) -> Result<Self, FieldError> {
         let field = |message: String| FieldError::new("proxy.upstream", message);
+        // A mistake shows the URL without its password (from the environment, maybe).
+        let shown = redact_url(url);
         let uri: Uri = url
             .parse()
-            .map_err(|err| field(format!("{url:?} is not a URL: {err}")))?;
+            .map_err(|err| field(format!("{shown:?} is not a URL: {err}")))?;
         let scheme = match uri.scheme() {
             Some(scheme) if *scheme == Scheme::HTTP || *scheme == Scheme::HTTPS => scheme.clone(),
             _ => {
                 return Err(field(format!(
-                    "{url:?}: write http://host:port or https://host:port"
+                    "{shown:?}: write http://host:port or https://host:port"
                 )));
             }
         };
         let authority = uri
             .authority()
             .cloned()
-            .ok_or_else(|| field(format!("{url:?} has no host")))?;
+            .ok_or_else(|| field(format!("{shown:?} has no host")))?;
         if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
             return Err(field(format!(
-                "{url:?}: an upstream has no path: requests are forwarded with their own"
+                "{shown:?}: an upstream has no path: requests are forwarded with their own"
             )));
         }
         if ca.is_some() && scheme != Scheme::HTTPS {
             return Err(FieldError::new(
                 "proxy.upstream_ca",
-                format!("{url:?} is not an https:// upstream"),
+                format!("{shown:?} is not an https:// upstream"),
             ));
         }
         let mut http = HttpConnector::new();

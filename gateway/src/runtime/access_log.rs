@@ -42,6 +42,19 @@ pub struct Entry<'a> {
     pub latency: Duration,
     /// The upstream's status, when it answered.
     pub upstream_status: Option<u16>,
+    /// An Envoy question's domain, descriptor count and overall code (`serve`'s gRPC).
+    pub envoy: Option<EnvoyQuestion<'a>>,
+}
+
+/// What the access log says of a question of Envoy's rate limit service, beside the rest.
+#[derive(Debug)]
+pub struct EnvoyQuestion<'a> {
+    /// The domain asked about.
+    pub domain: &'a str,
+    /// How many descriptors it holds.
+    pub descriptors: usize,
+    /// The overall code answered (`OK`, `OVER_LIMIT`, `UNKNOWN`).
+    pub code: &'a str,
 }
 
 /// Where the lines go: cheap to clone.
@@ -65,8 +78,8 @@ impl AccessLog {
                 .spawn(move || {
                     let stdout = std::io::stdout();
                     while let Ok(line) = receiver.recv() {
-                        // Locked per batch, not for good: the program prints on it too. A
-                        // closed or broken output stops nothing: the lines are lost.
+                        // Locked per batch, not for good: a test or an embedding program
+                        // may print on it too. A closed or broken output stops nothing: the lines are lost.
                         let mut out = std::io::BufWriter::new(stdout.lock());
                         let _ = out.write_all(line.as_bytes());
                         while let Ok(line) = receiver.try_recv() {
@@ -122,7 +135,7 @@ impl AccessLog {
 }
 
 fn json(entry: &Entry<'_>) -> String {
-    let mut line = serde_json::json!({
+    let mut object = serde_json::json!({
         "time": humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
         "request_id": entry.request_id,
         "client": entry.peer.map(|peer| peer.to_string()),
@@ -132,19 +145,37 @@ fn json(entry: &Entry<'_>) -> String {
         "route": entry.route,
         "key": entry.key,
         "decision": entry.decision,
-        "latency_ms": entry.latency.as_secs_f64() * 1000.0,
+        "latency_ms": milliseconds(entry.latency),
         "upstream_status": entry.upstream_status,
-    })
-    .to_string();
+    });
+    if let (Some(envoy), Some(object)) = (&entry.envoy, object.as_object_mut()) {
+        object.insert("domain".to_owned(), envoy.domain.into());
+        object.insert("descriptors".to_owned(), envoy.descriptors.into());
+        object.insert("code".to_owned(), envoy.code.into());
+    }
+    let mut line = object.to_string();
     line.push('\n');
     line
 }
 
+/// `latency` in milliseconds to the microsecond: `1.161`, not `1.1612040000000001` (a whole
+/// number of microseconds divided by 1000 is the double nearest to its three decimals, which
+/// JSON writes as the shortest text that reads back the same).
+fn milliseconds(latency: Duration) -> f64 {
+    latency.as_micros() as f64 / 1000.0
+}
+
 fn text(entry: &Entry<'_>) -> String {
     let dash = |value: Option<String>| value.unwrap_or_else(|| "-".to_owned());
+    let envoy = entry.envoy.as_ref().map_or(String::new(), |envoy| {
+        format!(
+            " domain={:?} descriptors={} code={}",
+            envoy.domain, envoy.descriptors, envoy.code
+        )
+    });
     format!(
         "time={} request_id={} client={} method={} path={:?} status={} route={} key={} \
-         decision={} latency_ms={:.3} upstream_status={}\n",
+         decision={} latency_ms={:.3} upstream_status={}{envoy}\n",
         humantime::format_rfc3339_millis(std::time::SystemTime::now()),
         entry.request_id,
         dash(entry.peer.map(|peer| peer.to_string())),

@@ -79,7 +79,7 @@ pub async fn serve_connections<H, F, B>(
             let accepted = match accepted.attach() {
                 Ok(accepted) => accepted,
                 Err(err) => {
-                    tracing::warn!(error = %err, ?peer, "cannot take a connection on");
+                    tracing::warn!(error = %err, peer = %Peer(peer), "cannot take a connection on");
                     return;
                 }
             };
@@ -87,11 +87,11 @@ pub async fn serve_connections<H, F, B>(
             let stream = match handshake.await {
                 Ok(Ok(stream)) => stream,
                 Ok(Err(err)) => {
-                    tracing::debug!(error = %err, ?peer, "TLS handshake failed");
+                    tracing::debug!(error = %err, peer = %Peer(peer), "TLS handshake failed");
                     return;
                 }
                 Err(_) => {
-                    tracing::debug!(?peer, "TLS handshake timed out");
+                    tracing::debug!(peer = %Peer(peer), "TLS handshake timed out");
                     return;
                 }
             };
@@ -180,6 +180,18 @@ async fn connection<H, F, B>(
         }
     };
     if let Err(err) = ended {
-        tracing::debug!(error = %err, ?peer, "connection closed");
+        tracing::debug!(error = %err, peer = %Peer(peer), "connection closed");
+    }
+}
+
+/// A client's address in a message: the address, or `unix socket` where there is none.
+struct Peer(Option<std::net::SocketAddr>);
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(peer) => peer.fmt(f),
+            None => f.write_str("unix socket"),
+        }
     }
 }

@@ -10,6 +10,7 @@ mod authority;
 mod boxed;
 mod connections;
 mod listener;
+pub mod logs;
 mod normalised;
 mod path_services;
 mod problem;
@@ -23,7 +24,7 @@ pub mod tls;
 mod watch;
 mod workers;
 
-pub use self::access_log::{AccessLog, Entry};
+pub use self::access_log::{AccessLog, Entry, EnvoyQuestion};
 pub use self::admin::{Admin, Readiness, count_request, status_class};
 pub use self::admin_access::AdminAccess;
 pub use self::boxed::{Boxed, behind};
@@ -32,7 +33,7 @@ pub use self::listener::{Address, Listener};
 pub use self::normalised::normalised;
 pub use self::path_services::{PathServices, Stack};
 pub use self::problem::problem;
-pub use self::reload::Reloadable;
+pub use self::reload::{Hangups, Reloadable, StartOnly};
 pub use self::request_id::{X_REQUEST_ID, request_id};
 pub use self::reset::{
     RESET_TIMEOUT, ResetError, ResetTarget, Resetter, reset_route, reset_within,

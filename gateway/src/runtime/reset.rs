@@ -114,7 +114,7 @@ impl ResetTarget {
     }
 }
 
-impl<T: Send + Sync + 'static> super::Reloadable<T> {
+impl<T: super::StartOnly + Send + Sync + 'static> super::Reloadable<T> {
     /// `POST /reset`'s work in what is in force when it is asked: `reset` is given that and the
     /// target.
     pub fn resetter<F, R>(self: &Arc<Self>, reset: F) -> Resetter

@@ -1,13 +1,13 @@
 //! A file loaded for `serve`: its `[serve]` table's settings and the built limits.
 
-use tokio_rustls::TlsAcceptor;
 use tower_redis_ratelimit::config::Limits;
 
 use super::admitted::admitted;
 use super::client::Gateways;
+use crate::config::StartOnlyField;
 use crate::config::{Connections, FieldError, File, FileError, ServeConfig};
 use crate::envoy::RateLimitService;
-use crate::runtime::{AdminAccess, PathServices, tls};
+use crate::runtime::{AdminAccess, PathServices, StartOnly, tls};
 
 /// A file loaded for `serve`: its settings and the built limits.
 pub struct Loaded {
@@ -18,7 +18,7 @@ pub struct Loaded {
     /// Who may name the client, and in which header.
     pub(crate) gateways: Gateways,
     /// TLS on the TCP listener.
-    pub(crate) tls: Option<TlsAcceptor>,
+    pub(crate) tls: Option<tls::Certified>,
     /// The limits, built.
     pub limits: Limits,
     /// A service that admits, behind each path prefix's routes: built here, once per load.
@@ -71,7 +71,7 @@ pub fn load(file: &File, previous: Option<&Limits>) -> Result<Loaded, FileError>
     let gateways = Gateways::new(&table).map_err(field)?;
     let tls = match &table.tls {
         Some(config) => Some(
-            tls::acceptor(&config.certificate, &config.private_key)
+            tls::certified(&config.certificate, &config.private_key)
                 .map_err(|err| field(FieldError::new("serve.tls", err)))?,
         ),
         None => None,
@@ -83,7 +83,7 @@ pub fn load(file: &File, previous: Option<&Limits>) -> Result<Loaded, FileError>
     .map_err(|err| file.limits_error(err))?;
     let envoy = match &table.envoy {
         Some(envoy) => Some(RateLimitService::load(
-            &envoy.files_path(&file.path),
+            &envoy.files,
             envoy.settings(),
             &limits,
         )?),
@@ -99,4 +99,10 @@ pub fn load(file: &File, previous: Option<&Limits>) -> Result<Loaded, FileError>
         tls,
         limits,
     })
+}
+
+impl StartOnly for Loaded {
+    fn start_only(&self) -> Vec<StartOnlyField> {
+        self.table.start_only()
+    }
 }

@@ -29,12 +29,13 @@ use self::admitted::Admitted;
 pub use self::endpoints::{Endpoint, REJECTION_STATUS};
 pub use self::load::{Loaded, load};
 pub use self::original::{X_FORWARDED_METHOD, X_FORWARDED_URI, X_ORIGINAL_URI};
-use crate::config::File;
+use crate::config::{File, LogFormat};
 use crate::envoy;
 use crate::reset;
 use crate::runtime::{
-    self, AccessLog, Address, Admin, BoxError, Connections, Entry, Listener, Reloadable, Shutdown,
-    ShutdownTrigger, Workers, X_REQUEST_ID, count_request, problem, request_id,
+    self, AccessLog, Address, Admin, BoxError, Connections, Entry, EnvoyQuestion, Hangups,
+    Listener, Reloadable, Shutdown, ShutdownTrigger, Workers, X_REQUEST_ID, count_request, logs,
+    problem, request_id, tls,
 };
 
 /// What a request needs: the limits in force with their services (replaced on a reload), and
@@ -48,6 +49,7 @@ struct State {
 /// The decision service, bound and ready to answer.
 pub struct Serve {
     path: PathBuf,
+    hangups: Hangups,
     state: State,
     listeners: Vec<Listener>,
     /// Shared by the listeners: one worker per core, whichever listener a question comes in on.
@@ -61,24 +63,24 @@ impl Serve {
     /// too, with the process's Prometheus recorder installed). `shutdown` says when to drain.
     pub async fn bind(path: impl Into<PathBuf>, shutdown: Shutdown) -> Result<Serve, BoxError> {
         let path = path.into();
+        let hangups = Hangups::hear();
         let file = File::read(&path)?;
         let loaded = load(&file, None)?;
-        let mut listeners = Vec::new();
-        if let Some(addr) = loaded.table.listen {
-            let mut listener = Listener::tcp(addr).await?;
-            if let Some(tls) = &loaded.tls {
-                listener = listener.with_tls(tls.clone());
-            }
-            listeners.push(listener);
-        }
+        let mut tcp = match loaded.table.listen {
+            Some(addr) => Some(Listener::tcp(addr).await?),
+            None => None,
+        };
         #[cfg(unix)]
-        if let Some(socket) = &loaded.table.socket {
-            listeners.push(Listener::unix(socket)?);
-        }
+        let unix = match &loaded.table.socket {
+            Some(socket) => Some(Listener::unix(socket)?),
+            None => None,
+        };
         #[cfg(not(unix))]
-        if loaded.table.socket.is_some() {
-            return Err("`serve.socket`: Unix domain sockets need a Unix system".into());
-        }
+        let unix = match loaded.table.socket {
+            Some(_) => return Err("`serve.socket`: Unix domain sockets need a Unix system".into()),
+            None => None,
+        };
+        let tls = loaded.tls.is_some();
         let workers = Workers::start(loaded.connections.workers)?;
         let admin = Admin::bind(loaded.table.admin, loaded.admin_access.clone()).await?;
         let log = AccessLog::new(loaded.table.access_log);
@@ -86,8 +88,16 @@ impl Serve {
             loaded: Reloadable::new(loaded),
             log,
         };
+        if tls {
+            // Each handshake serves the certificate of the file in force: a reload rotates it.
+            let in_force = Arc::clone(&state.loaded);
+            let acceptor = tls::acceptor(move || in_force.current().tls.clone())?;
+            tcp = tcp.map(|listener| listener.with_tls(acceptor));
+        }
+        let listeners = tcp.into_iter().chain(unix).collect();
         Ok(Serve {
             path,
+            hangups,
             state,
             listeners,
             workers,
@@ -136,6 +146,7 @@ impl Serve {
     pub async fn run(self) {
         let Serve {
             path,
+            hangups,
             state,
             listeners,
             workers,
@@ -150,18 +161,26 @@ impl Serve {
             ..shared.current().connections
         };
         let hangup_path = path.clone();
-        let reload = |file: &File, previous: &Loaded| load(file, Some(&previous.limits));
+        let reload = |file: &File, previous: &Loaded| {
+            let mut loaded = load(file, Some(&previous.limits))?;
+            // Whether the listener speaks TLS is decided at start: a file without `tls` keeps
+            // the certificate served (the reload says `serve.tls` is not applied).
+            if loaded.tls.is_none() {
+                loaded.tls.clone_from(&previous.tls);
+            }
+            Ok(loaded)
+        };
         // envoyproxy/ratelimit's files reload when they change, as the reference's do.
-        let (watched, reloaded, config) = (Arc::clone(&shared), Arc::clone(&shared), path.clone());
+        let (watched, reloaded) = (Arc::clone(&shared), Arc::clone(&shared));
         tokio::spawn(envoy::watch::on_change(
             move || {
                 let current = watched.current();
                 let table = current.table.envoy.as_ref()?;
-                Some(table.files_path(&config))
+                Some(table.files.clone())
             },
             move || reloaded.reload(&path, &reload),
         ));
-        tokio::spawn(Arc::clone(&shared).reload_on_hangup(hangup_path, reload));
+        tokio::spawn(Arc::clone(&shared).reload_on_hangup(hangups, hangup_path, reload));
         let admin = admin.map(|admin| {
             let resetter = shared.resetter(|loaded: Arc<Loaded>, target| async move {
                 reset::reset(&loaded.limits, loaded.envoy.as_ref(), target).await
@@ -196,11 +215,17 @@ impl Serve {
 }
 
 /// Runs the decision service of the file at `path` until SIGTERM or Ctrl-C (and the drain
-/// after it), printing where it listens on standard output first.
+/// after it), saying where it listens first (on standard error, with the other messages: standard output
+/// is the access log's).
 pub async fn run(path: PathBuf) -> Result<(), BoxError> {
     let (trigger, shutdown) = ShutdownTrigger::new();
+    // The messages' format is the file's: read it first, so that what binding says is
+    // written in it too.
+    let table = File::read(&path)?.tables.serve;
+    let format = table.map(|table| LogFormat::or_like(table.log_format, table.access_log));
+    logs::init(format.unwrap_or(LogFormat::Text));
     let serve = Serve::bind(path, shutdown).await?;
-    println!("{}", serve.describe()?);
+    tracing::info!("{}", serve.describe()?);
     let (delay, timeout) = serve.drain();
     trigger.on_signals(delay, timeout);
     serve.run().await;
@@ -210,14 +235,17 @@ pub async fn run(path: PathBuf) -> Result<(), BoxError> {
 /// The answer to a gateway's question, logged and counted.
 async fn answer(state: &State, mut question: Request<Incoming>) -> Response<Body> {
     let loaded = state.loaded.current();
-    // Envoy's gRPC on the same listeners: its own metrics, no access log line.
+    let started = Instant::now();
+    let id = request_id(question.headers_mut());
+    // Envoy's gRPC on the same listeners: its own metrics, and an access log line of its own.
     if let Some(envoy) = &loaded.envoy
         && question.uri().path().starts_with(envoy::PATH_PREFIX)
     {
-        return envoy.call(question).await.map(Body::new);
+        let path = question.uri().path().to_owned();
+        let answer = envoy.call(question).await.map(Body::new);
+        record_envoy(&state.log, &id, &path, &answer, started.elapsed());
+        return answer;
     }
-    let started = Instant::now();
-    let id = request_id(question.headers_mut());
     // The question's own method until it names the request's; no path until then.
     let mut asked = Asked {
         method: question.method().clone(),
@@ -269,9 +297,49 @@ async fn answer(state: &State, mut question: Request<Incoming>) -> Response<Body
             decision,
             latency,
             upstream_status: None,
+            envoy: None,
         });
     }
     response
+}
+
+/// The access log's line of an Envoy question: its domain, descriptors and overall code; a
+/// question refused with a gRPC error (no domain, too many descriptors) has none of them, and
+/// its decision is `error`.
+fn record_envoy(
+    log: &AccessLog,
+    id: &http::HeaderValue,
+    path: &str,
+    answer: &Response<Body>,
+    latency: std::time::Duration,
+) {
+    if !log.is_on() {
+        return;
+    }
+    let asked = answer.extensions().get::<envoy::Asked>();
+    let decision = match asked.map(|asked| asked.code) {
+        Some("OK") => "allowed",
+        Some("OVER_LIMIT") => "denied",
+        Some(_) => "unknown",
+        None => "error",
+    };
+    log.record(&Entry {
+        request_id: id.to_str().unwrap_or("-"),
+        peer: None,
+        method: &Method::POST,
+        path,
+        status: answer.status().as_u16(),
+        route: None,
+        key: None,
+        decision,
+        latency,
+        upstream_status: None,
+        envoy: asked.map(|asked| EnvoyQuestion {
+            domain: &asked.domain,
+            descriptors: asked.descriptors,
+            code: asked.code,
+        }),
+    });
 }
 
 /// What the access log says of the request a question is about.

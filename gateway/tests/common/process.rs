@@ -1,7 +1,7 @@
 //! A `ratelimit-gateway` command run as a process (the binary cargo built for the tests), its
 //! first line read, killed when the test ends. Shared by the `proxy` and `serve` test binaries.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write as _};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -17,25 +17,44 @@ pub(crate) const BINARY: &str = env!("CARGO_BIN_EXE_ratelimit-gateway");
 /// A running command, killed when dropped.
 pub(crate) struct GatewayProcess {
     pub(crate) child: Child,
+    /// Its standard error (the messages), after the start-up line.
+    // Shared by test binaries, not all of which read the messages.
+    #[allow(dead_code)]
+    pub(crate) stderr: Output,
 }
 
 impl GatewayProcess {
-    /// Runs `ratelimit-gateway <command> <config>` with its standard error to `stderr`; returns
-    /// it, the first line it printed (within [`LINE_TIMEOUT`]), and its standard output after
-    /// that line.
-    pub(crate) fn start(command: &str, config: &Path, stderr: Stdio) -> (Self, String, Output) {
+    /// Runs `ratelimit-gateway <command> <config>`, its messages also written to `log` if given;
+    /// returns it, the start-up line it wrote on standard error (`proxy: listening on ...`,
+    /// taken out of a text or JSON message, within [`LINE_TIMEOUT`]), and its standard output
+    /// (the access log alone).
+    pub(crate) fn start(
+        command: &str,
+        config: &Path,
+        log: Option<std::fs::File>,
+    ) -> (Self, String, Output) {
         let mut child = Command::new(BINARY)
             .arg(command)
             .arg(config)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(stderr)
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let output = Output::read(BufReader::new(child.stdout.take().unwrap()));
-        let process = Self { child };
-        let line = output.next_line();
-        (process, line, output)
+        let stdout = Output::read(BufReader::new(child.stdout.take().unwrap()), None);
+        let stderr = Output::read(BufReader::new(child.stderr.take().unwrap()), log);
+        let announced = format!("{command}: listening on ");
+        let mut before = Vec::new();
+        let line = loop {
+            let Some(message) = stderr.try_next_line() else {
+                panic!("no {announced:?} within {LINE_TIMEOUT:?}; it said {before:#?}");
+            };
+            match started_line(&message, &announced) {
+                Some(line) => break line,
+                None => before.push(message),
+            }
+        };
+        (Self { child, stderr }, line, stdout)
     }
 
     /// Waits for the process to exit with status 0, failing the test after `within`.
@@ -71,26 +90,48 @@ impl Drop for GatewayProcess {
     }
 }
 
-/// A process's standard output, line by line, read on a thread of its own so that a wait for a
+/// The start-up line in `message` (text: after the time, level and target; JSON: its
+/// `message`), if it is the one that starts with `announced`.
+fn started_line(message: &str, announced: &str) -> Option<String> {
+    let text = if message.starts_with('{') {
+        let value: serde_json::Value = serde_json::from_str(message).ok()?;
+        value["message"].as_str()?.to_owned()
+    } else {
+        message.to_owned()
+    };
+    text.find(announced).map(|at| text[at..].to_owned())
+}
+
+/// A process's standard output or error, line by line, read on a thread of its own so that a wait for a
 /// line can be bounded in time.
 pub(crate) struct Output(mpsc::Receiver<String>);
 
 impl Output {
-    fn read(stdout: impl BufRead + Send + 'static) -> Self {
+    /// Reads `output` to its end (so that the process never blocks on a full pipe), each line
+    /// also written to `copy`.
+    fn read(output: impl BufRead + Send + 'static, mut copy: Option<std::fs::File>) -> Self {
         let (lines, receiver) = mpsc::channel();
         std::thread::spawn(move || {
-            for line in stdout.lines() {
+            for line in output.lines() {
                 let Ok(line) = line else { break };
-                if lines.send(line).is_err() {
-                    break;
+                if let Some(copy) = &mut copy {
+                    let _ = writeln!(copy, "{line}");
                 }
+                // A receiver gone (the test no longer reads) still drains the pipe.
+                let _ = lines.send(line);
             }
         });
         Self(receiver)
     }
 
+    /// The next line, without its end, if one comes within [`LINE_TIMEOUT`].
+    pub(crate) fn try_next_line(&self) -> Option<String> {
+        self.0.recv_timeout(LINE_TIMEOUT).ok()
+    }
+
     /// The next line, without its end; fails the test if none comes within [`LINE_TIMEOUT`]
     /// (or the process closed its output).
+    #[allow(dead_code)]
     pub(crate) fn next_line(&self) -> String {
         self.0
             .recv_timeout(LINE_TIMEOUT)

@@ -170,7 +170,8 @@ fn the_guides_configuration_reads() {
     std::fs::write(&path, toml).unwrap();
     let file = ratelimit_gateway::config::File::read(&path).unwrap();
     let envoy = file.tables.serve.unwrap().envoy.unwrap();
-    assert_eq!(envoy.files, std::path::PathBuf::from("ratelimit/config"));
+    // Read from the file's directory, as every path of the file is.
+    assert_eq!(envoy.files, dir.path().join("ratelimit/config"));
     assert_eq!(
         envoy.settings().deadline,
         std::time::Duration::from_millis(100)

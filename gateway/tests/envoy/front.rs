@@ -5,7 +5,6 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Stdio;
 
 use testkit::peer::{Peer, documented_block};
 use testkit::{RedisServer, TempDir};
@@ -126,10 +125,13 @@ fn socket_address(addr: SocketAddr) -> String {
     format!("{{ address: {}, port_value: {} }}", addr.ip(), addr.port())
 }
 
-/// `ratelimit-gateway serve` of the file at `config`, its standard error to `stderr`; its
+/// `ratelimit-gateway serve` of the file at `config`, its messages also written to `log`; its
 /// first line and its TCP address (`http://…`), or what follows "listening on" when it has none.
-pub(crate) fn start_serve(config: &Path, stderr: Stdio) -> (GatewayProcess, String, String) {
-    let (process, line, _stdout) = GatewayProcess::start("serve", config, stderr);
+pub(crate) fn start_serve(
+    config: &Path,
+    log: Option<std::fs::File>,
+) -> (GatewayProcess, String, String) {
+    let (process, line, _stdout) = GatewayProcess::start("serve", config, log);
     let addr = line
         .strip_prefix("serve: listening on ")
         .and_then(|rest| rest.split([',', ' ']).next())
@@ -166,7 +168,7 @@ impl Front {
         let config = dir.path().join("serve.toml");
         std::fs::write(&config, serve_toml).unwrap();
         let serve_log = std::fs::File::create(dir.path().join("serve.log")).unwrap();
-        let (serve, line, addr) = start_serve(&config, serve_log.into());
+        let (serve, line, addr) = start_serve(&config, Some(serve_log));
         let ask = if setup.unix {
             Ask::Unix(&socket)
         } else {

@@ -3,7 +3,7 @@
 //! sharing the store, each remembering the denial; and through `serve`'s admin address and
 //! `ratelimit-gateway reset`.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
@@ -134,7 +134,7 @@ async fn serve_resets_a_descriptor_through_the_admin_address_and_the_command_lin
         ),
     )
     .unwrap();
-    let (_process, _, addr) = start_serve(&config, Stdio::null());
+    let (_process, _, addr) = start_serve(&config, None);
     let mut client = RateLimitServiceClient::connect(addr).await.unwrap();
     let mut over = async |expected: Code| {
         let asked = request("api", &[&[("user", "ann")]]);

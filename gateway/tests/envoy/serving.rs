@@ -2,7 +2,6 @@
 //! Envoy's gRPC and the gateway endpoints; SIGHUP and a changed rules file reload the rules,
 //! keeping the counts.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
@@ -11,6 +10,7 @@ use testkit::{RedisServer, TempDir};
 use tonic::transport::Channel;
 
 use crate::front::start_serve;
+use crate::process::GatewayProcess;
 use crate::support::{remaining, request, unix_client};
 
 const RULES: &str = "
@@ -76,7 +76,7 @@ async fn serve_answers_envoy_beside_the_gateway_endpoints_and_sighup_keeps_count
         )
     };
     std::fs::write(&config, file("rules")).unwrap();
-    let (mut process, line, addr) = start_serve(&config, Stdio::null());
+    let (mut process, line, addr) = start_serve(&config, None);
     assert!(line.contains("envoy: 1 domains"), "{line}");
     let mut client = RateLimitServiceClient::connect(addr.clone()).await.unwrap();
     until_limit(&mut client, "frank", 5).await;
@@ -117,11 +117,75 @@ async fn a_changed_rules_file_is_reloaded_without_a_signal() {
         "[serve]\nlisten = \"127.0.0.1:0\"\n\n[serve.envoy]\nfiles = \"api.yaml\"\n",
     )
     .unwrap();
-    let (_process, _, addr) = start_serve(&config, Stdio::null());
+    let (_process, _, addr) = start_serve(&config, None);
     let mut client = RateLimitServiceClient::connect(addr).await.unwrap();
     until_limit(&mut client, "hank", 5).await;
     std::fs::write(dir.path().join("api.yaml"), rules(8)).unwrap();
     // Within a few looks at the file (one a second), no signal sent.
     let answer = until_limit(&mut client, "hank", 8).await;
     assert!(remaining(&answer)[0] < 7, "counts kept: {answer:?}");
+}
+
+/// Each question has an access log line (domain, descriptors, overall code, latency); a
+/// domain the files do not have is answered OK and said once in a warning, not per question.
+#[tokio::test]
+async fn questions_are_logged_and_an_unknown_domain_is_warned_of_once() {
+    let dir = TempDir::new("envoy-log").unwrap();
+    std::fs::write(dir.path().join("api.yaml"), RULES).unwrap();
+    let config = dir.path().join("serve.toml");
+    std::fs::write(
+        &config,
+        "[serve]\nlisten = \"127.0.0.1:0\"\naccess_log = \"json\"\n\n\
+         [serve.envoy]\nfiles = \"api.yaml\"\n",
+    )
+    .unwrap();
+    let (process, line, stdout) = GatewayProcess::start("serve", &config, None);
+    let addr = line
+        .strip_prefix("serve: listening on ")
+        .and_then(|rest| rest.split([',', ' ']).next())
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_owned();
+    let mut client = RateLimitServiceClient::connect(addr).await.unwrap();
+    let asked = [
+        request("api", &[&[("user", "a")], &[("user", "b")]]),
+        request("nope", &[&[("user", "a")]]),
+        request("nope", &[&[("user", "a")]]),
+    ];
+    for question in asked {
+        client.should_rate_limit(question).await.unwrap();
+    }
+    let lines: Vec<serde_json::Value> = (0..3)
+        .map(|_| {
+            let line = stdout.next_line();
+            serde_json::from_str(&line).unwrap_or_else(|err| panic!("{line}: {err}"))
+        })
+        .collect();
+    for (line, (domain, descriptors)) in lines.iter().zip([("api", 2), ("nope", 1), ("nope", 1)]) {
+        assert_eq!(line["domain"], domain, "{line}");
+        assert_eq!(line["descriptors"], descriptors, "{line}");
+        assert_eq!(line["code"], "OK", "{line}");
+        assert_eq!(line["decision"], "allowed", "{line}");
+        assert_eq!(
+            line["path"],
+            "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+        );
+        assert!(line["latency_ms"].as_f64().is_some(), "{line}");
+    }
+    // Every message until SIGTERM's (those of the questions come before it): the unknown
+    // domain's warning once.
+    process.signal("-TERM");
+    let mut warnings = Vec::new();
+    loop {
+        let message = process.stderr.next_line();
+        if message.contains("shutting down") {
+            break;
+        }
+        if message.contains("a domain the Envoy files do not have") {
+            warnings.push(message);
+        }
+    }
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    let warning: serde_json::Value = serde_json::from_str(&warnings[0]).unwrap();
+    assert_eq!(warning["domain"], "nope", "{warning}");
+    assert_eq!(warning["level"], "WARN", "{warning}");
 }

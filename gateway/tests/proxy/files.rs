@@ -164,7 +164,7 @@ fn check_names_the_mistake() {
         (
             "toml",
             "[proxy]\nlisten = \"127.0.0.1:8080\"\nupstream = \"http://127.0.0.1:3000\"\nupstream_timeout = \"soon\"\n",
-            ":4:20: invalid duration \"soon\"",
+            ":4:20: proxy.upstream_timeout: invalid duration \"soon\"",
         ),
         (
             "yaml",
@@ -220,9 +220,22 @@ fn check_names_the_mistake() {
 #[test]
 fn version_and_help() {
     let version = Command::new(BINARY).arg("--version").output().unwrap();
+    let version = String::from_utf8(version.stdout).unwrap();
+    // The version, the commit built (a checkout's: these tests run in one) and the features.
+    let commit = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let commit = String::from_utf8(commit.stdout).unwrap();
     assert_eq!(
-        String::from_utf8(version.stdout).unwrap(),
-        format!("ratelimit-gateway {}\n", env!("CARGO_PKG_VERSION"))
+        version,
+        format!(
+            "ratelimit-gateway {} (commit {}; redis, cluster, sentinel, regions, toml, yaml, \
+             json, envoy)\n",
+            env!("CARGO_PKG_VERSION"),
+            commit.trim()
+        )
     );
     let help = Command::new(BINARY).arg("--help").output().unwrap();
     let help = String::from_utf8(help.stdout).unwrap();
@@ -233,4 +246,52 @@ fn version_and_help() {
             "{help}"
         );
     }
+}
+
+/// Secrets from the environment: `${NAME}` and `${NAME:-default}` in the file's strings; an
+/// unset one is refused by its field; `check` shows every URL without its password.
+#[test]
+fn values_come_from_the_environment_and_passwords_are_never_shown() {
+    let text = "[proxy]\nlisten = \"127.0.0.1:8080\"\n\
+                upstream = \"http://app:${TRR_TEST_UPSTREAM_PASSWORD}@${TRR_TEST_UNSET_HOST:-127.0.0.1}:3000\"\n\
+                [stores.shared]\ntype = \"redis\"\n\
+                url = \"redis://app:${TRR_TEST_REDIS_PASSWORD}@127.0.0.1:6379/0\"\n\
+                [policies.api]\n\
+                rules = [{ name = \"api\", algorithm = \"gcra\", limit = 1, period = \"1s\" }]\n";
+    let file = TempFile::new("toml", text);
+    let run = |redis_password: Option<&str>| {
+        let mut command = Command::new(BINARY);
+        command
+            .arg("check")
+            .arg(&file.0)
+            .env("TRR_TEST_UPSTREAM_PASSWORD", "up-s3cret")
+            .env_remove("TRR_TEST_UNSET_HOST");
+        match redis_password {
+            Some(password) => command.env("TRR_TEST_REDIS_PASSWORD", password),
+            None => command.env_remove("TRR_TEST_REDIS_PASSWORD"),
+        };
+        command.output().unwrap()
+    };
+    let output = run(Some("s3cret"));
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(output.status.success(), "{stdout}");
+    assert!(!stdout.contains("s3cret"), "{stdout}");
+    assert!(
+        stdout.contains("upstream http://app:***@127.0.0.1:3000"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("redis redis://app:***@127.0.0.1:6379/0"),
+        "{stdout}"
+    );
+
+    let refused = run(None);
+    let stderr = String::from_utf8(refused.stderr).unwrap();
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "`stores.shared.url`: the environment variable TRR_TEST_REDIS_PASSWORD is not set"
+        ),
+        "{stderr}"
+    );
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use crate::support::{Proxy, client, config_with, free_addr, upstream};
+use crate::support::{Proxy, client, config_text, config_with, free_addr, upstream};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_finishes_what_is_in_flight_then_exits() {
@@ -89,7 +89,7 @@ async fn sigterm_turns_readyz_503_first_then_stops_accepting_after_the_drain_del
         upstream,
         100,
         &format!(
-            "admin = \"{admin}\"\nconnections = {{ drain_delay = \"3s\", drain_timeout = \"20s\" }}"
+            "admin = \"{admin}\"\nconnections = {{ drain_delay = \"6s\", drain_timeout = \"20s\" }}"
         ),
     ));
     let readyz = async || {
@@ -113,7 +113,7 @@ async fn sigterm_turns_readyz_503_first_then_stops_accepting_after_the_drain_del
     let during = client().get(proxy.url("/open/x")).send().await.unwrap();
     assert_eq!(during.status(), 200);
     assert!(
-        signalled.elapsed() < Duration::from_secs(3),
+        signalled.elapsed() < Duration::from_secs(6),
         "the check above came after the drain delay: {:?}",
         signalled.elapsed()
     );
@@ -124,7 +124,7 @@ async fn sigterm_turns_readyz_503_first_then_stops_accepting_after_the_drain_del
         async || tokio::net::TcpStream::connect(&addr).await.is_err(),
     )
     .await;
-    assert!(signalled.elapsed() >= Duration::from_secs(3));
+    assert!(signalled.elapsed() >= Duration::from_secs(6));
     // The admin address still answers, and the request in flight is still waiting.
     assert_eq!(readyz().await, Some(503));
     assert!(!held.is_finished());
@@ -160,4 +160,39 @@ async fn a_second_sigterm_ends_the_drain_delay() {
     proxy
         .exits_successfully_within(Duration::from_secs(10))
         .await;
+}
+
+/// A reload applies what it can and names each field read at start only that changed: the
+/// process still listens where it started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_names_what_it_did_not_apply() {
+    let upstream = upstream().await;
+    let config = config_text(upstream, 3);
+    let proxy = Proxy::start(&config);
+    let elsewhere = free_addr();
+    let moved = config
+        .replace(
+            r#"listen = "127.0.0.1:0""#,
+            &format!(r#"listen = "{elsewhere}""#),
+        )
+        .replace("limit = 3", "limit = 4");
+    std::fs::write(&proxy.config, moved).unwrap();
+    proxy.signal("-HUP");
+    let message = proxy.message_containing("configuration reloaded");
+    assert!(
+        message.contains(&format!(
+            "not applied until restart: proxy.listen (127.0.0.1:0 → {elsewhere})"
+        )),
+        "{message}"
+    );
+    assert!(message.contains("WARN"), "{message}");
+    // The limits were applied, the address was not.
+    let response = client()
+        .get(proxy.url("/api/echo"))
+        .header("x-api-key", "k")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["ratelimit-policy"], "\"api\";q=4;w=60");
 }

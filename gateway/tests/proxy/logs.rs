@@ -1,8 +1,7 @@
 //! The access log: one line per request on standard output, JSON or text, with the request id,
 //! the route, the key's digest (never the key), the decision, the latency and the upstream's
-//! status.
-
-use std::process::Stdio;
+//! status. Standard output is the access log alone; the messages (the start-up line,
+//! warnings) are on standard error, in words, and in JSON too when the access log is.
 
 use crate::support::{Proxy, config_with, get_with, upstream};
 
@@ -11,7 +10,7 @@ async fn json_lines_say_what_happened_to_each_request() {
     let upstream = upstream().await;
     let config =
         config_with(upstream, 1, "").replace(r#"access_log = "off""#, r#"access_log = "json""#);
-    let (proxy, stdout) = Proxy::start_with_stdout(&config, Stdio::null());
+    let (proxy, stdout) = Proxy::start_with_stdout(&config);
     let secret_key = [("x-api-key", "s3cret-key"), ("x-request-id", "abc-1")];
     assert_eq!(
         get_with(&proxy.url("/api/echo"), &secret_key)
@@ -81,6 +80,16 @@ async fn json_lines_say_what_happened_to_each_request() {
             lines[line]
         );
         assert!(field(line, "latency_ms").as_f64().unwrap() >= 0.0);
+        // Milliseconds to the microsecond, without a float's noise (`1.1612040000000001`).
+        let latency = lines[line]
+            .split("\"latency_ms\":")
+            .nth(1)
+            .and_then(|rest| rest.split([',', '}']).next())
+            .unwrap();
+        let decimals = latency
+            .split_once('.')
+            .map_or(0, |(_, decimals)| decimals.len());
+        assert!(decimals <= 3, "{latency} in {}", lines[line]);
     }
     // The line without a key has none.
     assert!(field(3, "key").is_null());
@@ -91,7 +100,7 @@ async fn text_lines_are_key_value_pairs() {
     let upstream = upstream().await;
     let config =
         config_with(upstream, 5, "").replace(r#"access_log = "off""#, r#"access_log = "text""#);
-    let (proxy, stdout) = Proxy::start_with_stdout(&config, Stdio::null());
+    let (proxy, stdout) = Proxy::start_with_stdout(&config);
     get_with(
         &proxy.url("/api/echo"),
         &[("x-api-key", "k"), ("x-request-id", "t-1")],
@@ -106,4 +115,32 @@ async fn text_lines_are_key_value_pairs() {
         assert!(line.contains(pair), "{pair:?} not in {line:?}");
     }
     assert!(line.starts_with("time="), "{line}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_are_json_on_standard_error_when_the_access_log_is() {
+    // An upstream that refuses connections: a port just closed.
+    let closed = crate::support::free_addr();
+    let config =
+        config_with(closed, 5, "").replace(r#"access_log = "off""#, r#"access_log = "json""#);
+    let (proxy, stdout) = Proxy::start_with_stdout(&config);
+    assert_eq!(get_with(&proxy.url("/open/x"), &[]).await.status(), 502);
+    // The access log's line is the first on standard output.
+    let line = stdout.next_line();
+    let entry: serde_json::Value =
+        serde_json::from_str(&line).unwrap_or_else(|err| panic!("{line}: {err}"));
+    assert_eq!(entry["status"], 502, "{line}");
+    // The warning is a JSON object whose error is said in words, not as Rust's Debug.
+    let warning = loop {
+        let message = proxy.process.stderr.next_line();
+        let value: serde_json::Value =
+            serde_json::from_str(&message).unwrap_or_else(|err| panic!("{message}: {err}"));
+        if value["message"] == "the upstream cannot be reached" {
+            break value;
+        }
+    };
+    assert_eq!(warning["level"], "WARN", "{warning}");
+    let error = warning["error"].as_str().unwrap();
+    assert!(!error.contains("Os {"), "{error}");
+    assert!(error.contains("refused"), "{error}");
 }

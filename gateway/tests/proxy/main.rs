@@ -3,6 +3,8 @@
 //! proxy, each on a free port, and stops them when the test ends.
 
 mod admin;
+#[path = "../common/certificates.rs"]
+mod certificates;
 mod files;
 mod http2;
 mod lifecycle;

@@ -43,8 +43,7 @@ fn overlapping(upstream: std::net::SocketAddr) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shadow_route_never_lifts_the_enforced_limit_of_its_paths() {
     let upstream = upstream().await;
-    let (proxy, log) =
-        Proxy::start_with_stdout(&overlapping(upstream), std::process::Stdio::null());
+    let (proxy, log) = Proxy::start_with_stdout(&overlapping(upstream));
     let key = [("x-api-key", "k1")];
     // The shadow route counts each (its limit of 1 is passed from the second on) and refuses
     // none; the API's limit counts them too.
@@ -74,8 +73,7 @@ async fn a_shadow_route_never_lifts_the_enforced_limit_of_its_paths() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_narrower_route_adds_its_limit_to_the_broader_one() {
     let upstream = upstream().await;
-    let (proxy, _log) =
-        Proxy::start_with_stdout(&overlapping(upstream), std::process::Stdio::null());
+    let (proxy, _log) = Proxy::start_with_stdout(&overlapping(upstream));
     let key = [("x-api-key", "k2")];
     let search = get_with(&proxy.url("/api/search?q=1"), &key).await;
     assert_eq!(search.status(), 200);

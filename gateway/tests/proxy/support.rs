@@ -2,7 +2,6 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
 use axum::Router;
@@ -165,14 +164,20 @@ impl Drop for TempFile {
 
 impl Proxy {
     pub(crate) fn start(config: &str) -> Self {
-        Self::start_with_stdout(config, Stdio::null()).0
+        Self::start_with_stdout(config).0
     }
 
-    /// The proxy, and its standard output after the first line.
-    pub(crate) fn start_with_stdout(config: &str, stderr: Stdio) -> (Self, Output) {
-        let path = std::env::temp_dir().join(format!("proxy-{}.toml", fastrand::u64(..)));
+    /// The proxy, and its standard output (the access log).
+    pub(crate) fn start_with_stdout(config: &str) -> (Self, Output) {
+        Self::start_in(&std::env::temp_dir(), config)
+    }
+
+    /// The proxy of `config` written in `dir` (where its relative paths start), and its
+    /// standard output.
+    pub(crate) fn start_in(dir: &std::path::Path, config: &str) -> (Self, Output) {
+        let path = dir.join(format!("proxy-{}.toml", fastrand::u64(..)));
         std::fs::write(&path, config).unwrap();
-        let (process, line, stdout) = GatewayProcess::start("proxy", &path, stderr);
+        let (process, line, stdout) = GatewayProcess::start("proxy", &path, None);
         let rest = line
             .strip_prefix("proxy: listening on ")
             .and_then(|rest| {
@@ -201,6 +206,16 @@ impl Proxy {
 
     pub(crate) fn signal(&self, signal: &str) {
         self.process.signal(signal);
+    }
+
+    /// Its next message (on standard error) that contains `text`, the ones before it skipped.
+    pub(crate) fn message_containing(&self, text: &str) -> String {
+        loop {
+            let message = self.process.stderr.next_line();
+            if message.contains(text) {
+                return message;
+            }
+        }
     }
 }
 

@@ -1,7 +1,11 @@
 //! TLS: on the listener, and to an `https://` upstream whose certificate chains to the file's
 //! CA. Two proxies show both: a client speaks plain HTTP to the first, which forwards over TLS
-//! to the second, which listens with TLS and forwards to the upstream.
+//! to the second, which listens with TLS and forwards to the upstream. A certificate is rotated
+//! by replacing its files and sending SIGHUP.
 
+use testkit::TempDir;
+
+use crate::certificates::{certificate_in, served};
 use crate::support::{Proxy, TempFile, config_text, get_with, upstream};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -36,4 +40,30 @@ async fn a_tls_listener_and_an_https_upstream() {
         get_with(&untrusting.url("/api/echo"), &[]).await.status(),
         502
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_rotates_the_certificate_and_keeps_it_when_the_new_files_are_broken() {
+    let upstream = upstream().await;
+    let dir = TempDir::new("tls-rotation").unwrap();
+    let first = certificate_in(dir.path());
+    // Relative paths: from the file's directory, wherever the process was started.
+    let config = config_text(upstream, 100).replace(
+        "access_log = \"off\"",
+        "access_log = \"off\"\ntls = { certificate = \"cert.pem\", private_key = \"key.pem\" }",
+    );
+    let (proxy, _) = Proxy::start_in(dir.path(), &config);
+    assert_eq!(served(&proxy.addr, &[&first]).await, first);
+
+    let second = certificate_in(dir.path());
+    proxy.signal("-HUP");
+    proxy.message_containing("configuration reloaded");
+    assert_eq!(served(&proxy.addr, &[&first, &second]).await, second);
+
+    std::fs::write(dir.path().join("cert.pem"), "not a certificate").unwrap();
+    proxy.signal("-HUP");
+    let refused = proxy.message_containing("configuration not reloaded");
+    assert!(refused.contains("proxy.tls"), "{refused}");
+    assert!(refused.contains("cert.pem"), "{refused}");
+    assert_eq!(served(&proxy.addr, &[&first, &second]).await, second);
 }

@@ -1,8 +1,6 @@
 //! What gateways may speak: cleartext HTTP/2 (prior knowledge) beside HTTP/1.1 on the same
 //! listener, and TLS on it.
 
-use std::process::Stdio;
-
 use bytes::Bytes;
 use http_body_util::Empty;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -66,7 +64,7 @@ async fn a_tls_listener() {
         ),
     )
     .unwrap();
-    let (_proxy, line, _) = GatewayProcess::start("proxy", &proxy_config, Stdio::null());
+    let (_proxy, line, _) = GatewayProcess::start("proxy", &proxy_config, None);
     let proxy = line
         .strip_prefix("proxy: listening on http://")
         .and_then(|rest| rest.split(',').next())

@@ -6,6 +6,8 @@
 //! gateway's clients must see.
 
 mod caddy;
+#[path = "../common/certificates.rs"]
+mod certificates;
 mod clients;
 mod files;
 mod forward_auth;

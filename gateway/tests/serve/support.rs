@@ -3,7 +3,6 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use testkit::TempDir;
 use testkit::nginx::Nginx;
@@ -63,13 +62,18 @@ impl Serve {
         Self::start_with_stdout(config).0
     }
 
-    /// `serve`, and its standard output after the first line.
+    /// `serve`, and its standard output (the access log).
     pub(crate) fn start_with_stdout(config: &str) -> (Self, Output) {
-        let dir = TempDir::new("serve").unwrap();
+        Self::start_in(TempDir::new("serve").unwrap(), config)
+    }
+
+    /// `serve` of `config` written in `dir` (where its relative paths start), and its
+    /// standard output.
+    pub(crate) fn start_in(dir: TempDir, config: &str) -> (Self, Output) {
         let config_text = config.replace("{dir}", &dir.path().display().to_string());
         let path = dir.path().join("serve.toml");
         std::fs::write(&path, config_text).unwrap();
-        let (process, line, stdout) = GatewayProcess::start("serve", &path, Stdio::null());
+        let (process, line, stdout) = GatewayProcess::start("serve", &path, None);
         let listeners = line
             .strip_prefix("serve: listening on ")
             .and_then(|rest| rest.split(',').next())
@@ -111,6 +115,16 @@ impl Serve {
 
     pub(crate) fn signal(&self, signal: &str) {
         self.process.signal(signal);
+    }
+
+    /// Its next message (on standard error) that contains `text`, the ones before it skipped.
+    pub(crate) fn message_containing(&self, text: &str) -> String {
+        loop {
+            let message = self.process.stderr.next_line();
+            if message.contains(text) {
+                return message;
+            }
+        }
     }
 }
 

@@ -24,22 +24,31 @@ pub(super) fn parse_all(
                 .into_connection_info()
                 .map_err(|err| StoreConfigError::InvalidUrl {
                     setting,
-                    url: redact(url),
+                    url: redact_url(url),
                     reason: err.to_string(),
                 })
         })
         .collect::<Result<Vec<_>, _>>()?;
     let shown = urls
         .iter()
-        .map(|url| redact(url))
+        .map(|url| redact_url(url))
         .collect::<Vec<_>>()
         .join(",");
     Ok((infos, shown))
 }
 
-/// The URL without its password, for logs and errors: the password of the user information,
-/// and the `pass` parameter of a Unix socket URL, become `***`.
-pub(super) fn redact(url: &str) -> String {
+/// `url` without its password, for logs, errors and anything else printed: the password of
+/// the user information, and the `pass` (or `password`) parameter of a Unix socket URL, become
+/// `***`. One function for every URL shown, so that none is shown another way.
+///
+/// ```
+/// use tower_redis_ratelimit::store::redact_url;
+///
+/// assert_eq!(redact_url("redis://app:s3cret@redis:6379/2"), "redis://app:***@redis:6379/2");
+/// assert_eq!(redact_url("redis+unix:///run/redis.sock?pass=s3cret"), "redis+unix:///run/redis.sock?pass=***");
+/// assert_eq!(redact_url("http://127.0.0.1:3000"), "http://127.0.0.1:3000");
+/// ```
+pub fn redact_url(url: &str) -> String {
     let (scheme, rest) = match url.find("://") {
         Some(at) => url.split_at(at + 3),
         None => ("", url),

@@ -25,6 +25,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use self::address::redact_url;
 #[cfg(feature = "sentinel")]
 pub use self::auth::RedisAuth;
 use self::batch::Batcher;

@@ -7,7 +7,7 @@ use deadpool_redis::{ConnectionAddr, ConnectionInfo, Manager, Pool, Runtime};
 use redis::{AsyncConnectionConfig, IntoConnectionInfo};
 
 use crate::error::{ConfigError, StoreConfigError};
-use crate::store::redis::address::{describe, redact};
+use crate::store::redis::address::{describe, redact_url};
 #[cfg(feature = "cluster")]
 use crate::store::redis::cluster;
 use crate::store::redis::connection::{self, Connect};
@@ -68,7 +68,7 @@ pub(in crate::store::redis) fn connector(
             );
         }
         Target::Url(url) => {
-            let shown = redact(&url);
+            let shown = redact_url(&url);
             let info = url.as_str().into_connection_info().map_err(|err| {
                 StoreConfigError::InvalidUrl {
                     setting: "url",

@@ -6,7 +6,7 @@ use super::*;
 use redis::IntoConnectionInfo;
 
 use crate::key::Key;
-use crate::store::redis::address::{describe, redact};
+use crate::store::redis::address::{describe, redact_url};
 use crate::{Policy, Quota, Rule};
 
 fn from_json(json: &str) -> Config {
@@ -81,18 +81,18 @@ fn zero_timeouts_and_hour_long_backoffs_are_configuration_errors() {
 #[test]
 fn passwords_never_reach_logs() {
     assert_eq!(
-        redact("redis://user:secret@host:6379"),
+        redact_url("redis://user:secret@host:6379"),
         "redis://user:***@host:6379"
     );
-    assert_eq!(redact("redis://:secret@host"), "redis://:***@host");
-    assert_eq!(redact("redis://host"), "redis://host");
-    assert_eq!(redact("user:secret@host"), "user:***@host");
+    assert_eq!(redact_url("redis://:secret@host"), "redis://:***@host");
+    assert_eq!(redact_url("redis://host"), "redis://host");
+    assert_eq!(redact_url("user:secret@host"), "user:***@host");
     assert_eq!(
-        redact("redis+unix:///run/redis.sock?db=1&user=app&pass=secret"),
+        redact_url("redis+unix:///run/redis.sock?db=1&user=app&pass=secret"),
         "redis+unix:///run/redis.sock?db=1&user=app&pass=***"
     );
     assert_eq!(
-        redact("rediss://app:secret@host/0?protocol=resp3#insecure"),
+        redact_url("rediss://app:secret@host/0?protocol=resp3#insecure"),
         "rediss://app:***@host/0?protocol=resp3#insecure"
     );
     for url in ["http://user:secret@host", "redis://user:secret@host/x"] {
