@@ -15,6 +15,8 @@ pub mod concurrency;
 #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 pub mod config;
 pub mod decision;
+#[cfg(feature = "metrics")]
+mod describe;
 pub mod error;
 #[cfg(feature = "axum")]
 mod extract;
@@ -47,6 +49,9 @@ pub use concurrency::ConcurrencyLimitLayer;
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use deadpool_redis;
 pub use decision::Decision;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub use describe::describe_metrics;
 pub use error::ConfigError;
 pub use headers::HeaderFamilies;
 pub use policy::{Policy, Rule};
@@ -59,9 +64,6 @@ pub use shed::{FleetShedLayer, UtilizationShedLayer};
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use store::RedisStore;
 pub use store::{MemoryStore, Store};
-#[cfg(feature = "metrics")]
-#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-pub use telemetry::describe_metrics;
 
 /// The README's examples, compiled as doctests so they stay true.
 #[cfg(doctest)]
