@@ -87,11 +87,11 @@ impl Policy {
     }
 
     /// A global policy: one quota per key for the whole world, of which each region spends the
-    /// allotments a ledger hands it (see `region::RegionStore`), deciding every request in the
+    /// allotments a ledger hands it (see `store::region::RegionStore`), deciding every request in the
     /// region. It holds one fixed-window rule, whose windows are aligned to the Unix epoch under
     /// a region store so that every region counts the same windows.
     ///
-    /// A store that is not a `region::RegionStore` counts a global policy as any other: one
+    /// A store that is not a `store::region::RegionStore` counts a global policy as any other: one
     /// Redis, or one process, is then the whole world.
     ///
     /// ```

@@ -5,7 +5,10 @@
 //! - `RedisStore` (feature `redis`, on by default): shared by every replica through Redis; every
 //!   decision is one atomic Lua call.
 //!
-//! Both also hold concurrency permits (feature `concurrency`): see [`permits`].
+//! - `region::RegionStore` (feature `regions`): a region's Redis store that decides global
+//!   policies from allotments of one worldwide quota; see `region`.
+//!
+//! Both of the first two also hold concurrency permits (feature `concurrency`): see [`permits`].
 //!
 //! A store answers with a [`StoreFuture`], which is either already resolved (the memory store:
 //! no allocation, no timer) or a boxed future (the Redis store). The layer bounds the wait with
@@ -21,6 +24,9 @@ pub mod permits;
 mod rate;
 #[cfg(feature = "redis")]
 mod redis;
+#[cfg(feature = "regions")]
+#[cfg_attr(docsrs, doc(cfg(feature = "regions")))]
+pub mod region;
 
 pub use self::error::{StoreError, StoreErrorKind};
 pub use self::future::StoreFuture;
@@ -31,8 +37,3 @@ pub use self::redis::RedisAuth;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::{Fallback, QuotaLeases, RedisStore, RedisStoreBuilder};
-#[cfg(feature = "regions")]
-pub(crate) use self::{
-    key::StorageKey,
-    redis::{Call, Entry},
-};

@@ -19,7 +19,7 @@ mod script;
 mod sentinel;
 mod slot;
 #[cfg(feature = "regions")]
-mod wrapped;
+pub(super) mod wrapped;
 
 use std::fmt;
 use std::sync::Arc;
@@ -35,8 +35,6 @@ use self::fallback::Degraded;
 pub use self::fallback::Fallback;
 use self::leases::Leases;
 pub use self::leases::QuotaLeases;
-#[cfg(feature = "regions")]
-pub(crate) use self::script::{Call, Entry};
 use super::key::StorageKey;
 #[cfg(feature = "concurrency")]
 use super::permits::heartbeat::Heartbeat;

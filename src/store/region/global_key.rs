@@ -3,7 +3,7 @@
 
 use crate::clock::micros;
 use crate::policy::Policy;
-use crate::store::StorageKey;
+use crate::store::redis::wrapped::StorageKey;
 
 use super::window::Window;
 
