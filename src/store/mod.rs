@@ -19,7 +19,6 @@
 
 mod error;
 mod future;
-mod key;
 mod memory;
 #[cfg(feature = "concurrency")]
 #[cfg_attr(docsrs, doc(cfg(feature = "concurrency")))]

@@ -37,7 +37,7 @@ use super::{Inner, slot};
 use crate::decision::Decision;
 use crate::key::Key;
 use crate::policy::Policy;
-use crate::store::key::StorageKey;
+use crate::store::redis::key::StorageKey;
 use crate::store::{StoreError, StoreFuture};
 use crate::sync::lock;
 

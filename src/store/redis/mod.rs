@@ -10,6 +10,7 @@ mod cluster;
 mod connection;
 mod denials;
 mod fallback;
+mod key;
 mod leases;
 #[cfg(feature = "concurrency")]
 mod permits;
@@ -33,9 +34,9 @@ use self::connection::SharedConnection;
 use self::denials::Denials;
 use self::fallback::Degraded;
 pub use self::fallback::Fallback;
+use self::key::StorageKey;
 use self::leases::Leases;
 pub use self::leases::QuotaLeases;
-use super::key::StorageKey;
 #[cfg(feature = "concurrency")]
 use super::permits::heartbeat::Heartbeat;
 use super::{Store, StoreError, StoreFuture};

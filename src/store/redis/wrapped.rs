@@ -6,9 +6,9 @@
 use std::time::Duration;
 
 use super::RedisStore;
+pub(in crate::store) use super::key::StorageKey;
 pub(in crate::store) use super::script::{Call, Entry};
 use crate::store::StoreError;
-pub(in crate::store) use crate::store::key::StorageKey;
 
 impl RedisStore {
     /// Sends `call` on this store's connection.

@@ -14,7 +14,7 @@ pub(crate) type KeyId = (Box<str>, Box<str>);
 /// A client key under a global policy (one fixed-window rule).
 #[derive(Clone, Debug)]
 pub(crate) struct GlobalKey {
-    pub(crate) client: StorageKey,
+    pub(in crate::store) client: StorageKey,
     pub(crate) policy: Policy,
 }
 

@@ -61,7 +61,7 @@ use super::{Inner, RedisStore};
 use crate::decision::Decision;
 use crate::key::Key;
 use crate::policy::Policy;
-use crate::store::key::StorageKey;
+use crate::store::redis::key::StorageKey;
 use crate::store::{Store, StoreError, StoreFuture};
 
 /// Answers a request of `cost` from a lease of `key` under `policy`, or asks Redis for one; `None`

@@ -8,7 +8,7 @@
 
 use crate::key::Key;
 use crate::policy::Policy;
-use crate::store::key::StorageKey;
+use crate::store::redis::key::StorageKey;
 
 /// The first word: a message format of another version is ignored rather than misread.
 const VERSION: &str = "reset1";

@@ -44,7 +44,7 @@ use super::{Inner, leases};
 use crate::key::Key;
 use crate::policy::Policy;
 use crate::store::StoreError;
-use crate::store::key::StorageKey;
+use crate::store::redis::key::StorageKey;
 
 /// The channel the stores of key prefix `prefix` hear resets on.
 pub(super) fn channel(prefix: &str) -> String {
