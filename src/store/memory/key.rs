@@ -9,7 +9,8 @@
 //! key is looked up exactly as before, with no tag to compare. The keys never leave the process,
 //! so a hash keyed with per-process secret keys (SipHash, as std's `HashMap` uses against chosen
 //! keys) is as good as a cryptographic digest here, and keeps SHA-256 out of builds without Redis.
-//! (The Redis store's keys are its own: `store::redis::key`.)
+//! (The Redis store's keys are its own:
+//! `store::redis::key`.)
 
 use std::borrow::Cow;
 use std::hash::BuildHasher;

@@ -193,9 +193,11 @@ async fn send(
         listener.first_tried().await;
     }
     let epoch = inner.denials.as_ref().map_or(0, Denials::epoch);
+    let states = inner.names.of(policy);
     let call = decide::call(
         &inner.prefix,
         policy,
+        &states,
         requests
             .iter()
             .map(|request| (request.client.as_str(), request.cost)),

@@ -16,6 +16,7 @@ use super::batch::Batcher;
 use super::connection::SharedConnection;
 use super::denials::Denials;
 use super::fallback::{Degraded, Fallback};
+use super::key::StateNames;
 use super::leases::{Leases, QuotaLeases};
 use super::reset::{self, Listener};
 use super::{Inner, RedisStore};
@@ -368,6 +369,7 @@ impl RedisStoreBuilder {
                 denials: (self.denial_cache > 0).then(|| Denials::new(self.denial_cache)),
                 leases: self.quota_leases.as_ref().map(Leases::new),
                 fallback,
+                names: StateNames::new(),
                 batcher: Batcher::new(),
                 batch: self.batch,
                 cluster,

@@ -34,7 +34,7 @@ use self::connection::SharedConnection;
 use self::denials::Denials;
 use self::fallback::Degraded;
 pub use self::fallback::Fallback;
-use self::key::StorageKey;
+use self::key::{StateNames, StorageKey};
 use self::leases::Leases;
 pub use self::leases::QuotaLeases;
 #[cfg(feature = "concurrency")]
@@ -96,6 +96,8 @@ struct Inner {
     /// Hears the resets made by every instance (see `RedisStore::reset`); none when this store
     /// remembers nothing to forget.
     listener: Option<reset::Listener>,
+    /// Each rule's state name, the middle of its keys, per policy met.
+    names: StateNames,
     /// Decisions of a policy with a call in flight, batched (see `RedisStoreBuilder::batch`).
     batcher: Batcher,
     batch: bool,

@@ -1,13 +1,18 @@
 //! What a store that wraps a [`RedisStore`] from outside `store::redis` (the region module's
 //! `RegionStore` and ledger) uses of it, and nothing more: its own entry points of `lua/`, sent
 //! as [`Call`]s on the store's one shared connection (the library or script loaded as needed),
-//! the store's key prefix, and the storage form of client keys ([`StorageKey`]).
+//! the store's key prefix, the storage form of client keys ([`StorageKey`]) and the state names
+//! of a policy's rules ([`Names`], found in the store's table of them).
 
 use std::time::Duration;
 
 use super::RedisStore;
 pub(in crate::store) use super::key::StorageKey;
+pub(in crate::store) use super::key::names::Names;
+#[cfg(test)]
+pub(in crate::store) use super::key::names::names;
 pub(in crate::store) use super::script::{Call, Entry};
+use crate::policy::Policy;
 use crate::store::StoreError;
 
 impl RedisStore {
@@ -31,6 +36,11 @@ impl RedisStore {
             .connection
             .call_and_wait(call, replicas, timeout)
             .await
+    }
+
+    /// The state names of `policy`'s rules, in rule order, from this store's table of them.
+    pub(in crate::store) fn state_names(&self, policy: &Policy) -> Names {
+        self.inner.names.of(policy)
     }
 
     /// The prefix of this store's keys.

@@ -124,7 +124,7 @@ mod tests {
     use crate::key::Key;
     use crate::policy::{Policy, Rule};
     use crate::quota::Quota;
-    use crate::store::redis::wrapped::StorageKey;
+    use crate::store::redis::wrapped::{StorageKey, names};
 
     #[tokio::test]
     async fn a_region_spends_only_what_it_holds_and_each_move_applies_once() {
@@ -132,9 +132,11 @@ mod tests {
         let region = Region {
             store: RedisStore::open(&redis.url()).unwrap(),
         };
+        let policy = Policy::global(Rule::fixed_window("api", Quota::per_second(100))).unwrap();
         let key = GlobalKey {
             client: StorageKey::new(&Key::from("customer")),
-            policy: Policy::global(Rule::fixed_window("api", Quota::per_second(100))).unwrap(),
+            states: names(&policy),
+            policy,
         };
         let now = 5_000_000_000_000;
         let window = Window::at(now, 1_000_000);

@@ -190,12 +190,14 @@ mod tests {
     use crate::key::Key;
     use crate::policy::{Policy, Rule};
     use crate::quota::Quota;
-    use crate::store::redis::wrapped::StorageKey;
+    use crate::store::redis::wrapped::{StorageKey, names};
 
     fn key() -> GlobalKey {
+        let policy = Policy::global(Rule::fixed_window("api", Quota::per_second(100))).unwrap();
         GlobalKey {
             client: StorageKey::new(&Key::from("customer")),
-            policy: Policy::global(Rule::fixed_window("api", Quota::per_second(100))).unwrap(),
+            states: names(&policy),
+            policy,
         }
     }
 

@@ -201,6 +201,7 @@ impl Store for RegionStore {
         let key = GlobalKey {
             client: StorageKey::new(key),
             policy: policy.clone(),
+            states: self.shared.region.store.state_names(policy),
         };
         let (period, skew) = (key.period_us(), shared.settings.max_skew_us);
         if period <= 2 * skew {

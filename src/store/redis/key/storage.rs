@@ -6,7 +6,8 @@
 //! client's digest as its own key would share that client's counters and slots. Redis keys are
 //! printable and free of the `{` `}` that delimit the cluster hash tag; digests start with `#`,
 //! which no verbatim key may contain. A digest is SHA-256, the same in every process that shares
-//! the Redis server. (The memory store bounds its keys in its own way: `store::memory::key`.)
+//! the Redis server. (The memory store bounds its keys in its own way:
+//! `store::memory::key`.)
 
 use crate::key::Key;
 
