@@ -5,19 +5,9 @@ use std::time::Duration;
 
 use deadpool_redis::ConnectionInfo;
 
-mod target;
-
-#[cfg(any(feature = "cluster", feature = "sentinel"))]
-pub(super) use self::target::Endpoint;
-pub(super) use self::target::Target;
-#[cfg(test)]
-pub(super) use self::target::pool;
-use super::batch::Batcher;
-use super::connection::SharedConnection;
-use super::denials::Denials;
-use super::fallback::{Degraded, Fallback};
+use super::connect::{self, SharedConnection, Target};
 use super::key::StateNames;
-use super::leases::{Leases, QuotaLeases};
+use super::local::{Batcher, Degraded, Denials, Fallback, Leases, QuotaLeases};
 use super::reset::{self, Listener};
 use super::{Inner, RedisStore};
 use crate::clock::{Clock, SystemClock};
@@ -290,7 +280,7 @@ impl RedisStoreBuilder {
     /// [`build`](Self::build): its URL says how it authenticates.
     #[cfg(feature = "sentinel")]
     #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
-    pub fn primary_auth(mut self, auth: super::RedisAuth) -> Self {
+    pub fn primary_auth(mut self, auth: super::connect::RedisAuth) -> Self {
         match &mut self.target {
             Target::Sentinel { primary_auth, .. } => *primary_auth = Some(auth),
             _ => self.misplaced_primary_auth = true,
@@ -328,7 +318,7 @@ impl RedisStoreBuilder {
         let cluster = matches!(self.target, Target::Cluster(_));
         #[cfg(not(feature = "cluster"))]
         let cluster = false;
-        let endpoint = target::connector(self.target, self.connect_timeout)?;
+        let endpoint = connect::connector(self.target, self.connect_timeout)?;
         // A store that remembers nothing (no denial cache, no leases) has nothing to forget on a
         // reset, and needs no listener.
         let listener = (self.denial_cache > 0 || self.quota_leases.is_some()).then(|| {

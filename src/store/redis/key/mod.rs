@@ -7,3 +7,6 @@ mod storage;
 
 pub(in crate::store) use self::names::StateNames;
 pub(in crate::store) use self::storage::StorageKey;
+
+#[cfg(test)]
+mod tests;

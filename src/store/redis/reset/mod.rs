@@ -32,15 +32,15 @@
 
 mod listener;
 mod message;
-pub(super) mod subscribe;
 
 use std::sync::Arc;
 
 pub(super) use self::listener::Listener;
 use self::message::Reset;
+use super::Inner;
+use super::local::leases;
 use super::script::decide::StateKey;
 use super::script::{Call, Entry};
-use super::{Inner, leases};
 use crate::key::Key;
 use crate::policy::Policy;
 use crate::store::StoreError;

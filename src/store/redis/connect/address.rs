@@ -8,7 +8,7 @@ use crate::error::{ConfigError, StoreConfigError};
 /// The connection settings of every URL of `urls` (the nodes of a cluster, the sentinels of a
 /// primary: `setting` names them in errors), and how to show them all without passwords.
 #[cfg(any(feature = "cluster", feature = "sentinel"))]
-pub(super) fn parse_all(
+pub(in crate::store::redis) fn parse_all(
     urls: &[String],
     setting: &'static str,
 ) -> Result<(Vec<redis::ConnectionInfo>, String), ConfigError> {
@@ -39,7 +39,7 @@ pub(super) fn parse_all(
 
 /// The URL without its password, for logs and errors: the password of the user information,
 /// and the `pass` parameter of a Unix socket URL, become `***`.
-pub(super) fn redact(url: &str) -> String {
+pub(in crate::store::redis) fn redact(url: &str) -> String {
     let (scheme, rest) = match url.find("://") {
         Some(at) => url.split_at(at + 3),
         None => ("", url),
@@ -74,7 +74,7 @@ pub(super) fn redact(url: &str) -> String {
 
 /// Connection settings as a URL for logs, the password shown as `***`:
 /// `redis://[user:***@]host:port/db`, `rediss://…` for TLS, `redis+unix:///path?db=N…`.
-pub(super) fn describe(info: &ConnectionInfo) -> String {
+pub(in crate::store::redis) fn describe(info: &ConnectionInfo) -> String {
     let redis = &info.redis;
     let resp3 = redis.protocol == ProtocolVersion::RESP3;
     let host_port = |host: &str, port: u16| {

@@ -3,12 +3,12 @@
 
 use smallvec::SmallVec;
 
-use super::super::script::decide::{StateKey, verdict};
-use super::super::script::{Call, Entry};
 use crate::algorithm::{Algorithm, MAX_EXACT, Params};
 use crate::decision::{Decision, RuleVerdict};
 use crate::policy::{MAX_RULES, Policy};
 use crate::store::StoreError;
+use crate::store::redis::script::decide::{StateKey, verdict};
+use crate::store::redis::script::{Call, Entry};
 
 /// Integers per rule in a grant's reply, after its first (the units granted).
 const GRANT_WIDTH: usize = 9;
