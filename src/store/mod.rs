@@ -61,7 +61,7 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// A store that answers from state of its own beside the shared one (the Redis store's
     /// denial cache and quota leases, in every instance) forgets that too. The default refuses
-    /// ([`StoreErrorKind::Refused`](StoreErrorKind::Refused)): a store must say how it
+    /// ([`StoreErrorKind::Refused`]): a store must say how it
     /// resets.
     fn reset(&self, key: &Key, policy: &Policy) -> StoreFuture<()> {
         let _ = (key, policy);

@@ -275,8 +275,9 @@ impl RedisStoreBuilder {
     /// failover promotes, are authenticated, when not as the sentinels are. The sentinels' URLs
     /// carry the sentinels' own user name and password (envoyproxy/ratelimit's
     /// `REDIS_SENTINEL_AUTH`), this the servers' (its `REDIS_AUTH`): a password on the servers
-    /// and none on the sentinels, or the reverse ([`RedisAuth::none`]), or two different ones.
-    /// Unset, the servers get the first sentinel URL's. Another kind of store refuses it at
+    /// and none on the sentinels, or the reverse
+    /// ([`RedisAuth::none`](crate::store::RedisAuth::none)), or two different ones. Unset, the
+    /// servers get the first sentinel URL's. Another kind of store refuses it at
     /// [`build`](Self::build): its URL says how it authenticates.
     #[cfg(feature = "sentinel")]
     #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
