@@ -1,6 +1,6 @@
 //! Run with: cargo bench --bench regions [-- PATH.svg]
 //!
-//! One quota across three regions (`region::RegionStore`), against one exact global counter on
+//! One quota across three regions (`store::region::RegionStore`), against one exact global counter on
 //! the same trace, at 30, 100 and 150 ms one way between each region and the ledger. Everything
 //! runs on this machine: each region its own `redis-server` and one instance, the ledger's
 //! `redis-server` reached through a `testkit::wan::WanLink` per region that adds the latency.
@@ -34,7 +34,7 @@ use testkit::wan::WanLink;
 use testkit::{BoxError, RedisServer};
 use tower_redis_ratelimit::clock::{Clock, SystemClock};
 use tower_redis_ratelimit::key::Key;
-use tower_redis_ratelimit::region::{Ledger, RegionStore};
+use tower_redis_ratelimit::store::region::{Ledger, RegionStore};
 use tower_redis_ratelimit::{Policy, Quota, RedisStore, Rule, Store};
 
 const QUOTA: u32 = 200;

@@ -28,9 +28,6 @@ mod log;
 pub mod policy;
 mod quota;
 pub mod rate;
-#[cfg(feature = "regions")]
-#[cfg_attr(docsrs, doc(cfg(feature = "regions")))]
-pub mod region;
 mod response;
 #[cfg(feature = "shed")]
 #[cfg_attr(docsrs, doc(cfg(feature = "shed")))]

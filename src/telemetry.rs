@@ -13,7 +13,7 @@
 //! | `ratelimit_denial_cache_hits_total` | counter | | denials answered by the denial cache, without Redis |
 //! | `ratelimit_shed_total` | counter | `shedder` (`utilization`, `fleet`), `priority` | requests shed |
 //! | `ratelimit_concurrency_refused_total` | counter | `limit` | requests refused by a full concurrency slot |
-//! | `ratelimit_region_calls_total` | counter | `call` (`lead`, `sync`, `take`, `apply`, `surrender`, `credit`), `outcome` (`ok`, `error`) | the background calls of a [`RegionStore`](crate::region::RegionStore): demand reported, allotments moved |
+//! | `ratelimit_region_calls_total` | counter | `call` (`lead`, `sync`, `take`, `apply`, `surrender`, `credit`), `outcome` (`ok`, `error`) | the background calls of a [`RegionStore`](crate::store::region::RegionStore): demand reported, allotments moved |
 //! | `ratelimit_region_emergency_units_total` | counter | | units a region cut off from the ledger granted itself (emergency mode) |
 
 /// The `limiting` label of what rate limits ask their stores: a rate limit's decisions, and the

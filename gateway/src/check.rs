@@ -9,8 +9,8 @@ use tower_redis_ratelimit::config::{
     KeyConfig, Limits, LimitsConfig, RouteConfig, RuleConfig, StoreConfig,
 };
 use tower_redis_ratelimit::policy::Algorithm;
-use tower_redis_ratelimit::region::PartitionMode;
 use tower_redis_ratelimit::store::redact_url;
+use tower_redis_ratelimit::store::region::PartitionMode;
 
 use crate::config::{AccessLogFormat, Connections, DEFAULT_GATEWAYS, File, FileError};
 use crate::{proxy, serve};

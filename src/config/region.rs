@@ -7,10 +7,10 @@ use serde::Deserialize;
 
 use super::{SettingError, duration, error, invalid};
 use crate::error::{ConfigError, StoreConfigError};
-use crate::region::{Ledger, PartitionMode, RegionStore};
 use crate::store::RedisStore;
+use crate::store::region::{Ledger, PartitionMode, RegionStore};
 
-/// `region::RegionStore::builder`: in TOML,
+/// `store::region::RegionStore::builder`: in TOML,
 ///
 /// ```toml
 /// [stores.eu]

@@ -74,7 +74,7 @@ pub struct StoreConfig {
     #[serde(default)]
     pub fallback: Option<FallbackConfig>,
     /// Redis stores: the store is a region's, spending allotments of global policies
-    /// (`region::RegionStore`; off unless set).
+    /// (`store::region::RegionStore`; off unless set).
     #[cfg(feature = "regions")]
     #[serde(default)]
     pub region: Option<super::region::RegionConfig>,

@@ -40,9 +40,6 @@ struct PolicyInner {
     rule_ids: Box<[u64]>,
     /// Each rule's parameters as the algorithms compute with them, validated once here.
     params: Box<[Params]>,
-    /// Each rule's `<name>:<state code>`, the middle of its Redis keys, made on first use.
-    #[cfg(feature = "redis")]
-    state_names: std::sync::OnceLock<Box<[Box<str>]>>,
 }
 
 impl Policy {
@@ -80,18 +77,16 @@ impl Policy {
                 global: false,
                 rule_ids,
                 params,
-                #[cfg(feature = "redis")]
-                state_names: std::sync::OnceLock::new(),
             }),
         })
     }
 
     /// A global policy: one quota per key for the whole world, of which each region spends the
-    /// allotments a ledger hands it (see `region::RegionStore`), deciding every request in the
+    /// allotments a ledger hands it (see `store::region::RegionStore`), deciding every request in the
     /// region. It holds one fixed-window rule, whose windows are aligned to the Unix epoch under
     /// a region store so that every region counts the same windows.
     ///
-    /// A store that is not a `region::RegionStore` counts a global policy as any other: one
+    /// A store that is not a `store::region::RegionStore` counts a global policy as any other: one
     /// Redis, or one process, is then the whole world.
     ///
     /// ```
@@ -153,19 +148,6 @@ impl Policy {
     /// Each rule's parameters, in rule order.
     pub(crate) fn params(&self) -> &[Params] {
         &self.inner.params
-    }
-
-    /// Each rule's `<name>:<state code>`, in rule order: what names its state in Redis (the key
-    /// `<prefix>:<name>:<state code>:{<client>}`), made once per policy rather than formatted for
-    /// every call.
-    #[cfg(feature = "redis")]
-    pub(crate) fn state_names(&self) -> &[Box<str>] {
-        self.inner.state_names.get_or_init(|| {
-            self.rules()
-                .iter()
-                .map(|rule| format!("{}:{}", rule.name(), rule.state_code()).into())
-                .collect()
-        })
     }
 }
 

@@ -4,35 +4,90 @@
 //! - [`MemoryStore`]: in process, the embedded default. Exact, fast, one process only.
 //! - `RedisStore` (feature `redis`, on by default): shared by every replica through Redis; every
 //!   decision is one atomic Lua call.
+//! - `region::RegionStore` (feature `regions`): a region's Redis store, deciding global policies
+//!   from allotments of one worldwide quota (see `region`).
 //!
-//! Both also hold concurrency permits (feature `concurrency`): see [`permits`].
+//! The memory and Redis stores also hold concurrency permits (feature `concurrency`): see
+//! [`permits`].
 //!
 //! A store answers with a [`StoreFuture`], which is either already resolved (the memory store:
 //! no allocation, no timer) or a boxed future (the Redis store). The layer bounds the wait with
 //! its deadline and turns a [`StoreError`] into its failure mode.
+//!
+//! The traits are declared at their module's top: [`Store`] (rate decisions) here, and
+//! [`PermitStore`](permits::PermitStore) (concurrency permits) in [`permits`].
 
 mod error;
 mod future;
-mod key;
 mod memory;
 #[cfg(feature = "concurrency")]
 #[cfg_attr(docsrs, doc(cfg(feature = "concurrency")))]
 pub mod permits;
-mod rate;
 #[cfg(feature = "redis")]
 mod redis;
+#[cfg(feature = "regions")]
+#[cfg_attr(docsrs, doc(cfg(feature = "regions")))]
+pub mod region;
+
+use std::time::Duration;
 
 pub use self::error::{StoreError, StoreErrorKind};
 pub use self::future::StoreFuture;
 pub use self::memory::{MemoryStore, MemoryStoreBuilder};
-pub use self::rate::Store;
 #[cfg(feature = "sentinel")]
 pub use self::redis::RedisAuth;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::{Fallback, QuotaLeases, RedisStore, RedisStoreBuilder, redact_url};
-#[cfg(feature = "regions")]
-pub(crate) use self::{
-    key::StorageKey,
-    redis::{Call, Entry},
-};
+use crate::decision::Decision;
+use crate::key::Key;
+use crate::policy::Policy;
+
+/// Keeps the state of rate limits and decides whether a request may pass.
+///
+/// Implementations must be atomic per key: two concurrent checks of one key never both consume
+/// the last unit of a quota. They must be cheap to share: a layer keeps one behind an `Arc`.
+/// [`MemoryStore`] and `RedisStore` implement it; so may your own store, which
+/// computes one [`RuleVerdict`](crate::decision::RuleVerdict) per rule and combines them with
+/// [`Decision::from_verdicts`]. Only [`check`](Self::check) is required.
+pub trait Store: Send + Sync + 'static {
+    /// Checks (and, when admitted, counts) a request of `cost` units against every rule of
+    /// `policy` for `key`, all or nothing. A `cost` of zero reports without counting.
+    fn check(&self, key: &Key, policy: &Policy, cost: u32) -> StoreFuture<Decision>;
+
+    /// Resets `key` under `policy`: forgets what every rule of `policy` has counted for `key`,
+    /// so its next request finds the whole quota, as a client never seen before would. For an
+    /// operator lifting a ban, or a support desk giving a customer a fresh start.
+    ///
+    /// A store that answers from state of its own beside the shared one (the Redis store's
+    /// denial cache and quota leases, in every instance) forgets that too. The default refuses
+    /// ([`StoreErrorKind::Refused`]): a store must say how it
+    /// resets.
+    fn reset(&self, key: &Key, policy: &Policy) -> StoreFuture<()> {
+        let _ = (key, policy);
+        StoreFuture::ready(Err(StoreError::refused("this store cannot reset a key")))
+    }
+
+    /// How long this store waits on its backend before a fallback of its own answers instead
+    /// (a Redis store with a [fallback](Fallback): the fallback's timeout); `None`
+    /// (the default) when nothing answers in its place. A layer refuses to be built with a
+    /// deadline at or below it: the deadline would always answer first, with the layer's
+    /// failure mode, and the fallback never.
+    fn fallback_timeout(&self) -> Option<Duration> {
+        None
+    }
+}
+
+impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
+    fn check(&self, key: &Key, policy: &Policy, cost: u32) -> StoreFuture<Decision> {
+        (**self).check(key, policy, cost)
+    }
+
+    fn reset(&self, key: &Key, policy: &Policy) -> StoreFuture<()> {
+        (**self).reset(key, policy)
+    }
+
+    fn fallback_timeout(&self) -> Option<Duration> {
+        (**self).fallback_timeout()
+    }
+}

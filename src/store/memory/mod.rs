@@ -1,5 +1,6 @@
 //! The in-process store: exact limits for one process, no network, bounded memory.
 
+mod key;
 #[cfg(feature = "concurrency")]
 mod permits;
 mod shard;
@@ -10,8 +11,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use self::key::bounded;
 use self::shard::Shard;
-use super::key::bounded;
 use super::{Store, StoreFuture};
 use crate::algorithm::{self, Write};
 use crate::clock::{Clock, SystemClock};

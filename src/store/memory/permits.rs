@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use hashbrown::HashTable;
 use smallvec::SmallVec;
 
+use super::key::bounded;
 use super::{Inner, MemoryStore, Padded};
 use crate::clock::micros;
-use crate::store::key::bounded;
 use crate::store::permits::heartbeat::{Heartbeat, Renews};
 use crate::store::permits::{
     Acquired, PermitId, PermitStore, PermitTtl, Renewal, Slot, ttl_micros,

@@ -5,18 +5,9 @@ use std::time::Duration;
 
 use deadpool_redis::ConnectionInfo;
 
-mod target;
-
-#[cfg(any(feature = "cluster", feature = "sentinel"))]
-pub(super) use self::target::Endpoint;
-pub(super) use self::target::Target;
-#[cfg(test)]
-pub(super) use self::target::pool;
-use super::batch::Batcher;
-use super::connection::SharedConnection;
-use super::denials::Denials;
-use super::fallback::{Degraded, Fallback};
-use super::leases::{Leases, QuotaLeases};
+use super::connect::{self, SharedConnection, Target};
+use super::key::StateNames;
+use super::local::{Batcher, Degraded, Denials, Fallback, Leases, QuotaLeases};
 use super::reset::{self, Listener};
 use super::{Inner, RedisStore};
 use crate::clock::{Clock, SystemClock};
@@ -284,12 +275,13 @@ impl RedisStoreBuilder {
     /// failover promotes, are authenticated, when not as the sentinels are. The sentinels' URLs
     /// carry the sentinels' own user name and password (envoyproxy/ratelimit's
     /// `REDIS_SENTINEL_AUTH`), this the servers' (its `REDIS_AUTH`): a password on the servers
-    /// and none on the sentinels, or the reverse ([`RedisAuth::none`]), or two different ones.
-    /// Unset, the servers get the first sentinel URL's. Another kind of store refuses it at
+    /// and none on the sentinels, or the reverse
+    /// ([`RedisAuth::none`](crate::store::RedisAuth::none)), or two different ones. Unset, the
+    /// servers get the first sentinel URL's. Another kind of store refuses it at
     /// [`build`](Self::build): its URL says how it authenticates.
     #[cfg(feature = "sentinel")]
     #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
-    pub fn primary_auth(mut self, auth: super::RedisAuth) -> Self {
+    pub fn primary_auth(mut self, auth: super::connect::RedisAuth) -> Self {
         match &mut self.target {
             Target::Sentinel { primary_auth, .. } => *primary_auth = Some(auth),
             _ => self.misplaced_primary_auth = true,
@@ -327,7 +319,7 @@ impl RedisStoreBuilder {
         let cluster = matches!(self.target, Target::Cluster(_));
         #[cfg(not(feature = "cluster"))]
         let cluster = false;
-        let endpoint = target::connector(self.target, self.connect_timeout)?;
+        let endpoint = connect::connector(self.target, self.connect_timeout)?;
         // A store that remembers nothing (no denial cache, no leases) has nothing to forget on a
         // reset, and needs no listener.
         let listener = (self.denial_cache > 0 || self.quota_leases.is_some()).then(|| {
@@ -368,6 +360,7 @@ impl RedisStoreBuilder {
                 denials: (self.denial_cache > 0).then(|| Denials::new(self.denial_cache)),
                 leases: self.quota_leases.as_ref().map(Leases::new),
                 fallback,
+                names: StateNames::new(),
                 batcher: Batcher::new(),
                 batch: self.batch,
                 cluster,

@@ -1,44 +1,44 @@
 //! The Redis store: state shared by every replica, one atomic script call per decision.
+//!
+//! Its parts, by role, one way down (each takes the store's state, [`Inner`], declared here):
+//!
+//! - `builder`: the settings, and the store they build.
+//! - `connect`: where Redis is (one server, a Cluster, the primary Sentinels name) and the one
+//!   connection every call shares; the reset listener's connections; a cluster's hash slots.
+//! - `script`: the entry points of `lua/` and how a call of one is sent.
+//! - `key`: how a client key and a rule's state are named in Redis keys.
+//! - `local`: what is answered in process (denials, quota leases, batches, the fallback).
+//! - `reset`: resets made here and heard from other instances.
+//! - `permits`: concurrency permits.
+//! - `wrapped`: what a store wrapping this one (`store::region`) may use of it.
+//!
+//! `RedisStore` and its state stay here rather than in a file beside the parts: every part takes
+//! that state, and the store calls every part, so a sibling file would tie each part and the
+//! store into a cycle.
 
-mod address;
-#[cfg(feature = "sentinel")]
-mod auth;
-mod batch;
 mod builder;
-#[cfg(feature = "cluster")]
-mod cluster;
-mod connection;
-mod denials;
-mod fallback;
-mod leases;
+mod connect;
+mod key;
+mod local;
 #[cfg(feature = "concurrency")]
 mod permits;
 mod reset;
 mod script;
-#[cfg(feature = "sentinel")]
-mod sentinel;
-mod slot;
 #[cfg(feature = "regions")]
-mod wrapped;
+pub(super) mod wrapped;
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use self::address::redact_url;
-#[cfg(feature = "sentinel")]
-pub use self::auth::RedisAuth;
-use self::batch::Batcher;
 pub use self::builder::RedisStoreBuilder;
-use self::connection::SharedConnection;
-use self::denials::Denials;
-use self::fallback::Degraded;
-pub use self::fallback::Fallback;
-use self::leases::Leases;
-pub use self::leases::QuotaLeases;
-#[cfg(feature = "regions")]
-pub(crate) use self::script::{Call, Entry};
-use super::key::StorageKey;
+#[cfg(feature = "sentinel")]
+pub use self::connect::RedisAuth;
+use self::connect::SharedConnection;
+pub use self::connect::redact_url;
+use self::key::{StateNames, StorageKey};
+use self::local::{Batcher, Degraded, Denials, Leases, batch, fallback, leases};
+pub use self::local::{Fallback, QuotaLeases};
 #[cfg(feature = "concurrency")]
 use super::permits::heartbeat::Heartbeat;
 use super::{Store, StoreError, StoreFuture};
@@ -98,6 +98,8 @@ struct Inner {
     /// Hears the resets made by every instance (see `RedisStore::reset`); none when this store
     /// remembers nothing to forget.
     listener: Option<reset::Listener>,
+    /// Each rule's state name, the middle of its keys, per policy met.
+    names: StateNames,
     /// Decisions of a policy with a call in flight, batched (see `RedisStoreBuilder::batch`).
     batcher: Batcher,
     batch: bool,
@@ -120,7 +122,7 @@ impl RedisStore {
 
     /// Settings for a store at `url`.
     pub fn builder(url: &str) -> RedisStoreBuilder {
-        RedisStoreBuilder::new(builder::Target::Url(url.to_owned()))
+        RedisStoreBuilder::new(connect::Target::Url(url.to_owned()))
     }
 
     /// Settings for a store on a Redis Cluster reached through any of `nodes` (node URLs, as for
@@ -154,7 +156,7 @@ impl RedisStore {
             .into_iter()
             .map(|url| url.as_ref().to_owned())
             .collect();
-        RedisStoreBuilder::new(builder::Target::Cluster(nodes))
+        RedisStoreBuilder::new(connect::Target::Cluster(nodes))
     }
 
     /// Settings for a store on the primary that the sentinels at `sentinels` (sentinel URLs,
@@ -200,7 +202,7 @@ impl RedisStore {
             .into_iter()
             .map(|url| url.as_ref().to_owned())
             .collect();
-        RedisStoreBuilder::new(builder::Target::Sentinel {
+        RedisStoreBuilder::new(connect::Target::Sentinel {
             sentinels,
             master: master.to_owned(),
             primary_auth: None,
@@ -382,72 +384,5 @@ impl fmt::Debug for RedisStore {
             .field("url", &self.inner.redacted_url)
             .field("prefix", &self.inner.prefix)
             .finish_non_exhaustive()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::policy::Rule;
-    use crate::quota::Quota;
-
-    /// The hash tag of a Redis key as a cluster computes it: the bytes between the first `{` and
-    /// the next `}`, if that is not empty; else the whole key.
-    fn hash_tag(key: &str) -> &str {
-        if let Some(open) = key.find('{') {
-            if let Some(close) = key[open + 1..].find('}') {
-                if close > 0 {
-                    return &key[open + 1..open + 1 + close];
-                }
-            }
-        }
-        key
-    }
-
-    fn random_key(rng: &mut fastrand::Rng) -> Key {
-        let len = rng.usize(1..200);
-        let bytes: Vec<u8> = (0..len)
-            .map(|_| match rng.u8(0..4) {
-                0 => b'{',
-                1 => b'}',
-                _ => rng.u8(..),
-            })
-            .collect();
-        Key::from(bytes)
-    }
-
-    /// Every key a script call touches carries the client's storage key as its one hash tag:
-    /// the rule keys of a decision, a grant or a refund (all from `state_key`), and a
-    /// concurrency slot's key (the fleet shedder's is a slot with a fixed client key). So each
-    /// call touches one cluster slot, whatever bytes a client sends as its key.
-    #[test]
-    fn every_key_of_a_call_shares_one_hash_tag_whatever_the_client_key() {
-        let quota = Quota::per_minute(10).with_burst(10);
-        let rules = [
-            Rule::fixed_window("fw", quota),
-            Rule::gcra("gcra", quota),
-            Rule::sliding_log("log", quota),
-            Rule::sliding_window("sw", quota, 6),
-            Rule::token_bucket("tb", quota),
-        ];
-        let mut rng = fastrand::Rng::with_seed(7);
-        for _ in 0..2_000 {
-            let key = random_key(&mut rng);
-            let client = StorageKey::new(&key);
-            let tag = client.as_str();
-            assert!(!tag.is_empty() && !tag.contains(['{', '}']), "{tag:?}");
-            for rule in &rules {
-                let state = script::state_key("app", rule, tag);
-                assert_eq!(hash_tag(&state), tag, "{state}");
-                assert_eq!(state.matches('{').count(), 1, "{state}");
-            }
-            #[cfg(feature = "concurrency")]
-            {
-                let slot = crate::store::permits::Slot::new("ws", key.clone()).unwrap();
-                let slot_key = permits::slot_key("app", &slot);
-                assert_eq!(hash_tag(&slot_key), tag, "{slot_key}");
-                assert_eq!(slot_key.matches('{').count(), 1, "{slot_key}");
-            }
-        }
     }
 }

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use super::script::{Call, Entry};
 use super::{Inner, RedisStore};
 use crate::clock::micros;
-use crate::store::key::StorageKey;
 use crate::store::permits::heartbeat::{Heartbeat, Renews};
 use crate::store::permits::{
     Acquired, PermitId, PermitStore, PermitTtl, Renewal, Slot, ttl_micros,
 };
+use crate::store::redis::key::StorageKey;
 use crate::store::{StoreError, StoreFuture};
 use futures_util::future::join_all;
 

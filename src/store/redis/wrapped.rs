@@ -1,22 +1,32 @@
 //! What a store that wraps a [`RedisStore`] from outside `store::redis` (the region module's
-//! `RegionStore` and ledger) calls through it: its own entry points of `lua/`, as [`Call`]s on
-//! the store's one shared connection, with the library or script loaded as needed.
+//! `RegionStore` and ledger) uses of it, and nothing more: its own entry points of `lua/`, sent
+//! as [`Call`]s on the store's one shared connection (the library or script loaded as needed),
+//! the store's key prefix, the storage form of client keys ([`StorageKey`]) and the state names
+//! of a policy's rules ([`Names`], found in the store's table of them).
 
 use std::time::Duration;
 
 use super::RedisStore;
-use super::script::Call;
+pub(in crate::store) use super::key::StorageKey;
+pub(in crate::store) use super::key::names::Names;
+#[cfg(test)]
+pub(in crate::store) use super::key::names::names;
+pub(in crate::store) use super::script::{Call, Entry};
+use crate::policy::Policy;
 use crate::store::StoreError;
 
 impl RedisStore {
     /// Sends `call` on this store's connection.
-    pub(crate) async fn run<T: redis::FromRedisValue>(&self, call: &Call) -> Result<T, StoreError> {
+    pub(in crate::store) async fn run<T: redis::FromRedisValue>(
+        &self,
+        call: &Call,
+    ) -> Result<T, StoreError> {
         self.inner.connection.call(call).await
     }
 
     /// Sends `call`, then waits for `replicas` replicas to acknowledge it, for at most `timeout`;
     /// returns the reply and how many did.
-    pub(crate) async fn run_and_wait<T: redis::FromRedisValue>(
+    pub(in crate::store) async fn run_and_wait<T: redis::FromRedisValue>(
         &self,
         call: &Call,
         replicas: u32,
@@ -28,8 +38,13 @@ impl RedisStore {
             .await
     }
 
+    /// The state names of `policy`'s rules, in rule order, from this store's table of them.
+    pub(in crate::store) fn state_names(&self, policy: &Policy) -> Names {
+        self.inner.names.of(policy)
+    }
+
     /// The prefix of this store's keys.
-    pub(crate) fn prefix(&self) -> &str {
+    pub(in crate::store) fn prefix(&self) -> &str {
         &self.inner.prefix
     }
 }

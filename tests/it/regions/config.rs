@@ -8,7 +8,7 @@ use axum::routing::get;
 use http::StatusCode;
 use tower_redis_ratelimit::RedisStore;
 use tower_redis_ratelimit::config::LimitsConfig;
-use tower_redis_ratelimit::region::Ledger;
+use tower_redis_ratelimit::store::region::Ledger;
 
 use crate::config::field_of;
 use crate::support::{RedisServer, get as send};

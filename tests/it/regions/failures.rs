@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use tower_redis_ratelimit::RedisStore;
-use tower_redis_ratelimit::region::Ledger;
+use tower_redis_ratelimit::store::region::Ledger;
 
 use super::world::{QUOTA, Setup, World};
 use crate::support::RedisServer;

@@ -1,4 +1,4 @@
-//! One quota across regions (`region::RegionStore`): three regions on one machine, each its own
+//! One quota across regions (`store::region::RegionStore`): three regions on one machine, each its own
 //! `redis-server` and instances, a ledger reached through links that add 30, 100 and 150 ms
 //! and cut on command ([`world`]). Every scenario checks, from the log of every admission with
 //! its time, that no window admitted more than the quota worldwide (or, in emergency mode, the

@@ -1,7 +1,7 @@
 //! A region cut off from the ledger for several windows, then healed: in refuse mode never
 //! above the quota; in emergency mode never above the quota and the region's emergency share.
 
-use tower_redis_ratelimit::region::PartitionMode;
+use tower_redis_ratelimit::store::region::PartitionMode;
 
 use super::world::{QUOTA, Setup, World};
 use crate::support::RedisServer;

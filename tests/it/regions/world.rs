@@ -9,7 +9,7 @@ use std::time::Duration;
 use testkit::wan::WanLink;
 use tower_redis_ratelimit::clock::{Clock, SystemClock};
 use tower_redis_ratelimit::key::Key;
-use tower_redis_ratelimit::region::{Ledger, PartitionMode, RegionStore};
+use tower_redis_ratelimit::store::region::{Ledger, PartitionMode, RegionStore};
 use tower_redis_ratelimit::{Policy, Quota, RedisStore, Rule, Store};
 
 use crate::support::RedisServer;

@@ -6,7 +6,7 @@ use super::*;
 use redis::IntoConnectionInfo;
 
 use crate::key::Key;
-use crate::store::redis::address::{describe, redact_url};
+use crate::store::redis::connect::{describe, pool, redact_url};
 use crate::{Policy, Quota, Rule};
 
 fn from_json(json: &str) -> Config {

@@ -10,10 +10,10 @@ use redis::aio::PubSub;
 use tokio::sync::Notify;
 
 use super::message::Reset;
-use super::subscribe::{Subscribe, within};
 use super::{forget, forget_everything};
 use crate::store::redis::Inner;
-use crate::store::redis::connection::backoff_delay;
+use crate::store::redis::connect::connection::backoff_delay;
+use crate::store::redis::connect::subscribe::{Subscribe, within};
 
 /// How a store hears resets: its pub/sub connection's maker, the channel, and the task's state.
 pub(in crate::store::redis) struct Listener {

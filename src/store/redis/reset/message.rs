@@ -7,8 +7,7 @@
 //! are printable ASCII, rule names and state codes narrower still.
 
 use crate::key::Key;
-use crate::policy::Policy;
-use crate::store::key::StorageKey;
+use crate::store::redis::key::StorageKey;
 
 /// The first word: a message format of another version is ignored rather than misread.
 const VERSION: &str = "reset1";
@@ -21,11 +20,12 @@ pub(in crate::store::redis) struct Reset {
 }
 
 impl Reset {
-    /// The reset of `client` (a storage key) under every rule of `policy`.
-    pub(in crate::store::redis) fn new(client: &str, policy: &Policy) -> Self {
+    /// The reset of `client` (a storage key) under every rule of a policy, whose state names
+    /// are `states`.
+    pub(in crate::store::redis) fn new(client: &str, states: &[Box<str>]) -> Self {
         Self {
             client: client.into(),
-            states: policy.state_names().into(),
+            states: states.into(),
         }
     }
 
@@ -52,14 +52,11 @@ impl Reset {
         })
     }
 
-    /// Whether what an instance remembers of `key` under `policy` counted state this reset
-    /// deleted: the same client, and a rule of the policy among the reset ones (a policy that
-    /// shares one rule with the reset one shares its state).
-    pub(in crate::store::redis) fn covers(&self, key: &Key, policy: &Policy) -> bool {
-        policy
-            .state_names()
-            .iter()
-            .any(|state| self.states.contains(state))
+    /// Whether what an instance remembers of `key` under a policy whose rules' state names are
+    /// `states` counted state this reset deleted: the same client, and a rule of the policy among
+    /// the reset ones (a policy that shares one rule with the reset one shares its state).
+    pub(in crate::store::redis) fn covers(&self, key: &Key, states: &[Box<str>]) -> bool {
+        states.iter().any(|state| self.states.contains(state))
             && StorageKey::names(&self.client, key)
     }
 }
@@ -67,18 +64,20 @@ impl Reset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Rule;
+    use crate::policy::{Policy, Rule};
     use crate::quota::Quota;
+    use crate::store::redis::key::names::{Names, names};
 
-    fn policy(rules: impl IntoIterator<Item = Rule>) -> Policy {
-        Policy::new(rules).unwrap()
+    /// The state names of a policy of `rules`.
+    fn states(rules: impl IntoIterator<Item = Rule>) -> Names {
+        names(&Policy::new(rules).unwrap())
     }
 
     #[test]
     fn a_message_reads_back_as_the_reset_it_tells_of() {
         let api = Rule::gcra("api", Quota::per_second(10));
         let hour = Rule::sliding_window("hour", Quota::per_hour(1_000), 60);
-        let reset = Reset::new("203.0.113.5", &policy([api, hour]));
+        let reset = Reset::new("203.0.113.5", &states([api, hour]));
         let text = reset.encode();
         assert_eq!(text, "reset1 203.0.113.5 api:gcra-10/1s hour:sw60-1h");
         assert_eq!(Reset::decode(text.as_bytes()), Some(reset));
@@ -93,14 +92,14 @@ mod tests {
         let api = Rule::gcra("api", Quota::per_second(10));
         let key = Key::from("L".repeat(100));
         let client = StorageKey::new(&key);
-        let reset = Reset::new(client.as_str(), &policy([api.clone()]));
-        assert!(reset.covers(&key, &policy([api.clone()])));
+        let reset = Reset::new(client.as_str(), &states([api.clone()]));
+        assert!(reset.covers(&key, &states([api.clone()])));
         // Another policy with the same rule counts in the same state.
-        let both = policy([Rule::fixed_window("day", Quota::per_day(5)), api.clone()]);
+        let both = states([Rule::fixed_window("day", Quota::per_day(5)), api.clone()]);
         assert!(reset.covers(&key, &both));
         // Another client, another rule, or the same name with another quota (other state).
-        assert!(!reset.covers(&Key::from("other"), &policy([api])));
-        assert!(!reset.covers(&key, &policy([Rule::gcra("web", Quota::per_second(10))])));
-        assert!(!reset.covers(&key, &policy([Rule::gcra("api", Quota::per_second(20))])));
+        assert!(!reset.covers(&Key::from("other"), &states([api])));
+        assert!(!reset.covers(&key, &states([Rule::gcra("web", Quota::per_second(10))])));
+        assert!(!reset.covers(&key, &states([Rule::gcra("api", Quota::per_second(20))])));
     }
 }

@@ -32,19 +32,19 @@
 
 mod listener;
 mod message;
-pub(super) mod subscribe;
 
 use std::sync::Arc;
 
 pub(super) use self::listener::Listener;
 use self::message::Reset;
+use super::Inner;
+use super::local::leases;
 use super::script::decide::StateKey;
 use super::script::{Call, Entry};
-use super::{Inner, leases};
 use crate::key::Key;
 use crate::policy::Policy;
 use crate::store::StoreError;
-use crate::store::key::StorageKey;
+use crate::store::redis::key::StorageKey;
 
 /// The channel the stores of key prefix `prefix` hear resets on.
 pub(super) fn channel(prefix: &str) -> String {
@@ -55,10 +55,10 @@ pub(super) fn channel(prefix: &str) -> String {
 pub(super) async fn reset(inner: Arc<Inner>, key: Key, policy: Policy) -> Result<(), StoreError> {
     Listener::ensure(&inner);
     let client = StorageKey::new(&key);
-    let reset = Reset::new(client.as_str(), &policy);
-    let states = policy.state_names();
+    let states = inner.names.of(&policy);
+    let reset = Reset::new(client.as_str(), &states);
     let mut call = Call::new(Entry::Reset, 0, states.len());
-    for state in states {
+    for state in states.iter() {
         call.key(StateKey {
             prefix: &inner.prefix,
             state,
@@ -80,10 +80,10 @@ pub(super) async fn reset(inner: Arc<Inner>, key: Key, policy: Policy) -> Result
 /// taken from the state the reset deleted).
 fn forget(inner: &Inner, reset: &Reset) {
     if let Some(denials) = &inner.denials {
-        denials.forget(|key, policy| reset.covers(key, policy));
+        denials.forget(|key, policy| reset.covers(key, &inner.names.of(policy)));
     }
     if let Some(leases) = &inner.leases {
-        leases.forget(|key, policy| reset.covers(key, policy));
+        leases.forget(|key, policy| reset.covers(key, &inner.names.of(policy)));
     }
 }
 

@@ -30,7 +30,7 @@ pub(in crate::store::redis) enum Recovery {
 /// One call of an entry point: its keys, then its other arguments, written straight into the
 /// `FCALL` that sends it (the common case: no copy), and copied into an `EVALSHA` when the
 /// server speaks scripts.
-pub(crate) struct Call {
+pub(in crate::store) struct Call {
     entry: Entry,
     /// The algorithms the call's rules use, for the scripts dialect (see `Entry::script`).
     algorithms: u8,
@@ -44,7 +44,7 @@ pub(crate) struct Call {
 impl Call {
     /// A call of `entry` with `keys` keys, whose rules use the algorithm set `algorithms` (0 for
     /// an entry that calls none). Every key is added before any other argument.
-    pub(crate) fn new(entry: Entry, algorithms: u8, keys: usize) -> Self {
+    pub(in crate::store) fn new(entry: Entry, algorithms: u8, keys: usize) -> Self {
         let mut command = redis::cmd("FCALL");
         command.arg(Library::get().function(entry)).arg(keys);
         Self {
@@ -57,7 +57,7 @@ impl Call {
     }
 
     /// Adds a key (`KEYS[n]`, in the order added).
-    pub(crate) fn key(&mut self, key: impl ToRedisArgs) -> &mut Self {
+    pub(in crate::store) fn key(&mut self, key: impl ToRedisArgs) -> &mut Self {
         debug_assert!(
             self.added < self.keys && self.command.args_iter().len() == 3 + self.added,
             "more keys than announced, or a key after an argument"
@@ -68,7 +68,7 @@ impl Call {
     }
 
     /// Adds an argument (`ARGV[n]`, in the order added), after every key.
-    pub(crate) fn arg(&mut self, arg: impl ToRedisArgs) -> &mut Self {
+    pub(in crate::store) fn arg(&mut self, arg: impl ToRedisArgs) -> &mut Self {
         debug_assert_eq!(
             self.added, self.keys,
             "an argument before every key was added"

@@ -26,7 +26,7 @@ pub(in crate::store::redis) fn state_key(prefix: &str, rule: &Rule, client: &str
 }
 
 /// [`state_key`] written straight into a command, from a rule's state name (`<name>:<state
-/// code>`, see `Policy::state_names`), without a `String` of its own.
+/// code>`, see `StateNames`), without a `String` of its own.
 pub(in crate::store::redis) struct StateKey<'a> {
     pub(in crate::store::redis) prefix: &'a str,
     pub(in crate::store::redis) state: &'a str,
@@ -51,16 +51,16 @@ pub(in crate::store::redis) fn algorithms(policy: &Policy) -> u8 {
         .fold(0_u8, |set, params| set | 1 << (params.script_id() - 1))
 }
 
-/// The call deciding `requests` (each a client's storage key and a cost) under `policy`, in
-/// order. `prefix` and the clients are valid key parts.
+/// The call deciding `requests` (each a client's storage key and a cost) under `policy`, whose
+/// rules' state names are `states`, in order. `prefix` and the clients are valid key parts.
 pub(in crate::store::redis) fn call<'a>(
     prefix: &str,
     policy: &Policy,
+    states: &[Box<str>],
     requests: impl ExactSizeIterator<Item = (&'a str, u32)> + Clone,
     now_micros: Option<u64>,
     min_ttl_ms: u64,
 ) -> Call {
-    let states = policy.state_names();
     let mut call = Call::new(
         Entry::Decide,
         algorithms(policy),
@@ -232,7 +232,7 @@ mod tests {
             let policy = Policy::try_from(rule).unwrap();
             let written = StateKey {
                 prefix: "rl",
-                state: &policy.state_names()[0],
+                state: &crate::store::redis::key::names::names(&policy)[0],
                 client,
             }
             .to_redis_args();

@@ -21,7 +21,7 @@ pub(super) const EVERY_ALGORITHM: u8 = 0b1_1111;
 
 /// An entry point: one kind of call, with the KEYS/ARGV/reply contract its file opens with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Entry {
+pub(in crate::store) enum Entry {
     /// Rate-limit decisions of one policy (`lua/decide.lua`).
     Decide,
     /// A quota lease (`lua/grant.lua`).

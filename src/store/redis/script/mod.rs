@@ -30,8 +30,8 @@ pub(super) mod decide;
 mod entry;
 mod library;
 
-pub(crate) use self::call::Call;
+pub(in crate::store) use self::call::Call;
 pub(super) use self::call::{Dialect, Recovery};
 pub(super) use self::decide::state_key;
-pub(crate) use self::entry::Entry;
+pub(in crate::store) use self::entry::Entry;
 pub(super) use self::library::Library;

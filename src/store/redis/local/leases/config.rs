@@ -22,7 +22,7 @@ use crate::error::{ConfigError, StoreConfigError};
 /// # Ok::<(), tower_redis_ratelimit::ConfigError>(())
 /// ```
 ///
-/// [`RedisStoreBuilder::quota_leases`]: super::super::RedisStoreBuilder::quota_leases
+/// [`RedisStoreBuilder::quota_leases`]: crate::store::redis::RedisStoreBuilder::quota_leases
 #[derive(Clone, Debug, PartialEq)]
 #[must_use]
 pub struct QuotaLeases {

@@ -3,7 +3,7 @@
 
 use crate::clock::micros;
 use crate::policy::Policy;
-use crate::store::StorageKey;
+use crate::store::redis::wrapped::{Names, StorageKey};
 
 use super::window::Window;
 
@@ -14,8 +14,10 @@ pub(crate) type KeyId = (Box<str>, Box<str>);
 /// A client key under a global policy (one fixed-window rule).
 #[derive(Clone, Debug)]
 pub(crate) struct GlobalKey {
-    pub(crate) client: StorageKey,
+    pub(in crate::store) client: StorageKey,
     pub(crate) policy: Policy,
+    /// The policy's state names (of its one rule), from the region store's table of them.
+    pub(in crate::store) states: Names,
 }
 
 impl GlobalKey {
@@ -42,7 +44,7 @@ impl GlobalKey {
     fn window_key(&self, prefix: &str, side: &str, window: Window) -> String {
         format!(
             "{prefix}:{side}:{}:{{{}}}:{}",
-            self.policy.state_names()[0],
+            self.states[0],
             self.client.as_str(),
             window.index
         )
@@ -50,9 +52,6 @@ impl GlobalKey {
 
     /// What tells this key apart in an instance's tables: the state name and the client.
     pub(crate) fn id(&self) -> KeyId {
-        (
-            self.policy.state_names()[0].clone(),
-            self.client.as_str().into(),
-        )
+        (self.states[0].clone(), self.client.as_str().into())
     }
 }

@@ -1,5 +1,5 @@
 //! One quota across regions: [global policies](crate::Policy::global) decided in each region,
-//! never more than the quota worldwide (feature `regions`, on by default).
+//! never more than the quota worldwide (feature `regions`).
 //!
 //! Each region runs its instances and its own Redis, and wraps that Redis's store in a
 //! [`RegionStore`]. A [`Ledger`], in one Redis that every region reaches, hands out

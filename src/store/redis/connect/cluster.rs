@@ -15,11 +15,11 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use redis::cluster::ClusterClientBuilder;
 
-use super::address::parse_all;
-use super::builder::Endpoint;
-use super::connection::{self, Connect, Link};
-use super::reset::subscribe;
+use super::endpoint::Endpoint;
 use crate::error::{ConfigError, StoreConfigError};
+use crate::store::redis::connect::address::parse_all;
+use crate::store::redis::connect::connection::{self, Connect, Link};
+use crate::store::redis::connect::subscribe;
 
 /// How many times redis-rs retries a call (a redirect, a node reconnecting) before answering its
 /// error: few, and quickly, since the layer's deadline is short anyway and a call that cannot be
@@ -30,7 +30,7 @@ const MAX_RETRY_WAIT_MS: u64 = 50;
 
 /// The endpoint of a cluster reached through any of `nodes` (one is enough; the client finds
 /// the others; the reset listener subscribes on the first that answers).
-pub(super) fn connector(
+pub(in crate::store::redis) fn connector(
     nodes: &[String],
     connect_timeout: Duration,
 ) -> Result<Endpoint, ConfigError> {

@@ -7,7 +7,7 @@
 const SLOTS: u16 = 16_384;
 
 /// The slot of the keys whose hash tag is `tag`.
-pub(super) fn of(tag: &str) -> u16 {
+pub(in crate::store::redis) fn of(tag: &str) -> u16 {
     crc16(tag.as_bytes()) % SLOTS
 }
 

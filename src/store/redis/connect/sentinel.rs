@@ -12,18 +12,18 @@ use futures_util::FutureExt;
 use redis::AsyncConnectionConfig;
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 
-use super::RedisAuth;
-use super::address::parse_all;
-use super::builder::Endpoint;
-use super::connection::{self, Connect, Link};
-use super::reset::subscribe;
+use super::auth::RedisAuth;
+use super::endpoint::Endpoint;
 use crate::error::{ConfigError, StoreConfigError};
+use crate::store::redis::connect::address::parse_all;
+use crate::store::redis::connect::connection::{self, Connect, Link};
+use crate::store::redis::connect::subscribe;
 
 /// The endpoint of the primary named `master` by the sentinels at `sentinels`. Each sentinel is
 /// asked with its URL's credentials; the data nodes are reached with the first URL's database,
 /// and with `primary_auth` when given, else with that URL's user name and password. The reset
 /// listener subscribes on the primary too, as the data nodes are reached.
-pub(super) fn connector(
+pub(in crate::store::redis) fn connector(
     sentinels: &[String],
     master: &str,
     primary_auth: Option<&RedisAuth>,

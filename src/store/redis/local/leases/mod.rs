@@ -25,10 +25,10 @@
 //! - **Giving back.** A slice's unspent units go back when its lifetime ends (a background task
 //!   sweeps every half lifetime), when a fixed window it was reserved in ends (those units are
 //!   lost with the window, never spent in the next), and on
-//!   [`RedisStore::return_leases`](super::RedisStore::return_leases) at shutdown, which waits for
-//!   grants in flight. A refund never returns more than the slice took: a fixed window's units go
-//!   back only to the window they came from; a bucket's only as far as the grant's own level has
-//!   not already drained.
+//!   [`RedisStore::return_leases`](crate::RedisStore::return_leases) at shutdown, which waits
+//!   for grants in flight. A refund never returns more than the slice took: a fixed window's
+//!   units go back only to the window they came from; a bucket's only as far as the grant's own
+//!   level has not already drained.
 //! - **What it costs in exactness.** Fixed window: no over-admission (a slice is spent within its
 //!   window). GCRA and token bucket: a unit counts in Redis at the instant it conforms there, and
 //!   is spent up to a lifetime later, so over any interval the fleet admits at most the rule's
@@ -56,17 +56,17 @@ use std::time::Duration;
 pub use self::config::QuotaLeases;
 pub(in crate::store::redis) use self::table::Leases;
 use self::table::{LeaseStep, Refund};
-use super::denials::Denials;
-use super::{Inner, RedisStore};
 use crate::decision::Decision;
 use crate::key::Key;
 use crate::policy::Policy;
-use crate::store::key::StorageKey;
+use crate::store::redis::key::StorageKey;
+use crate::store::redis::local::denials::Denials;
+use crate::store::redis::{Inner, RedisStore};
 use crate::store::{Store, StoreError, StoreFuture};
 
 /// Answers a request of `cost` from a lease of `key` under `policy`, or asks Redis for one; `None`
 /// when Redis should decide the request alone.
-pub(super) fn decide(
+pub(in crate::store::redis) fn decide(
     inner: &Arc<Inner>,
     leases: &Leases,
     key: &Key,
@@ -123,8 +123,9 @@ pub(super) fn decide(
     }
 }
 
-/// Gives back every lease this store holds; see [`RedisStore::return_leases`](super::RedisStore::return_leases).
-pub(super) async fn return_all(inner: &Inner) -> Result<(), StoreError> {
+/// Gives back every lease this store holds; see
+/// [`RedisStore::return_leases`](crate::RedisStore::return_leases).
+pub(in crate::store::redis) async fn return_all(inner: &Inner) -> Result<(), StoreError> {
     let Some(leases) = &inner.leases else {
         return Ok(());
     };
@@ -143,9 +144,9 @@ pub(super) async fn return_all(inner: &Inner) -> Result<(), StoreError> {
 }
 
 /// Gives back every lease this store holds, in the background, and keeps no grant asked before:
-/// this process may have missed a reset (see `super::reset`), and a lease may hold units of the
-/// state it deleted.
-pub(super) fn forget_all(inner: &Arc<Inner>) {
+/// this process may have missed a reset (see `store::redis::reset`), and a lease may hold units
+/// of the state it deleted.
+pub(in crate::store::redis) fn forget_all(inner: &Arc<Inner>) {
     if let Some(leases) = &inner.leases {
         let mut refunds = Vec::new();
         leases.forget_all(&mut refunds);
@@ -177,6 +178,7 @@ async fn grant(
         &inner.prefix,
         client.as_str(),
         &policy,
+        &inner.names.of(&policy),
         cost.max(1),
         want,
         leases.lifetime_us(),
@@ -263,6 +265,7 @@ async fn send_refund(inner: &Inner, refund: &Refund) -> Result<(), StoreError> {
         &inner.prefix,
         client.as_str(),
         &refund.policy,
+        &inner.names.of(&refund.policy),
         refund.units,
         &refund.marks,
         inner.clock.as_ref().map(|clock| clock.now_micros()),

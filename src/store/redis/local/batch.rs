@@ -31,18 +31,19 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use hashbrown::HashTable;
 use tokio::sync::oneshot;
 
-use super::denials::Denials;
-use super::script::decide;
-use super::{Inner, slot};
 use crate::decision::Decision;
 use crate::key::Key;
 use crate::policy::Policy;
-use crate::store::key::StorageKey;
+use crate::store::redis::Inner;
+use crate::store::redis::connect::slot;
+use crate::store::redis::key::StorageKey;
+use crate::store::redis::local::denials::Denials;
+use crate::store::redis::script::decide;
 use crate::store::{StoreError, StoreFuture};
 use crate::sync::lock;
 
 /// The most requests decided by one call.
-pub(super) const MAX_BATCH: usize = 128;
+pub(in crate::store::redis) const MAX_BATCH: usize = 128;
 
 /// The most requests waiting in one queue; more are sent alone.
 const MAX_QUEUE: usize = 4_096;
@@ -51,7 +52,7 @@ const MAX_QUEUE: usize = 4_096;
 const SHARDS: usize = 16;
 
 /// The policies (and slots) with a call in flight, and the requests waiting for each.
-pub(super) struct Batcher {
+pub(in crate::store::redis) struct Batcher {
     shards: Box<[Mutex<HashTable<Queue>>]>,
     hasher: foldhash::fast::RandomState,
 }
@@ -93,7 +94,7 @@ struct Turn {
 }
 
 impl Batcher {
-    pub(super) fn new() -> Self {
+    pub(in crate::store::redis) fn new() -> Self {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::new(HashTable::new())).collect(),
             hasher: foldhash::fast::RandomState::default(),
@@ -108,7 +109,7 @@ impl Batcher {
 /// Redis's decision on a request of `cost` for `key` under `policy`, asked at `asked`: sent at
 /// once if no call of the policy (and slot) is in flight or the store does not batch, else in
 /// the next batch.
-pub(super) fn decide(
+pub(in crate::store::redis) fn decide(
     inner: &Arc<Inner>,
     key: &Key,
     policy: &Policy,
@@ -193,9 +194,11 @@ async fn send(
         listener.first_tried().await;
     }
     let epoch = inner.denials.as_ref().map_or(0, Denials::epoch);
+    let states = inner.names.of(policy);
     let call = decide::call(
         &inner.prefix,
         policy,
+        &states,
         requests
             .iter()
             .map(|request| (request.client.as_str(), request.cost)),

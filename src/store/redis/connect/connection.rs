@@ -55,7 +55,7 @@ use futures_util::future::{BoxFuture, Shared};
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 use tokio::task::JoinError;
 
-use super::script::Dialect;
+use crate::store::redis::script::Dialect;
 use crate::store::{StoreError, StoreErrorKind};
 use crate::sync::lock;
 
@@ -66,18 +66,18 @@ use self::call::dialect_code;
 #[cfg(test)]
 mod tests;
 
-pub(super) use self::link::Link;
+pub(in crate::store::redis) use self::link::Link;
 
 /// Makes one new connection. The supervisor runs at most one at a time, on its own task.
 ///
 /// Its errors are pool errors; the supervisor reports them as `StoreErrorKind::NeverSent`, since
 /// no command was sent.
-pub(super) type Connect =
+pub(in crate::store::redis) type Connect =
     Box<dyn Fn() -> BoxFuture<'static, Result<Link, PoolError>> + Send + Sync>;
 
 /// Connections made by `pool`, each taken out of it for good (so none is ever recycled, and the
 /// pool's size never limits a replacement).
-pub(super) fn from_pool(pool: Pool) -> Connect {
+pub(in crate::store::redis) fn from_pool(pool: Pool) -> Connect {
     Box::new(move || {
         let pool = pool.clone();
         async move {
@@ -91,7 +91,7 @@ pub(super) fn from_pool(pool: Pool) -> Connect {
 /// Makes a connection with `connect` (several round trips: a cluster's discovery, the sentinels
 /// then the primary) within `timeout` as a whole.
 #[cfg(any(feature = "cluster", feature = "sentinel"))]
-pub(super) async fn within(
+pub(in crate::store::redis) async fn within(
     timeout: Duration,
     connect: impl std::future::Future<Output = redis::RedisResult<Link>>,
 ) -> Result<Link, PoolError> {
@@ -105,14 +105,14 @@ pub(super) async fn within(
 /// How a connection is doing: the moment (ms since `epoch`) since which a request has been
 /// waiting for a reply, or 0 when every request was answered.
 #[derive(Debug, Default)]
-pub(super) struct Health {
+pub(in crate::store::redis) struct Health {
     waiting_since_ms: AtomicU64,
 }
 
 /// A connection for one call, and the health record to report to.
-pub(super) struct Checkout {
-    pub(super) connection: Link,
-    pub(super) health: Arc<Health>,
+pub(in crate::store::redis) struct Checkout {
+    pub(in crate::store::redis) connection: Link,
+    pub(in crate::store::redis) health: Arc<Health>,
     generation: u64,
 }
 
@@ -135,7 +135,7 @@ enum State {
     },
 }
 
-pub(super) struct SharedConnection {
+pub(in crate::store::redis) struct SharedConnection {
     connect: Connect,
     /// How calls reach the entry points now (see `script::Dialect`): 0 functions, 1 scripts.
     dialect: AtomicU8,
@@ -153,7 +153,7 @@ pub(super) struct SharedConnection {
 }
 
 impl SharedConnection {
-    pub(super) fn new(
+    pub(in crate::store::redis) fn new(
         connect: Connect,
         stale_after: Duration,
         backoff: (Duration, Duration),
@@ -178,7 +178,7 @@ impl SharedConnection {
     }
 
     /// The shared connection, connecting first if needed.
-    pub(super) async fn get(self: &Arc<Self>) -> Result<Checkout, StoreError> {
+    pub(in crate::store::redis) async fn get(self: &Arc<Self>) -> Result<Checkout, StoreError> {
         loop {
             let pending = {
                 let mut state = self.lock();
@@ -222,7 +222,7 @@ impl SharedConnection {
     }
 
     /// Runs one command on the shared connection, keeping its health record.
-    pub(super) async fn query<T: redis::FromRedisValue>(
+    pub(in crate::store::redis) async fn query<T: redis::FromRedisValue>(
         self: &Arc<Self>,
         command: &redis::Cmd,
     ) -> Result<T, StoreError> {
@@ -233,7 +233,7 @@ impl SharedConnection {
     }
 
     /// Records the reply to a call made on `checkout`.
-    pub(super) fn settle<T>(
+    pub(in crate::store::redis) fn settle<T>(
         &self,
         checkout: &Checkout,
         reply: redis::RedisResult<T>,
@@ -248,7 +248,11 @@ impl SharedConnection {
     }
 
     /// Reports a failed call; connection-level failures drop the connection they happened on.
-    pub(super) fn failed(&self, checkout: &Checkout, err: RedisError) -> StoreError {
+    pub(in crate::store::redis) fn failed(
+        &self,
+        checkout: &Checkout,
+        err: RedisError,
+    ) -> StoreError {
         checkout.health.answered();
         if !breaks_connection(&err) {
             return StoreError::new(StoreErrorKind::Refused, err);
@@ -335,7 +339,7 @@ impl SharedConnection {
     }
 
     /// Milliseconds since this connection manager was made, never 0 (0 means "nothing waiting").
-    pub(super) fn now_ms(&self) -> u64 {
+    pub(in crate::store::redis) fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64 + 1
     }
 
@@ -346,7 +350,10 @@ impl SharedConnection {
 
 /// The wait after the failed attempt that follows `failures` failed ones: `first`, doubling per
 /// failure, at most `max` (the builder keeps `max` within an hour).
-pub(super) fn backoff_delay(failures: u64, (first, max): (Duration, Duration)) -> Duration {
+pub(in crate::store::redis) fn backoff_delay(
+    failures: u64,
+    (first, max): (Duration, Duration),
+) -> Duration {
     first.saturating_mul(1 << failures.min(16)).min(max)
 }
 
@@ -374,14 +381,14 @@ fn abandon_connect(this: &Weak<SharedConnection>, attempt: u64, join: &JoinError
 
 impl Health {
     /// A request is about to be sent at `now_ms`.
-    pub(super) fn sending(&self, now_ms: u64) {
+    pub(in crate::store::redis) fn sending(&self, now_ms: u64) {
         let _ =
             self.waiting_since_ms
                 .compare_exchange(0, now_ms, Ordering::Relaxed, Ordering::Relaxed);
     }
 
     /// A reply arrived: the connection is alive.
-    pub(super) fn answered(&self) {
+    pub(in crate::store::redis) fn answered(&self) {
         self.waiting_since_ms.store(0, Ordering::Relaxed);
     }
 }

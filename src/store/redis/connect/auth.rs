@@ -41,7 +41,7 @@ impl RedisAuth {
     }
 
     /// `settings` (database and protocol kept) with these credentials in place of theirs.
-    pub(super) fn apply(
+    pub(in crate::store::redis) fn apply(
         &self,
         settings: &redis::RedisConnectionInfo,
     ) -> redis::RedisConnectionInfo {

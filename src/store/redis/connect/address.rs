@@ -8,7 +8,7 @@ use crate::error::{ConfigError, StoreConfigError};
 /// The connection settings of every URL of `urls` (the nodes of a cluster, the sentinels of a
 /// primary: `setting` names them in errors), and how to show them all without passwords.
 #[cfg(any(feature = "cluster", feature = "sentinel"))]
-pub(super) fn parse_all(
+pub(in crate::store::redis) fn parse_all(
     urls: &[String],
     setting: &'static str,
 ) -> Result<(Vec<redis::ConnectionInfo>, String), ConfigError> {
@@ -83,7 +83,7 @@ pub fn redact_url(url: &str) -> String {
 
 /// Connection settings as a URL for logs, the password shown as `***`:
 /// `redis://[user:***@]host:port/db`, `rediss://…` for TLS, `redis+unix:///path?db=N…`.
-pub(super) fn describe(info: &ConnectionInfo) -> String {
+pub(in crate::store::redis) fn describe(info: &ConnectionInfo) -> String {
     let redis = &info.redis;
     let resp3 = redis.protocol == ProtocolVersion::RESP3;
     let host_port = |host: &str, port: u16| {

@@ -19,7 +19,8 @@ use crate::decision::Decision;
 use crate::error::{ConfigError, StoreConfigError};
 use crate::key::Key;
 use crate::policy::Policy;
-use crate::store::{RedisStore, StorageKey, Store, StoreError, StoreFuture};
+use crate::store::redis::wrapped::StorageKey;
+use crate::store::{RedisStore, Store, StoreError, StoreFuture};
 
 /// A region's store: global policies ([`Policy::global`]) are decided in the region from the
 /// allotments of their quota that the region holds, with one call to the region's own Redis
@@ -33,7 +34,7 @@ use crate::store::{RedisStore, StorageKey, Store, StoreError, StoreFuture};
 /// ```no_run
 /// use std::time::Duration;
 /// use tower_redis_ratelimit::key::HeaderKey;
-/// use tower_redis_ratelimit::region::{Ledger, PartitionMode, RegionStore};
+/// use tower_redis_ratelimit::store::region::{Ledger, PartitionMode, RegionStore};
 /// use tower_redis_ratelimit::{Policy, Quota, RateLimitLayer, RedisStore, Rule};
 ///
 /// # fn build() -> Result<(), tower_redis_ratelimit::ConfigError> {
@@ -200,6 +201,7 @@ impl Store for RegionStore {
         let key = GlobalKey {
             client: StorageKey::new(key),
             policy: policy.clone(),
+            states: self.shared.region.store.state_names(policy),
         };
         let (period, skew) = (key.period_us(), shared.settings.max_skew_us);
         if period <= 2 * skew {

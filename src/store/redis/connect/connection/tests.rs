@@ -11,7 +11,7 @@ use redis::IntoConnectionInfo;
 use tokio::sync::Semaphore;
 
 use super::*;
-use crate::store::redis::builder;
+use crate::store::redis::connect::standalone;
 
 /// Long enough never to expire during a test.
 const LONG: Duration = Duration::from_secs(3600);
@@ -19,7 +19,7 @@ const LONG: Duration = Duration::from_secs(3600);
 /// The pool a store would make for `addr`, its connections bounded by `connect_timeout`.
 fn pool_to(addr: SocketAddr, connect_timeout: Duration) -> Pool {
     let info = format!("redis://{addr}").into_connection_info().unwrap();
-    builder::pool(info, connect_timeout).unwrap()
+    standalone::pool(info, connect_timeout).unwrap()
 }
 
 fn supervisor(connect: Connect, stale_after: Duration, backoff: Duration) -> Arc<SharedConnection> {

@@ -84,7 +84,7 @@ fn client(info: ConnectionInfo) -> Result<Client, ConfigError> {
 }
 
 /// `call`, or a timeout error after `timeout` (a frozen server, a partition: TCP stays open).
-pub(super) async fn within<T>(
+pub(in crate::store::redis) async fn within<T>(
     timeout: Duration,
     call: impl std::future::Future<Output = RedisResult<T>>,
 ) -> RedisResult<T> {

@@ -3,12 +3,12 @@
 
 use smallvec::SmallVec;
 
-use super::super::script::decide::{StateKey, verdict};
-use super::super::script::{Call, Entry};
 use crate::algorithm::{Algorithm, MAX_EXACT, Params};
 use crate::decision::{Decision, RuleVerdict};
 use crate::policy::{MAX_RULES, Policy};
 use crate::store::StoreError;
+use crate::store::redis::script::decide::{StateKey, verdict};
+use crate::store::redis::script::{Call, Entry};
 
 /// Integers per rule in a grant's reply, after its first (the units granted).
 const GRANT_WIDTH: usize = 9;
@@ -102,13 +102,13 @@ pub(super) fn grant(
     prefix: &str,
     client: &str,
     policy: &Policy,
+    states: &[Box<str>],
     need: u32,
     want: u64,
     lifetime_us: u64,
     now_micros: Option<u64>,
     min_ttl_ms: u64,
 ) -> Call {
-    let states = policy.state_names();
     let mut call = Call::new(Entry::Grant, 0, states.len());
     keys(&mut call, prefix, client, states);
     time(&mut call, now_micros);
@@ -120,16 +120,17 @@ pub(super) fn grant(
 }
 
 /// Gives back `units` reserved by a grant whose rule states were `marks`.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn refund(
     prefix: &str,
     client: &str,
     policy: &Policy,
+    states: &[Box<str>],
     units: u64,
     marks: &[Mark],
     now_micros: Option<u64>,
     min_ttl_ms: u64,
 ) -> Call {
-    let states = policy.state_names();
     let mut call = Call::new(Entry::Refund, 0, states.len());
     keys(&mut call, prefix, client, states);
     time(&mut call, now_micros);

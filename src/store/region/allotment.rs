@@ -1,7 +1,8 @@
 //! The region's side of a global key (`lua/region.lua`): what the region holds of a window's
 //! quota and has spent of it, in the region's own Redis, shared by the region's instances.
 
-use crate::store::{Call, Entry, RedisStore, StoreError};
+use crate::store::redis::wrapped::{Call, Entry};
+use crate::store::{RedisStore, StoreError};
 
 use super::global_key::GlobalKey;
 use super::window::Window;
@@ -123,7 +124,7 @@ mod tests {
     use crate::key::Key;
     use crate::policy::{Policy, Rule};
     use crate::quota::Quota;
-    use crate::store::StorageKey;
+    use crate::store::redis::wrapped::{StorageKey, names};
 
     #[tokio::test]
     async fn a_region_spends_only_what_it_holds_and_each_move_applies_once() {
@@ -131,9 +132,11 @@ mod tests {
         let region = Region {
             store: RedisStore::open(&redis.url()).unwrap(),
         };
+        let policy = Policy::global(Rule::fixed_window("api", Quota::per_second(100))).unwrap();
         let key = GlobalKey {
             client: StorageKey::new(&Key::from("customer")),
-            policy: Policy::global(Rule::fixed_window("api", Quota::per_second(100))).unwrap(),
+            states: names(&policy),
+            policy,
         };
         let now = 5_000_000_000_000;
         let window = Window::at(now, 1_000_000);

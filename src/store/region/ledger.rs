@@ -6,7 +6,8 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::clock::micros;
-use crate::store::{Call, Entry, RedisStore, StoreError};
+use crate::store::redis::wrapped::{Call, Entry};
+use crate::store::{RedisStore, StoreError};
 
 use super::global_key::GlobalKey;
 use super::window::Window;
@@ -27,7 +28,7 @@ use super::window::Window;
 /// ```no_run
 /// use std::time::Duration;
 /// use tower_redis_ratelimit::RedisStore;
-/// use tower_redis_ratelimit::region::Ledger;
+/// use tower_redis_ratelimit::store::region::Ledger;
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let ledger = Ledger::new(RedisStore::open("redis://ledger.internal:6379")?)
@@ -189,12 +190,14 @@ mod tests {
     use crate::key::Key;
     use crate::policy::{Policy, Rule};
     use crate::quota::Quota;
-    use crate::store::StorageKey;
+    use crate::store::redis::wrapped::{StorageKey, names};
 
     fn key() -> GlobalKey {
+        let policy = Policy::global(Rule::fixed_window("api", Quota::per_second(100))).unwrap();
         GlobalKey {
             client: StorageKey::new(&Key::from("customer")),
-            policy: Policy::global(Rule::fixed_window("api", Quota::per_second(100))).unwrap(),
+            states: names(&policy),
+            policy,
         }
     }
 

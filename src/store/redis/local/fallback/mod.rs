@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 
 use self::breaker::Breaker;
 pub(in crate::store::redis) use self::breaker::Pass;
-use super::Inner;
 use crate::decision::Decision;
 use crate::error::{ConfigError, StoreConfigError};
 use crate::key::Key;
 use crate::policy::{Policy, Rule};
 use crate::quota::Quota;
+use crate::store::redis::Inner;
 use crate::store::{MemoryStore, Store, StoreErrorKind, StoreFuture};
 use crate::sync::lock;
 
@@ -24,7 +24,7 @@ use crate::sync::lock;
 const MAX_POLICIES: usize = 1_024;
 
 /// Settings for a Redis store's fallback, given to
-/// [`RedisStoreBuilder::fallback`](super::RedisStoreBuilder::fallback).
+/// [`RedisStoreBuilder::fallback`](crate::store::redis::RedisStoreBuilder::fallback).
 ///
 /// ```
 /// use std::time::Duration;
