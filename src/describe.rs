@@ -69,7 +69,7 @@ pub fn describe_metrics() {
         StoreErrorKind::Timeout,
         StoreErrorKind::NeverSent,
         StoreErrorKind::ConnectionLost,
-        StoreErrorKind::Refused,
+        StoreErrorKind::ErrorReply,
         StoreErrorKind::BadReply,
     ] {
         metrics::counter!(

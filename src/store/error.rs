@@ -31,21 +31,21 @@ pub enum StoreErrorKind {
     ConnectionLost,
     /// The store answered with an error (out of memory, a read-only replica, no permission, a
     /// script that failed, a store full): nothing was applied.
-    Refused,
+    ErrorReply,
     /// The store answered something this crate does not understand (a script of another
     /// version?).
     BadReply,
 }
 
 impl StoreErrorKind {
-    /// The kind as a metrics label: `timeout`, `never_sent`, `connection_lost`, `refused`,
+    /// The kind as a metrics label: `timeout`, `never_sent`, `connection_lost`, `error_reply`,
     /// `bad_reply`.
     pub const fn as_str(self) -> &'static str {
         match self {
             StoreErrorKind::Timeout => "timeout",
             StoreErrorKind::NeverSent => "never_sent",
             StoreErrorKind::ConnectionLost => "connection_lost",
-            StoreErrorKind::Refused => "refused",
+            StoreErrorKind::ErrorReply => "error_reply",
             StoreErrorKind::BadReply => "bad_reply",
         }
     }
@@ -93,11 +93,11 @@ impl StoreError {
         }
     }
 
-    /// A call the store refused ([`StoreErrorKind::Refused`]), and why (a store that cannot do
+    /// A call the store answered with an error ([`StoreErrorKind::ErrorReply`]), and why (a store that cannot do
     /// what was asked of it).
-    pub fn refused(why: impl Into<Arc<str>>) -> Self {
+    pub fn error_reply(why: impl Into<Arc<str>>) -> Self {
         Self {
-            kind: StoreErrorKind::Refused,
+            kind: StoreErrorKind::ErrorReply,
             detail: Detail::Message(why.into()),
         }
     }
@@ -120,7 +120,7 @@ impl fmt::Display for StoreError {
             StoreErrorKind::Timeout => "the rate-limit store did not answer in time",
             StoreErrorKind::NeverSent => "the rate-limit store is unreachable",
             StoreErrorKind::ConnectionLost => "the connection to the rate-limit store was lost",
-            StoreErrorKind::Refused => "the rate-limit store refused the call",
+            StoreErrorKind::ErrorReply => "the rate-limit store answered with an error",
             StoreErrorKind::BadReply => "the rate-limit store sent an unexpected reply",
         };
         match &self.detail {

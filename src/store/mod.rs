@@ -61,11 +61,13 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// A store that answers from state of its own beside the shared one (the Redis store's
     /// denial cache and quota leases, in every instance) forgets that too. The default refuses
-    /// ([`StoreErrorKind::Refused`]): a store must say how it
+    /// ([`StoreErrorKind::ErrorReply`]): a store must say how it
     /// resets.
     fn reset(&self, key: &Key, policy: &Policy) -> StoreFuture<()> {
         let _ = (key, policy);
-        StoreFuture::ready(Err(StoreError::refused("this store cannot reset a key")))
+        StoreFuture::ready(Err(StoreError::error_reply(
+            "this store cannot reset a key",
+        )))
     }
 
     /// How long this store waits on its backend before a fallback of its own answers instead

@@ -349,7 +349,7 @@ fn described_metrics_have_help_and_their_counters_start_at_zero() {
         "timeout",
         "never_sent",
         "connection_lost",
-        "refused",
+        "error_reply",
         "bad_reply",
     ] {
         let zero = snapshot.iter().any(|(key, _, _, value)| {

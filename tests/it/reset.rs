@@ -108,7 +108,7 @@ async fn a_store_that_cannot_reset_says_so() {
         .unwrap_err();
     assert_eq!(
         error.kind(),
-        tower_redis_ratelimit::store::StoreErrorKind::Refused
+        tower_redis_ratelimit::store::StoreErrorKind::ErrorReply
     );
     assert_eq!(
         error.to_string(),

@@ -68,7 +68,7 @@ pub struct EnvoySettings {
 /// Why the Envoy files cannot be used; each names its file.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum FilesError {
+pub enum EnvoyFilesError {
     /// A file or directory cannot be read.
     #[error("{}: {source}", path.display())]
     Read {

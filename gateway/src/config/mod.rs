@@ -21,7 +21,7 @@ mod start_only;
 pub use self::connections::{
     AccessLogFormat, Connections, ConnectionsConfig, DEFAULT_DRAIN_DELAY, LogFormat, TlsConfig,
 };
-pub use self::envoy::{DEFAULT_ENVOY_DEADLINE, EnvoyConfig, EnvoySettings, FilesError};
+pub use self::envoy::{DEFAULT_ENVOY_DEADLINE, EnvoyConfig, EnvoyFilesError, EnvoySettings};
 pub use self::proxy::{ProxyConfig, WebSocketsConfig};
 pub use self::serve::{DEFAULT_GATEWAYS, ServeConfig};
 pub use self::start_only::{StartOnlyField, changed};
@@ -99,7 +99,7 @@ pub enum FileError {
     /// envoyproxy/ratelimit's files that `[serve.envoy] files` names are wrong (the message
     /// names the YAML file and its field).
     #[error(transparent)]
-    Envoy(#[from] FilesError),
+    Envoy(#[from] EnvoyFilesError),
 }
 
 impl File {

@@ -257,7 +257,7 @@ async fn decide_group(
     count: bool,
 ) -> Result<(Decision, Vec<Decision>), StoreError> {
     let rules = group.iter().map(|counted| counted.rule.clone());
-    let policy = Policy::new(rules).map_err(|err| StoreError::refused(err.to_string()))?;
+    let policy = Policy::new(rules).map_err(|err| StoreError::error_reply(err.to_string()))?;
     let cost = if count { cost } else { 0 };
     let decision = within(until, store.check(key, &policy, cost)).await?;
     let reported = decision.rule_index();
@@ -270,7 +270,7 @@ async fn decide_group(
                 return Ok(decision.clone());
             }
             let alone = Policy::try_from(counted.rule.clone())
-                .map_err(|err| StoreError::refused(err.to_string()))?;
+                .map_err(|err| StoreError::error_reply(err.to_string()))?;
             within(until, store.check(key, &alone, 0)).await
         }
     });

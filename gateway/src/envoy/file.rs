@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Deserializer, de};
 
-use crate::config::FilesError;
+use crate::config::EnvoyFilesError;
 
 /// One file: a domain and its descriptors.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -128,8 +128,8 @@ pub struct LimitExtensions {
 
 /// Reads `path`: a YAML file, or a directory whose `.yaml` and `.yml` files are read in name
 /// order (as the reference reads its runtime directory), each with its path.
-pub fn read(path: &Path) -> Result<Vec<(PathBuf, DomainFile)>, FilesError> {
-    let read_error = |path: &Path, source| FilesError::Read {
+pub fn read(path: &Path) -> Result<Vec<(PathBuf, DomainFile)>, EnvoyFilesError> {
+    let read_error = |path: &Path, source| EnvoyFilesError::Read {
         path: path.to_owned(),
         source,
     };
@@ -155,7 +155,7 @@ pub fn read(path: &Path) -> Result<Vec<(PathBuf, DomainFile)>, FilesError> {
         .into_iter()
         .map(|path| {
             let text = std::fs::read_to_string(&path).map_err(|err| read_error(&path, err))?;
-            let file = serde_yaml_ng::from_str(&text).map_err(|err| FilesError::Parse {
+            let file = serde_yaml_ng::from_str(&text).map_err(|err| EnvoyFilesError::Parse {
                 path: path.clone(),
                 message: err.to_string(),
             })?;
@@ -231,8 +231,8 @@ pub(super) struct Level<'a> {
 }
 
 impl Level<'_> {
-    pub(super) fn error(&self, field: String, message: impl Into<String>) -> FilesError {
-        FilesError::Field {
+    pub(super) fn error(&self, field: String, message: impl Into<String>) -> EnvoyFilesError {
+        EnvoyFilesError::Field {
             path: self.path.to_owned(),
             error: crate::config::FieldError::new(field, message),
         }

@@ -12,7 +12,7 @@ use tower_redis_ratelimit::headers::PolicyHeaders;
 use tower_redis_ratelimit::policy::{Algorithm, Policy, Rule};
 
 use super::file::{DescriptorFile, Level, RateLimitFile};
-use crate::config::FilesError;
+use crate::config::EnvoyFilesError;
 
 /// A `rate_limit`, as the service applies it.
 #[derive(Debug)]
@@ -129,7 +129,7 @@ pub(super) fn limit(
     descriptor: &DescriptorFile,
     metric_key: Vec<String>,
     keys: &[String],
-) -> Result<Limit, FilesError> {
+) -> Result<Limit, EnvoyFilesError> {
     let unit = match file.unit.as_deref() {
         None => None,
         Some(name) => match unit(name) {

@@ -11,7 +11,7 @@ use tower_redis_ratelimit::config::Limits;
 use super::file;
 use super::tree::Domains;
 use super::unknown::UnknownDomains;
-use crate::config::FilesError;
+use crate::config::EnvoyFilesError;
 
 /// The domains and the store of each.
 pub(super) struct Loaded {
@@ -30,20 +30,20 @@ impl Loaded {
 
 /// Reads the Envoy files at `files` (a YAML file or a directory of them) and finds each
 /// domain's store among `limits`' stores.
-pub(super) fn load(files: &Path, limits: &Limits) -> Result<Loaded, FilesError> {
+pub(super) fn load(files: &Path, limits: &Limits) -> Result<Loaded, EnvoyFilesError> {
     let domains = Domains::build(file::read(files)?)?;
     let stores = domains
         .iter()
         .map(|(name, domain)| {
             let store = limits
                 .rate_store("extensions", domain.store.as_deref())
-                .map_err(|error| FilesError::Store {
+                .map_err(|error| EnvoyFilesError::Store {
                     path: domain.file.clone(),
                     error,
                 })?;
             Ok((name.to_owned(), store))
         })
-        .collect::<Result<_, FilesError>>()?;
+        .collect::<Result<_, EnvoyFilesError>>()?;
     Ok(Loaded {
         domains,
         stores,

@@ -14,7 +14,7 @@ use tower_redis_ratelimit::config::Limits;
 use super::budget::{GRPC_TIMEOUT, parse_grpc_timeout, store_deadline};
 use super::decide::decide;
 use super::loaded::{Loaded, load};
-use crate::config::{EnvoySettings, FilesError};
+use crate::config::{EnvoyFilesError, EnvoySettings};
 
 /// The path every request of the protocol starts with: a listener hands requests under it to
 /// [`RateLimitService::grpc`].
@@ -51,7 +51,7 @@ impl RateLimitService {
         files: &Path,
         settings: EnvoySettings,
         limits: &Limits,
-    ) -> Result<Self, FilesError> {
+    ) -> Result<Self, EnvoyFilesError> {
         Ok(Self {
             settings,
             loaded: Arc::new(load(files, limits)?),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::file::{DescriptorFile, DomainFile, Level};
 use super::limit::{Limit, limit};
-use crate::config::{FieldError, FilesError};
+use crate::config::{EnvoyFilesError, FieldError};
 
 /// Every domain, by name.
 #[derive(Debug, Default)]
@@ -39,10 +39,10 @@ pub(super) struct Node {
 
 impl Domains {
     /// Validates and builds the domains of `files` (each with its path).
-    pub fn build(files: Vec<(PathBuf, DomainFile)>) -> Result<Self, FilesError> {
+    pub fn build(files: Vec<(PathBuf, DomainFile)>) -> Result<Self, EnvoyFilesError> {
         let mut domains: HashMap<String, Domain> = HashMap::new();
         for (path, file) in files {
-            let field_error = |field: &str, message: String| FilesError::Field {
+            let field_error = |field: &str, message: String| EnvoyFilesError::Field {
                 path: path.clone(),
                 error: FieldError::new(field, message),
             };
@@ -96,7 +96,11 @@ impl Domains {
 }
 
 impl Node {
-    fn load(&mut self, at: &Level<'_>, descriptors: &[DescriptorFile]) -> Result<(), FilesError> {
+    fn load(
+        &mut self,
+        at: &Level<'_>,
+        descriptors: &[DescriptorFile],
+    ) -> Result<(), EnvoyFilesError> {
         for (index, descriptor) in descriptors.iter().enumerate() {
             let field = format!("{}descriptors[{index}]", at.field);
             if descriptor.key.is_empty() {

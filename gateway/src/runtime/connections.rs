@@ -17,9 +17,9 @@ use hyper_util::server::conn::auto;
 use tokio::sync::Semaphore;
 
 use super::authority::AnyAuthority;
+use super::in_flight::{Activity, InFlight, Timed, Tracked};
 use super::listener::{Listener, Stream};
 use super::shutdown::Shutdown;
-use super::watch::{Activity, InFlight, Tracked, Watched};
 use super::workers::Workers;
 use super::{BoxError, Connections};
 
@@ -129,7 +129,7 @@ fn builder() -> auto::Builder<TokioExecutor> {
     builder
         .http1()
         .timer(TokioTimer::new())
-        // `Watched` keeps the header and idle timers: hyper's would run during idle time too.
+        // `Timed` keeps the header and idle timers: hyper's would run during idle time too.
         .header_read_timeout(None)
         .keep_alive(true);
     builder.http2().timer(TokioTimer::new());
@@ -151,7 +151,7 @@ async fn connection<H, F, B>(
     B::Error: Into<BoxError>,
 {
     let io = AnyAuthority::new(
-        Watched::new(
+        Timed::new(
             stream,
             Arc::clone(&activity),
             settings.header_timeout,

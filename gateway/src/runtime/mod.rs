@@ -9,6 +9,7 @@ mod admin_reset;
 mod authority;
 mod boxed;
 mod connections;
+mod in_flight;
 mod listener;
 pub mod logs;
 mod normalised;
@@ -21,7 +22,6 @@ mod reset;
 mod shutdown;
 mod text;
 pub mod tls;
-mod watch;
 mod workers;
 
 pub use self::access_log::{AccessLog, Entry, EnvoyQuestion};
@@ -29,6 +29,7 @@ pub use self::admin::{Admin, Readiness, count_request, status_class};
 pub use self::admin_access::AdminAccess;
 pub use self::boxed::{Boxed, behind};
 pub use self::connections::serve_connections;
+pub use self::in_flight::{InFlight, Tracked};
 pub use self::listener::{Address, Listener};
 pub use self::normalised::normalised;
 pub use self::path_services::{PathServices, Stack};
@@ -39,7 +40,6 @@ pub use self::reset::{
     RESET_TIMEOUT, ResetError, ResetTarget, Resetter, reset_route, reset_within,
 };
 pub use self::shutdown::{Shutdown, ShutdownTrigger};
-pub use self::watch::{InFlight, Tracked};
 pub use self::workers::{Workers, current_worker};
 pub use crate::config::Connections;
 

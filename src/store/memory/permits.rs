@@ -95,7 +95,7 @@ impl Table {
             if self.slots.len() >= self.capacity {
                 // Forgetting a slot with live permits would admit more than its limit.
                 return Err(StoreError::new(
-                    StoreErrorKind::Refused,
+                    StoreErrorKind::ErrorReply,
                     std::io::Error::other(
                         "the memory store holds as many concurrency slots as `max_keys` allows, all in use",
                     ),

@@ -205,7 +205,7 @@ impl Store for RegionStore {
         };
         let (period, skew) = (key.period_us(), shared.settings.max_skew_us);
         if period <= 2 * skew {
-            return StoreFuture::ready(Err(StoreError::refused(format!(
+            return StoreFuture::ready(Err(StoreError::error_reply(format!(
                 "a global policy's period must be longer than twice the region's max_skew \
                  ({:?}): lengthen the period or tighten the skew bound",
                 Duration::from_micros(skew)
@@ -254,7 +254,7 @@ impl Store for RegionStore {
     /// world's, which one region cannot hand out afresh: refused.
     fn reset(&self, key: &Key, policy: &Policy) -> StoreFuture<()> {
         if policy.is_global() {
-            return StoreFuture::ready(Err(StoreError::refused(
+            return StoreFuture::ready(Err(StoreError::error_reply(
                 "a global policy's quota is shared by every region: one region cannot reset it",
             )));
         }

@@ -255,7 +255,7 @@ impl SharedConnection {
     ) -> StoreError {
         checkout.health.answered();
         if !breaks_connection(&err) {
-            return StoreError::new(StoreErrorKind::Refused, err);
+            return StoreError::new(StoreErrorKind::ErrorReply, err);
         }
         // A cluster link is many connections, one per node, and redis-rs reconnects each node
         // and refreshes its slot map by itself: one node's failure (a primary killed before its

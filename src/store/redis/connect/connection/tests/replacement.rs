@@ -91,7 +91,7 @@ async fn a_command_error_keeps_the_connection() {
     let connection = supervisor_of(fake.addr(), LONG, LONG);
     fake.set(Ping::Error);
     let error = ping(&connection).await.unwrap_err();
-    assert!(error.kind() == StoreErrorKind::Refused, "{error:?}");
+    assert!(error.kind() == StoreErrorKind::ErrorReply, "{error:?}");
     fake.set(Ping::Pong);
     assert_eq!(ping(&connection).await.unwrap(), "PONG");
     assert_eq!(phase(&connection), Phase::Connected(1));
@@ -161,7 +161,7 @@ async fn a_real_replica_answers_readonly_and_the_connection_is_replaced() {
         .query::<()>(&redis::cmd("NO-SUCH-COMMAND"))
         .await
         .unwrap_err();
-    assert!(error.kind() == StoreErrorKind::Refused, "{error:?}");
+    assert!(error.kind() == StoreErrorKind::ErrorReply, "{error:?}");
     assert_eq!(phase(&connection), Phase::Connected(2));
     assert_eq!(ping(&connection).await.unwrap(), "PONG");
     assert_eq!(attempts(&connection), 2);

@@ -1,7 +1,7 @@
 //! The timers of a client connection: a request head must arrive within the header timeout, an
 //! idle keep-alive connection is closed after the idle timeout. hyper's own header timer starts
 //! as soon as the connection waits for a head, idle or not, so one timer cannot be both:
-//! [`Watched`] tells the two apart by the requests in flight ([`InFlight`]) and the bytes read.
+//! [`Timed`] tells the two apart by the requests in flight ([`InFlight`]) and the bytes read.
 
 use std::io;
 use std::pin::Pin;
@@ -89,7 +89,7 @@ enum Phase {
 
 /// A client connection's I/O, closed (a `TimedOut` error on read) when a timer runs out.
 #[derive(Debug)]
-pub(crate) struct Watched<IO> {
+pub(crate) struct Timed<IO> {
     io: IO,
     activity: Arc<Activity>,
     phase: Phase,
@@ -102,7 +102,7 @@ pub(crate) struct Watched<IO> {
     idle_timeout: Duration,
 }
 
-impl<IO> Watched<IO> {
+impl<IO> Timed<IO> {
     /// A new connection: its first head must arrive within `header_timeout`.
     pub(crate) fn new(
         io: IO,
@@ -145,7 +145,7 @@ impl<IO> Watched<IO> {
     }
 }
 
-impl<IO: AsyncRead + Unpin> AsyncRead for Watched<IO> {
+impl<IO: AsyncRead + Unpin> AsyncRead for Timed<IO> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -192,7 +192,7 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Watched<IO> {
     }
 }
 
-impl<IO: AsyncWrite + Unpin> AsyncWrite for Watched<IO> {
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Timed<IO> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
