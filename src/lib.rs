@@ -20,7 +20,6 @@ pub mod error;
 mod extract;
 mod grpc;
 pub mod guide;
-pub mod headers;
 pub mod key;
 mod log;
 pub mod policy;
@@ -29,6 +28,7 @@ pub mod rate;
 #[cfg(feature = "regions")]
 #[cfg_attr(docsrs, doc(cfg(feature = "regions")))]
 pub mod region;
+pub mod respond;
 mod response;
 #[cfg(feature = "shed")]
 #[cfg_attr(docsrs, doc(cfg(feature = "shed")))]
@@ -48,10 +48,10 @@ pub use concurrency::ConcurrencyLimitLayer;
 pub use deadpool_redis;
 pub use decision::Decision;
 pub use error::ConfigError;
-pub use headers::HeaderFamilies;
 pub use policy::{Policy, Rule};
 pub use quota::Quota;
 pub use rate::RateLimitLayer;
+pub use respond::HeaderFamilies;
 #[cfg(feature = "shed")]
 #[cfg_attr(docsrs, doc(cfg(feature = "shed")))]
 pub use shed::{FleetShedLayer, UtilizationShedLayer};

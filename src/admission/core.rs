@@ -12,9 +12,9 @@ use super::admit::{Admit, Ruling, Verdict};
 use super::failure::FailureMode;
 use super::keys::{Keys, NoKey};
 use super::responder::Responder;
-use crate::headers::{HeaderFamilies, Report, Stamp, Undecided};
 use crate::key::Key;
 use crate::log::Throttled;
+use crate::respond::{HeaderFamilies, Report, Stamp, Undecided};
 use crate::store::StoreError;
 
 /// What the layer does when its store fails.

@@ -27,9 +27,9 @@ use super::keys::Keys;
 use super::layer::AdmissionLayer;
 use super::responder::{Hook, Responder};
 use crate::error::ConfigError;
-use crate::headers::HeaderFamilies;
 use crate::key::{Exemptions, Key, KeyError, KeyExtractor};
 use crate::log::Throttled;
+use crate::respond::HeaderFamilies;
 use crate::store::StoreError;
 
 /// The deadline of a store call unless a layer says otherwise.
@@ -168,8 +168,8 @@ macro_rules! store_settings {
             }
 
             /// Which rate-limit headers to write (see
-            /// [`HeaderFamilies`](crate::headers::HeaderFamilies)).
-            pub fn headers(mut self, headers: $crate::headers::HeaderFamilies) -> Self {
+            /// [`HeaderFamilies`](crate::respond::HeaderFamilies)).
+            pub fn headers(mut self, headers: $crate::respond::HeaderFamilies) -> Self {
                 self.common.headers = headers;
                 self
             }

@@ -4,8 +4,8 @@ use bytes::Bytes;
 use http::{Response, StatusCode};
 
 use super::Busy;
-use crate::headers::retry_seconds;
 use crate::key::{Key, KeyError};
+use crate::respond::retry_seconds;
 use crate::response::{self, Problem, retry_sentence};
 use crate::store::StoreError;
 

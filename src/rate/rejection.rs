@@ -6,9 +6,9 @@ use bytes::Bytes;
 use http::{Response, StatusCode};
 
 use crate::decision::{Decision, Outcome};
-use crate::headers::retry_seconds;
 use crate::key::{Key, KeyError};
 use crate::policy::{Policy, Rule};
+use crate::respond::retry_seconds;
 use crate::response::{self, Problem, retry_sentence};
 use crate::store::StoreError;
 

@@ -4,7 +4,7 @@ use bytes::Bytes;
 use http::{Response, StatusCode};
 
 use crate::concurrency::Busy;
-use crate::headers::retry_seconds;
+use crate::respond::retry_seconds;
 use crate::response::{self, Problem, retry_sentence};
 use crate::shed::Priority;
 use crate::store::StoreError;

@@ -5,7 +5,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Response, StatusCode};
 
-use crate::headers::retry_seconds;
+use crate::respond::retry_seconds;
 use crate::response::{Problem, retry_sentence};
 use crate::shed::Priority;
 
