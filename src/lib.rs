@@ -18,7 +18,6 @@ pub mod decision;
 pub mod error;
 #[cfg(feature = "axum")]
 mod extract;
-mod grpc;
 pub mod guide;
 pub mod key;
 mod log;
@@ -29,7 +28,6 @@ pub mod rate;
 #[cfg_attr(docsrs, doc(cfg(feature = "regions")))]
 pub mod region;
 pub mod respond;
-mod response;
 #[cfg(feature = "shed")]
 #[cfg_attr(docsrs, doc(cfg(feature = "shed")))]
 pub mod shed;
