@@ -1,6 +1,11 @@
 //! Long-form guides, kept in `docs/` and included here so that their examples run as doctests.
 //! This module holds documentation only.
 
+/// The architecture: each stage of a request and the module that does it, for the library and
+/// the gateway binary.
+#[doc = include_str!("../docs/architecture.md")]
+pub mod architecture {}
+
 /// The five rate-limit algorithms compared: promises, Redis layout, memory per key, an accuracy
 /// study of the sliding window counter, and when to choose which.
 ///

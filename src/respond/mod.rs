@@ -5,7 +5,8 @@
 //! What each header means, which response carries it, and what each refusal's body says is the
 //! [headers reference](crate::guide::headers). This module knows no store and no middleware: a
 //! middleware reports what it decided (a rate decision, a concurrency decision, no decision, a
-//! shedder's wait, a rejection), and this module writes it.
+//! shedder's wait, a rejection), and this module writes it. The
+//! [architecture guide](crate::guide::architecture) places it on a request's path.
 
 mod grpc;
 mod headers;
