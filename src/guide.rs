@@ -1,5 +1,11 @@
 //! Long-form guides, kept in `docs/` and included here so that their examples run as doctests.
-//! This module holds documentation only.
+//! This module holds documentation only. The guides of the `ratelimit-gateway` binary (its
+//! proxy, its decision service for nginx, Traefik, Caddy and Envoy) are the gateway crate's.
+
+/// The architecture: each stage of a request and the module that does it, for the library and
+/// the gateway binary.
+#[doc = include_str!("../docs/architecture.md")]
+pub mod architecture {}
 
 /// The five rate-limit algorithms compared: promises, Redis layout, memory per key, an accuracy
 /// study of the sliding window counter, and when to choose which.
@@ -21,23 +27,6 @@ pub mod configuration {}
 /// soak run with primaries killed every minute.
 #[doc = include_str!("../docs/operations.md")]
 pub mod operations {}
-
-/// `ratelimit-gateway proxy`, the rate-limiting reverse proxy: the limits of a file in front of a
-/// service in any language; streaming, forwarding headers, WebSockets, reload and shutdown.
-#[doc = include_str!("../docs/proxy.md")]
-pub mod proxy {}
-
-/// `ratelimit-gateway serve`, the decision service for gateways: nginx `auth_request`, Traefik
-/// ForwardAuth and Caddy `forward_auth`, their tested configurations, a systemd unit, a sidecar on a
-/// Unix socket.
-#[doc = include_str!("../docs/gateways.md")]
-pub mod gateways {}
-
-/// `ratelimit-gateway serve` as Envoy's rate limit service: envoyproxy/ratelimit's files read
-/// unchanged, what differs from it and why, the Envoy, Istio, Envoy Gateway and Contour
-/// configuration, the metrics.
-#[doc = include_str!("../docs/envoy.md")]
-pub mod envoy {}
 
 /// Observability: the metrics recorded through the `metrics` facade, and the logs.
 #[doc = include_str!("../docs/observability.md")]

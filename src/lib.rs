@@ -20,15 +20,13 @@ mod describe;
 pub mod error;
 #[cfg(feature = "axum")]
 mod extract;
-mod grpc;
 pub mod guide;
-pub mod headers;
 pub mod key;
 mod log;
 pub mod policy;
 mod quota;
 pub mod rate;
-mod response;
+pub mod respond;
 #[cfg(feature = "shed")]
 #[cfg_attr(docsrs, doc(cfg(feature = "shed")))]
 pub mod shed;
@@ -50,10 +48,10 @@ pub use decision::Decision;
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub use describe::describe_metrics;
 pub use error::ConfigError;
-pub use headers::HeaderFamilies;
 pub use policy::{Policy, Rule};
 pub use quota::Quota;
 pub use rate::RateLimitLayer;
+pub use respond::HeaderFamilies;
 #[cfg(feature = "shed")]
 #[cfg_attr(docsrs, doc(cfg(feature = "shed")))]
 pub use shed::{FleetShedLayer, UtilizationShedLayer};

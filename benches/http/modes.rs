@@ -14,8 +14,8 @@ use axum::routing::get;
 use testkit::governor::XKey;
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_redis_ratelimit::admission::FailureMode;
-use tower_redis_ratelimit::headers::HeaderFamilies;
 use tower_redis_ratelimit::key::{HeaderKey, Key};
+use tower_redis_ratelimit::respond::HeaderFamilies;
 use tower_redis_ratelimit::store::{QuotaLeases, RedisStoreBuilder};
 use tower_redis_ratelimit::{MemoryStore, Policy, Quota, RateLimitLayer, RedisStore, Rule, Store};
 

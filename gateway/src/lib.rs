@@ -13,8 +13,8 @@
 //!
 //! The file holds the library's limits (`stores`, `policies`, `routes`, `concurrency`,
 //! `shadow`: the crate's `docs/configuration.md`) and the gateway's own tables (`[proxy]`, `[serve]`),
-//! read together ([`config`]). `docs/proxy.md`, `docs/gateways.md` and `docs/envoy.md` in the
-//! repository are the reference.
+//! read together ([`config`]). The guides ([`guide`]: [proxy](guide::proxy),
+//! [gateways](guide::gateways), [Envoy](guide::envoy)) are the reference.
 //!
 //! Install it from a clone of the repository with `cargo install --locked --path gateway`.
 //! This library is the same program in parts, for a test or an example that embeds the proxy
@@ -23,6 +23,7 @@
 pub mod check;
 pub mod config;
 pub mod envoy;
+pub mod guide;
 pub mod paths;
 pub mod proxy;
 pub mod reset;

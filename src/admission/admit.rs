@@ -3,8 +3,8 @@
 use http::request::Parts;
 use http::{Extensions, HeaderValue};
 
-use crate::headers::Report;
 use crate::key::Key;
+use crate::respond::Report;
 use crate::store::{StoreError, StoreFuture};
 
 /// Keeps [`Admit`] to this crate: its shape may change with any release.

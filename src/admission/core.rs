@@ -1,5 +1,6 @@
 //! [`Core`]: the configuration every layer shares, and the steps that are the same for every
-//! middleware: the key, the failure mode, the responder, the headers, the throttled warnings.
+//! middleware: the key, the failure mode, what to tell the client (written by
+//! [`respond`](crate::respond)), the throttled warnings.
 
 use std::fmt;
 use std::time::Duration;
@@ -11,10 +12,9 @@ use http::{Request, Response};
 use super::admit::{Admit, Ruling, Verdict};
 use super::failure::FailureMode;
 use super::keys::{Keys, NoKey};
-use super::responder::Responder;
-use crate::headers::{HeaderFamilies, Report, Stamp, Undecided};
 use crate::key::Key;
 use crate::log::Throttled;
+use crate::respond::{HeaderFamilies, Report, Responder, Stamp, Undecided};
 use crate::store::StoreError;
 
 /// What the layer does when its store fails.
@@ -106,8 +106,8 @@ impl<A: Admit> Core<A> {
             }
             Err(NoKey::Refuse(rejection)) => {
                 let report = Report::undecided(Undecided::MissingKey, self.admit.announced());
-                let grpc = crate::grpc::is_grpc(&parts.headers);
-                Keyed::Refused(self.respond(&rejection, Some(report), grpc))
+                let stamp = Some(self.stamp(report));
+                Keyed::Refused(self.responder.refuse(&rejection, stamp, &parts.headers))
             }
         }
     }
@@ -145,9 +145,10 @@ impl<A: Admit> Core<A> {
                     }
                     OnFailure::Closed(unavailable) => {
                         self.warn(&err, true);
-                        let report = Report::undecided(Undecided::Unavailable, policy);
-                        let grpc = crate::grpc::is_grpc(request.headers());
-                        Next::Reject(self.respond(&unavailable(err), Some(report), grpc))
+                        let stamp =
+                            Some(self.stamp(Report::undecided(Undecided::Unavailable, policy)));
+                        let rejection = unavailable(err);
+                        Next::Reject(self.responder.refuse(&rejection, stamp, request.headers()))
                     }
                 }
             }
@@ -167,28 +168,10 @@ impl<A: Admit> Core<A> {
                 Next::Pass(request, report.map(|report| self.stamp(report)), held)
             }
             Ruling::Refuse(rejection) => {
-                let grpc = crate::grpc::is_grpc(request.headers());
-                Next::Reject(self.respond(&rejection, report, grpc))
+                let stamp = report.map(|report| self.stamp(report));
+                Next::Reject(self.responder.refuse(&rejection, stamp, request.headers()))
             }
         }
-    }
-
-    /// The response to `rejection`, with the headers of `report`; in gRPC's form for a gRPC
-    /// call (see [`crate::grpc`]).
-    fn respond(
-        &self,
-        rejection: &A::Rejection,
-        report: Option<Report>,
-        grpc: bool,
-    ) -> Response<Bytes> {
-        let mut response = self.responder.respond(rejection);
-        if let Some(report) = report {
-            self.stamp(report).apply(response.headers_mut());
-        }
-        if grpc {
-            response = crate::grpc::refusal(response);
-        }
-        response
     }
 
     #[inline]

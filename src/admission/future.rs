@@ -15,7 +15,7 @@ use super::admit::Admit;
 use super::body::ResponseBody;
 use super::core::{Core, Next};
 use super::deadline::Deadline;
-use crate::headers::Stamp;
+use crate::respond::Stamp;
 use crate::store::StoreFuture;
 
 pin_project! {

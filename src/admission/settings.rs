@@ -25,11 +25,10 @@ use super::core::{Core, OnFailure};
 use super::failure::{FailureMode, MissingKey};
 use super::keys::Keys;
 use super::layer::AdmissionLayer;
-use super::responder::{Hook, Responder};
 use crate::error::ConfigError;
-use crate::headers::HeaderFamilies;
 use crate::key::{Exemptions, Key, KeyError, KeyExtractor};
 use crate::log::Throttled;
+use crate::respond::{HeaderFamilies, Hook, Responder};
 use crate::store::StoreError;
 
 /// The deadline of a store call unless a layer says otherwise.
@@ -168,8 +167,8 @@ macro_rules! store_settings {
             }
 
             /// Which rate-limit headers to write (see
-            /// [`HeaderFamilies`](crate::headers::HeaderFamilies)).
-            pub fn headers(mut self, headers: $crate::headers::HeaderFamilies) -> Self {
+            /// [`HeaderFamilies`](crate::respond::HeaderFamilies)).
+            pub fn headers(mut self, headers: $crate::respond::HeaderFamilies) -> Self {
                 self.common.headers = headers;
                 self
             }
@@ -189,7 +188,7 @@ macro_rules! rejection_setting {
                 F: Fn(&$rejection) -> ::http::Response<B> + Send + Sync + 'static,
                 B: Into<::bytes::Bytes>,
             {
-                self.common.on_rejection = Some($crate::admission::Hook::new(respond));
+                self.common.on_rejection = Some($crate::respond::Hook::new(respond));
                 self
             }
         }

@@ -7,7 +7,7 @@ use super::slot_limit::PerKey;
 use super::{ConcurrencyLimitLayer, ConcurrencyLimitRejection};
 use crate::admission::{LayerSettings, keyed_settings, rejection_setting, store_settings};
 use crate::error::{ConcurrencyConfigError, ConfigError};
-use crate::headers::HeaderFamilies;
+use crate::respond::HeaderFamilies;
 
 /// Configures a [`ConcurrencyLimitLayer`]: [its page](ConcurrencyLimitLayer) lists every setting
 /// with its default. Required: a [`name`](Self::name), a [`max_in_flight`](Self::max_in_flight)

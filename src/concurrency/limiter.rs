@@ -1,4 +1,4 @@
-//! [`ConcurrencyLimiter`]: a concurrency limit as a policy over the admission core.
+//! [`ConcurrencyLimiter`]: a concurrency limit as a limiter over the admission core.
 
 use std::fmt;
 use std::sync::Arc;
@@ -11,8 +11,8 @@ use super::busy::Busy;
 use super::permit::{self, ConcurrencyPermit};
 use super::slot_limit::SlotLimit;
 use crate::admission::{Admit, Sealed, Verdict};
-use crate::headers::{Concurrent, Report, concurrency_policy};
 use crate::key::Key;
+use crate::respond::{Concurrent, Report, concurrency_policy};
 use crate::store::permits::{Acquired, PermitId, PermitStore, PermitTtl, Slot};
 use crate::store::{StoreError, StoreFuture};
 
@@ -80,7 +80,8 @@ impl<L: SlotLimit> Admit for ConcurrencyLimiter<L> {
         let report = Report::Concurrent(Concurrent {
             name: self.name.clone(),
             limit: ticket.limit,
-            acquired,
+            admitted: acquired.is_admitted(),
+            in_flight: acquired.in_flight(),
             retry_after: self.retry_after,
         });
         let pending = ticket.pending.take();

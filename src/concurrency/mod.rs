@@ -75,7 +75,7 @@ use crate::admission::{Admission, AdmissionLayer, ResponseBody};
 /// | [`exemptions`](ConcurrencyLimitLayerBuilder::exemptions): allow and deny lists | none |
 /// | [`failure_mode`](ConcurrencyLimitLayerBuilder::failure_mode): when the store fails | fail open |
 /// | [`deadline`](ConcurrencyLimitLayerBuilder::deadline): how long to wait for the store | 100 ms |
-/// | [`headers`](ConcurrencyLimitLayerBuilder::headers): which header families | [`HeaderFamilies::DEFAULT`](crate::headers::HeaderFamilies::DEFAULT) |
+/// | [`headers`](ConcurrencyLimitLayerBuilder::headers): which header families | [`HeaderFamilies::DEFAULT`](crate::respond::HeaderFamilies::DEFAULT) |
 /// | [`retry_after`](ConcurrencyLimitLayerBuilder::retry_after): the refusal's `Retry-After` | 1 s |
 /// | [`on_rejection`](ConcurrencyLimitLayerBuilder::on_rejection): the refusal's response | problem+json |
 pub type ConcurrencyLimitLayer = AdmissionLayer<ConcurrencyLimiter<PerKey>>;

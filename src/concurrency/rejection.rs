@@ -4,9 +4,8 @@ use bytes::Bytes;
 use http::{Response, StatusCode};
 
 use super::Busy;
-use crate::headers::retry_seconds;
 use crate::key::{Key, KeyError};
-use crate::response::{self, Problem, retry_sentence};
+use crate::respond;
 use crate::store::StoreError;
 
 /// Why a [`ConcurrencyLimitLayer`](crate::ConcurrencyLimitLayer) answered a request itself: what
@@ -41,25 +40,15 @@ impl ConcurrencyLimitRejection {
     /// The default response: a problem+json body saying what happened.
     pub fn default_response(&self) -> Response<Bytes> {
         match self {
-            ConcurrencyLimitRejection::Busy(busy) => {
-                let seconds = retry_seconds(busy.retry_after());
-                let detail = format!(
-                    "Concurrency limit \"{}\" ({} at once) reached: {} requests are in flight. {}",
-                    busy.name(),
-                    busy.limit(),
-                    busy.in_flight(),
-                    retry_sentence(seconds)
-                );
-                let mut problem =
-                    Problem::<()>::quota_exceeded(detail, vec![busy.name().to_owned()]);
-                problem.policy = Some(busy.name().to_owned());
-                problem.limit = Some(u64::from(busy.limit()));
-                problem.retry_after = Some(seconds);
-                problem.into_response()
-            }
-            ConcurrencyLimitRejection::MissingKey(err) => response::missing_key(err),
-            ConcurrencyLimitRejection::Denied(_) => response::denied(),
-            ConcurrencyLimitRejection::Unavailable(_) => response::unavailable(),
+            ConcurrencyLimitRejection::Busy(busy) => respond::slot_full(
+                busy.name(),
+                busy.limit(),
+                busy.in_flight(),
+                busy.retry_after(),
+            ),
+            ConcurrencyLimitRejection::MissingKey(err) => respond::missing_key(err),
+            ConcurrencyLimitRejection::Denied(_) => respond::denied(),
+            ConcurrencyLimitRejection::Unavailable(_) => respond::unavailable(),
         }
     }
 }
@@ -69,7 +58,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::response::problem_body;
+    use crate::respond::problem_body;
 
     #[test]
     fn a_full_slot_is_a_429_saying_why_and_when_to_retry() {

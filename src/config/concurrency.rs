@@ -7,7 +7,7 @@ use serde::Deserialize;
 use super::duration;
 use super::key::KeyConfig;
 use crate::admission::{FailureMode, MissingKey};
-use crate::headers::HeaderFamilies;
+use crate::respond::HeaderFamilies;
 
 /// One concurrency limit, for a route or a group of routes. In TOML:
 ///

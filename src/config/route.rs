@@ -10,8 +10,8 @@ use super::key::{ClientIpConfig, KeyConfig};
 use super::{duration, error, invalid};
 use crate::admission::{FailureMode, LayerSettings, MissingKey};
 use crate::error::{ConfigError, KeyConfigError};
-use crate::headers::HeaderFamilies;
 use crate::key::{Exemptions, KeyExtractor};
+use crate::respond::HeaderFamilies;
 
 /// One route, or a group of routes that share a limit. In TOML:
 ///

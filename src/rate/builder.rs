@@ -10,8 +10,8 @@ use super::shadow::{Shadow, ShadowSwitch};
 use super::{RateLimitLayer, RateLimitRejection};
 use crate::admission::{LayerSettings, keyed_settings, rejection_setting, store_settings};
 use crate::error::ConfigError;
-use crate::headers::{HeaderFamilies, Partitioner, RatePolicy};
 use crate::policy::{Policy, Rule};
+use crate::respond::{HeaderFamilies, Partitioner, RatePolicy};
 use crate::store::{MemoryStore, Store};
 
 /// Configures a [`RateLimitLayer`]: [its page](RateLimitLayer) lists every setting with its

@@ -1,4 +1,4 @@
-//! [`RateLimiter`]: a rate limit as a policy over the admission core.
+//! [`RateLimiter`]: a rate limit as a limiter over the admission core.
 
 use std::fmt;
 use std::sync::Arc;
@@ -11,9 +11,9 @@ use super::plan::{Plan, Plans};
 use super::shadow::Shadow;
 use crate::admission::{Admit, Sealed, Verdict};
 use crate::decision::{Decision, Outcome};
-use crate::headers::{Partition, Partitioner, RatePolicy, Report};
 use crate::key::Key;
 use crate::policy::Rule;
+use crate::respond::{Partition, Partitioner, RatePolicy, Report};
 use crate::store::{Store, StoreError, StoreFuture};
 
 pub(crate) type CostFn = dyn Fn(&Parts) -> u32 + Send + Sync;

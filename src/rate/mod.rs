@@ -57,7 +57,7 @@ use crate::admission::{Admission, AdmissionLayer};
 /// | [`exemptions`](RateLimitLayerBuilder::exemptions): allow and deny lists of keys and client networks | none |
 /// | [`failure_mode`](RateLimitLayerBuilder::failure_mode): when the store fails | fail open |
 /// | [`deadline`](RateLimitLayerBuilder::deadline): how long to wait for the store | 100 ms |
-/// | [`headers`](RateLimitLayerBuilder::headers): which header families | [`HeaderFamilies::DEFAULT`](crate::headers::HeaderFamilies::DEFAULT) |
+/// | [`headers`](RateLimitLayerBuilder::headers): which header families | [`HeaderFamilies::DEFAULT`](crate::respond::HeaderFamilies::DEFAULT) |
 /// | [`on_rejection`](RateLimitLayerBuilder::on_rejection): the refusal's response | problem+json |
 pub type RateLimitLayer = AdmissionLayer<RateLimiter>;
 

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use http::request::Parts;
 
-use crate::headers::RatePolicy;
 use crate::log::Throttled;
+use crate::respond::RatePolicy;
 
 /// The name of the plan a request belongs to, for an authentication layer to insert into the
 /// request extensions; a [`RateLimitLayer`](crate::RateLimitLayer) with

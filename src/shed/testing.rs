@@ -12,7 +12,7 @@ pub(crate) fn shed_detail(
     priority: Priority,
     retry_after: u64,
 ) -> String {
-    let body = crate::response::problem_body(response, StatusCode::SERVICE_UNAVAILABLE);
+    let body = crate::respond::problem_body(response, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(body["priority"], serde_json::to_value(priority).unwrap());
     assert_eq!(body["retry_after"], retry_after);
     body["detail"].as_str().unwrap().to_owned()

@@ -13,6 +13,7 @@ mod conformance;
 mod decision_log;
 mod docs_names;
 mod docs_settings;
+mod docs_words;
 mod failure_log;
 mod getting_started;
 mod grpc;

@@ -22,9 +22,9 @@ use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimit
 use http::HeaderMap;
 use sha2::{Digest, Sha256};
 use tower_redis_ratelimit::Quota;
-use tower_redis_ratelimit::headers::PolicyHeaders;
 use tower_redis_ratelimit::key::Key;
 use tower_redis_ratelimit::policy::{Algorithm, MAX_RULES, Policy, Rule};
+use tower_redis_ratelimit::respond::PolicyHeaders;
 use tower_redis_ratelimit::store::StoreError;
 use tower_redis_ratelimit::{Decision, Store};
 

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 use tower_redis_ratelimit::Quota;
-use tower_redis_ratelimit::headers::PolicyHeaders;
 use tower_redis_ratelimit::policy::{Algorithm, Policy, Rule};
+use tower_redis_ratelimit::respond::PolicyHeaders;
 
 use super::file::{DescriptorFile, Level, RateLimitFile};
 use crate::config::EnvoyFilesError;

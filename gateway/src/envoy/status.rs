@@ -12,7 +12,7 @@ use envoy_types::pb::google::protobuf::Duration as ProtoDuration;
 use http::HeaderMap;
 use tower_redis_ratelimit::Decision;
 use tower_redis_ratelimit::admission::FailureMode;
-use tower_redis_ratelimit::headers::HeaderFamilies;
+use tower_redis_ratelimit::respond::HeaderFamilies;
 use tower_redis_ratelimit::store::StoreError;
 
 use super::limit::{LimitKind, Reported};

@@ -9,7 +9,7 @@ use super::{FleetShares, FleetShedLayer, FleetShedRejection};
 use crate::admission::{LayerSettings, rejection_setting, store_settings};
 use crate::concurrency::settings::{SlotSettings, retry_hint_setting, slot_settings};
 use crate::error::{ConcurrencyConfigError, ConfigError};
-use crate::headers::HeaderFamilies;
+use crate::respond::HeaderFamilies;
 use crate::shed::priority::{Classifier, Priority};
 
 /// Configures a [`FleetShedLayer`]: [its page](FleetShedLayer) lists every setting with its

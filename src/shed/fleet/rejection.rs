@@ -4,8 +4,7 @@ use bytes::Bytes;
 use http::{Response, StatusCode};
 
 use crate::concurrency::Busy;
-use crate::headers::retry_seconds;
-use crate::response::{self, Problem, retry_sentence};
+use crate::respond;
 use crate::shed::Priority;
 use crate::store::StoreError;
 
@@ -34,24 +33,15 @@ impl FleetShedRejection {
     /// The default response: a problem+json body saying what happened.
     pub fn default_response(&self) -> Response<Bytes> {
         match self {
-            FleetShedRejection::Shed { busy, priority } => {
-                let seconds = retry_seconds(busy.retry_after());
-                let detail = format!(
-                    "The service is shedding load: {priority} requests may use {} of {} slots \
-                     and {} are in use. {}",
-                    busy.limit(),
-                    busy.capacity(),
-                    busy.in_flight(),
-                    retry_sentence(seconds)
-                );
-                let mut problem = Problem::reduced_capacity(detail);
-                problem.policy = Some(busy.name().to_owned());
-                problem.limit = Some(u64::from(busy.limit()));
-                problem.retry_after = Some(seconds);
-                problem.priority = Some(*priority);
-                problem.into_response()
-            }
-            FleetShedRejection::Unavailable(_) => response::unavailable(),
+            FleetShedRejection::Shed { busy, priority } => respond::fleet_shed(
+                *priority,
+                busy.name(),
+                busy.limit(),
+                busy.capacity(),
+                busy.in_flight(),
+                busy.retry_after(),
+            ),
+            FleetShedRejection::Unavailable(_) => respond::unavailable(),
         }
     }
 }

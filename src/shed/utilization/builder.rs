@@ -12,8 +12,8 @@ use super::shedder::{RandomFn, Source, UtilizationFn, UtilizationShedder};
 use crate::admission::{LayerSettings, rejection_setting};
 use crate::concurrency::settings::retry_hint_setting;
 use crate::error::{ConfigError, ShedConfigError};
-use crate::headers::HeaderFamilies;
 use crate::log::Throttled;
+use crate::respond::HeaderFamilies;
 use crate::shed::priority::{Classifier, Priority};
 use crate::shed::{ControlLaw, ShedControl, UtilizationShedRejection};
 

@@ -5,8 +5,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Response, StatusCode};
 
-use crate::headers::retry_seconds;
-use crate::response::{Problem, retry_sentence};
+use crate::respond;
 use crate::shed::Priority;
 
 /// Why a [`UtilizationShedLayer`](crate::UtilizationShedLayer) refused a request: what its
@@ -62,17 +61,7 @@ impl UtilizationShedRejection {
     /// The default response: a problem+json 503 saying that the service is overloaded, which
     /// share of this priority is refused, and when to retry.
     pub fn default_response(&self) -> Response<Bytes> {
-        let seconds = retry_seconds(self.retry_after);
-        let detail = format!(
-            "The service is overloaded and refuses {:.0}% of {} priority requests to recover. {}",
-            self.drop_probability * 100.0,
-            self.priority,
-            retry_sentence(seconds)
-        );
-        let mut problem = Problem::reduced_capacity(detail);
-        problem.retry_after = Some(seconds);
-        problem.priority = Some(self.priority);
-        problem.into_response()
+        respond::overloaded(self.priority, self.drop_probability, self.retry_after)
     }
 }
 

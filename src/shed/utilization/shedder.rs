@@ -1,5 +1,5 @@
 //! [`UtilizationShedder`]: one instance's utilisation, the control law, and the decision for each
-//! request, as a policy over the admission core.
+//! request, as a limiter over the admission core.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -12,9 +12,9 @@ use tokio::time::Instant;
 use super::UtilizationShedLayer;
 use super::in_flight::{InFlight, InFlightGuard};
 use crate::admission::{Admit, Sealed, Verdict};
-use crate::headers::Report;
 use crate::key::Key;
 use crate::log::Throttled;
+use crate::respond::Report;
 use crate::shed::priority::{Classifier, Priority, priority_of};
 use crate::shed::{ShedControl, UtilizationShedRejection};
 use crate::store::{StoreError, StoreFuture};

@@ -12,7 +12,7 @@ use super::{
     redis, request, verdict,
 };
 use crate::support::{header, text};
-use tower_redis_ratelimit::headers::HeaderFamilies;
+use tower_redis_ratelimit::respond::HeaderFamilies;
 
 async fn fixed_window_headers(env: Env) {
     let app = app(&env, &[hello()], HeaderFamilies::DEFAULT);

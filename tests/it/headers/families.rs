@@ -9,7 +9,7 @@ use super::{
 };
 use crate::support::header;
 use axum::body::Body;
-use tower_redis_ratelimit::headers::HeaderFamilies;
+use tower_redis_ratelimit::respond::HeaderFamilies;
 use tower_redis_ratelimit::{Quota, Rule};
 
 async fn families(env: Env) {

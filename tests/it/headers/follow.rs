@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::{Env, app, memory, redis, request};
 use crate::support::header;
-use tower_redis_ratelimit::headers::HeaderFamilies;
+use tower_redis_ratelimit::respond::HeaderFamilies;
 use tower_redis_ratelimit::{Quota, Rule};
 
 fn rules() -> Vec<Rule> {

@@ -29,8 +29,8 @@ use axum::{Extension, Router};
 use http::Response;
 use tower_redis_ratelimit::clock::ManualClock;
 use tower_redis_ratelimit::decision::{Outcome, RuleVerdict};
-use tower_redis_ratelimit::headers::HeaderFamilies;
 use tower_redis_ratelimit::key::ClientIp;
+use tower_redis_ratelimit::respond::HeaderFamilies;
 use tower_redis_ratelimit::{
     Decision, MemoryStore, Quota, RateLimitLayer, RedisStore, Rule, Store,
 };

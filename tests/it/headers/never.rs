@@ -9,8 +9,8 @@ use super::{Env, T0, app, assert_expires_at, hello, memory, problem, redis, requ
 use crate::support::header;
 use tower_redis_ratelimit::clock::ManualClock;
 use tower_redis_ratelimit::decision::Outcome;
-use tower_redis_ratelimit::headers::HeaderFamilies;
 use tower_redis_ratelimit::key::Key;
+use tower_redis_ratelimit::respond::HeaderFamilies;
 use tower_redis_ratelimit::store::StoreFuture;
 use tower_redis_ratelimit::{Decision, Policy, Quota, Rule, Store};
 

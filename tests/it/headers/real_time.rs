@@ -9,7 +9,7 @@ use crate::support::{RedisServer, header};
 use axum::body::Body;
 use http::Response;
 use tower_redis_ratelimit::clock::ManualClock;
-use tower_redis_ratelimit::headers::HeaderFamilies;
+use tower_redis_ratelimit::respond::HeaderFamilies;
 use tower_redis_ratelimit::{MemoryStore, RedisStore, Store};
 
 async fn real_time_headers(store: Arc<dyn Store>) {

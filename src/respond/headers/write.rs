@@ -21,7 +21,7 @@ use crate::policy::Policy;
 ///
 /// ```
 /// use http::HeaderMap;
-/// use tower_redis_ratelimit::headers::{HeaderFamilies, PolicyHeaders};
+/// use tower_redis_ratelimit::respond::{HeaderFamilies, PolicyHeaders};
 /// use tower_redis_ratelimit::{MemoryStore, Policy, Quota, Rule, Store};
 ///
 /// # #[tokio::main(flavor = "current_thread")]

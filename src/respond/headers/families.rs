@@ -8,7 +8,7 @@ use std::ops::BitOr;
 /// it: `["rate_limiting", "ietf", "x_ratelimit"]`, `[]` for none.
 ///
 /// ```
-/// use tower_redis_ratelimit::headers::HeaderFamilies;
+/// use tower_redis_ratelimit::respond::HeaderFamilies;
 ///
 /// let headers = HeaderFamilies::IETF | HeaderFamilies::X_RATELIMIT;
 /// assert!(headers.contains(HeaderFamilies::IETF));

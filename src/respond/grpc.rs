@@ -22,14 +22,14 @@ const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
 
 /// Whether a request with these headers is a gRPC call.
-pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
+pub(super) fn is_grpc(headers: &HeaderMap) -> bool {
     headers
         .get(CONTENT_TYPE)
         .is_some_and(|value| value.as_bytes().starts_with(b"application/grpc"))
 }
 
 /// The gRPC form of a refusal made for HTTP clients.
-pub(crate) fn refusal(response: Response<Bytes>) -> Response<Bytes> {
+pub(super) fn refusal(response: Response<Bytes>) -> Response<Bytes> {
     let (mut parts, body) = response.into_parts();
     let code = match parts.status {
         StatusCode::TOO_MANY_REQUESTS => "8",
@@ -78,7 +78,7 @@ fn percent_encode(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::response::Problem;
+    use crate::respond::problem::Problem;
 
     #[test]
     fn a_quota_refusal_becomes_resource_exhausted_with_its_headers_kept() {

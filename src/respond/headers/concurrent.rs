@@ -19,22 +19,22 @@ use super::names::{
 };
 use super::quota_policy::concurrency_policy;
 use super::rfc3339::rfc3339;
-use crate::store::permits::Acquired;
 
 /// What one concurrency decision tells the client: the limit `name` admits `limit` requests at
-/// once, and the store `acquired` the permit or not, with how many are in flight (this one
-/// included when admitted).
+/// once, the request was `admitted` or not, and `in_flight` are in flight (this one included
+/// when admitted). Plain values, not the store's answer: what a client is told knows no store.
 #[derive(Clone, Debug)]
 pub(crate) struct Concurrent {
     pub(crate) name: Arc<str>,
     pub(crate) limit: u32,
-    pub(crate) acquired: Acquired,
+    pub(crate) admitted: bool,
+    pub(crate) in_flight: u64,
     pub(crate) retry_after: Duration,
 }
 
 impl Concurrent {
     pub(crate) fn apply(&self, headers: &mut HeaderMap, families: HeaderFamilies) {
-        let (admitted, in_flight) = (self.acquired.is_admitted(), self.acquired.in_flight());
+        let (admitted, in_flight) = (self.admitted, self.in_flight);
         let free = u64::from(self.limit).saturating_sub(in_flight);
         if families.contains(HeaderFamilies::RATE_LIMITING) {
             let state = if admitted { "Allow" } else { "Deny" };
@@ -73,7 +73,8 @@ mod tests {
         Concurrent {
             name: "ws".into(),
             limit: 3,
-            acquired: Acquired::new(admitted, if admitted { 2 } else { 3 }),
+            admitted,
+            in_flight: if admitted { 2 } else { 3 },
             retry_after: Duration::from_millis(1_500),
         }
     }

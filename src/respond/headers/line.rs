@@ -139,7 +139,7 @@ mod tests {
     use sfv::KeyRef;
 
     use super::*;
-    use crate::headers::format::sf_integer;
+    use crate::respond::headers::format::sf_integer;
 
     /// The line as `sfv` writes it whole.
     fn serialized(name: &str, remaining: u64, reset_seconds: u64) -> String {

@@ -1,10 +1,13 @@
 //! [`Responder`]: how a layer answers a refused request, with the user's `on_rejection` hook or
-//! the middleware's default response.
+//! the middleware's default response, then its headers, in gRPC's form for a gRPC call.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::Response;
+use http::{HeaderMap, Response};
+
+use super::grpc;
+use super::headers::Stamp;
 
 /// A user's `on_rejection` hook, its body turned into bytes.
 type RejectFn<R> = dyn Fn(&R) -> Response<Bytes> + Send + Sync;
@@ -24,11 +27,26 @@ impl<R> Responder<R> {
         }
     }
 
-    pub(crate) fn respond(&self, rejection: &R) -> Response<Bytes> {
-        match &self.custom {
+    /// The response to `rejection` of a request with `request` headers: written with `stamp`'s
+    /// headers, and in gRPC's form for a gRPC call (see [`grpc`]). The hook's response is
+    /// stamped too, so a client is told the same headers whoever wrote the body.
+    pub(crate) fn refuse(
+        &self,
+        rejection: &R,
+        stamp: Option<Stamp>,
+        request: &HeaderMap,
+    ) -> Response<Bytes> {
+        let mut response = match &self.custom {
             Some(respond) => respond(rejection),
             None => (self.default)(rejection),
+        };
+        if let Some(stamp) = stamp {
+            stamp.apply(response.headers_mut());
         }
+        if grpc::is_grpc(request) {
+            response = grpc::refusal(response);
+        }
+        response
     }
 }
 
