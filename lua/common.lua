@@ -89,7 +89,7 @@ end
 --     by the lessee no earlier than they conform (src/store/redis/leases/). The caller keeps
 --     `capacity + horizon` below 2^53. The Rust mirror (src/algorithm/bucket.rs) has none: the
 --     memory store leases nothing.
--- Returns verdict, remaining, used, reset_after_us, retry_after_us, new level (nil if unchanged).
+-- Returns verdict, remaining, used, full_after_us, retry_after_us, new level (nil if unchanged).
 local function bucket(level, lead, cost, limit, period, burst, horizon)
   local capacity = burst * period
   local need = cost * period

@@ -23,7 +23,7 @@
 -- Reply:    one string of integers separated by spaces (a string parses far faster in the
 --           client than an array of integers): for each request in order, 5 per rule in rule
 --           order: verdict (1 allowed, 0 denied, -1 can never be allowed), remaining, used,
---           reset_after in µs, retry_after in µs (0 unless denied).
+--           full_after in µs, retry_after in µs (0 unless denied).
 local now = call_time(ARGV[1])
 local k = tonumber(ARGV[2])
 MIN_TTL_MS = tonumber(ARGV[3])
@@ -47,13 +47,13 @@ for request = 1, k do
   local admitted = true
   for i = 1, rules do
     local p = params[i]
-    local verdict, remaining, used, reset_after, retry_after, write =
+    local verdict, remaining, used, full_after, retry_after, write =
       algorithms[i](KEYS[first + i], now, cost, p[1], p[2], p[3], p[4])
     if verdict ~= ALLOWED then
       admitted = false
     end
     writes[i] = write
-    reply[first + i] = string.format('%d %d %d %d %d', verdict, remaining, used, reset_after,
+    reply[first + i] = string.format('%d %d %d %d %d', verdict, remaining, used, full_after,
       retry_after)
   end
   if admitted then

@@ -11,7 +11,7 @@
 --        deny for as long as it lies ahead; a window starts now instead. So no reported wait or
 --        TTL exceeds two periods.
 -- Rule arguments (see decide.lua): limit, period (µs); burst and the fourth are unused.
--- Returns verdict, remaining, used, reset_after_us, retry_after_us and a write function to run
+-- Returns verdict, remaining, used, full_after_us, retry_after_us and a write function to run
 -- if every rule of the policy admits the request (nil when nothing is to be written).
 ALGORITHMS[1] = function(key, now, cost, limit, period)
   local state = redis.call('HMGET', key, 's', 'n')
@@ -19,22 +19,22 @@ ALGORITHMS[1] = function(key, now, cost, limit, period)
   if start == nil or used == nil or now >= start + period or start - now > period then
     start, used = now, 0
   end
-  local reset_after = start + period - now
+  local full_after = start + period - now
   -- `used` can exceed `limit` when a rule's limit was lowered while its window was live.
   local room = math.max(0, limit - used)
   if cost > limit then
-    return NEVER, room, used, reset_after, 0, nil
+    return NEVER, room, used, full_after, 0, nil
   end
   if used + cost > limit then
-    return DENIED, room, used, reset_after, reset_after, nil
+    return DENIED, room, used, full_after, full_after, nil
   end
   used = used + cost
   local write = nil
   if cost > 0 then
     write = function()
       redis.call('HSET', key, 's', num(start), 'n', num(used))
-      redis.call('PEXPIRE', key, ttl_ms(reset_after))
+      redis.call('PEXPIRE', key, ttl_ms(full_after))
     end
   end
-  return ALLOWED, limit - used, used, reset_after, 0, write
+  return ALLOWED, limit - used, used, full_after, 0, write
 end

@@ -9,7 +9,7 @@
 --        t never moves back (see `bucket_at` in common.lua).
 -- Rule arguments (see decide.lua): limit and period (µs) divided by their gcd, burst, and the
 -- horizon of a quota lease (0 for a decision; see `bucket` in common.lua).
--- Returns verdict, remaining, used, reset_after_us, retry_after_us and a write function to run
+-- Returns verdict, remaining, used, full_after_us, retry_after_us and a write function to run
 -- if every rule of the policy admits the request (nil when nothing is to be written).
 LEVELS[2] = function(key, now, limit, capacity)
   local stored = redis.call('GET', key)
@@ -26,13 +26,13 @@ end
 
 ALGORITHMS[2] = function(key, now, cost, limit, period, burst, horizon)
   local level, at = LEVELS[2](key, now, limit, burst * period)
-  local verdict, remaining, used, reset_after, retry_after, new_level =
+  local verdict, remaining, used, full_after, retry_after, new_level =
     bucket(level, at - now, cost, limit, period, burst, horizon)
   local write = nil
   if new_level then
     write = function()
-      redis.call('SET', key, num(at) .. ':' .. num(new_level), 'PX', ttl_ms(reset_after))
+      redis.call('SET', key, num(at) .. ':' .. num(new_level), 'PX', ttl_ms(full_after))
     end
   end
-  return verdict, remaining, used, reset_after, retry_after, write
+  return verdict, remaining, used, full_after, retry_after, write
 end

@@ -84,14 +84,14 @@ for i = 1, #KEYS do
     local level, evaluated = LEVELS[id](KEYS[i], now, limit, burst * period)
     over, lead = level - burst * period, evaluated - now
   end
-  local verdict, remaining, used, reset_after, retry_after, write =
+  local verdict, remaining, used, full_after, retry_after, write =
     ALGORITHMS[id](KEYS[i], now, grant, limit, period, burst, horizon)
   -- Admitted by construction: every rule has room for `grant`.
   if write then
     write()
   end
   reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4], reply[at + 5] =
-    verdict, remaining, used, reset_after, retry_after
+    verdict, remaining, used, full_after, retry_after
   reply[at + 8], reply[at + 9] = over, lead
   if id == 1 then
     reply[at + 6], reply[at + 7] = tonumber(redis.call('HGET', KEYS[i], 's')), 0

@@ -15,7 +15,7 @@
 --        admission replaces it, so no reported wait or TTL exceeds two periods.
 -- Rule arguments (see decide.lua): limit (at most 10,000, checked when the policy is built),
 --        period (µs); burst and the fourth are unused.
--- Returns verdict, remaining, used, reset_after_us, retry_after_us and a write function to run
+-- Returns verdict, remaining, used, full_after_us, retry_after_us and a write function to run
 -- if every rule of the policy admits the request (nil when nothing is to be written).
 
 -- ZADD takes its members as arguments, and Lua's unpack() has a stack limit of a few thousand:
@@ -32,25 +32,25 @@ ALGORITHMS[3] = function(key, now, cost, limit, period)
     count = redis.call('ZCOUNT', key, in_window, '+inf')
   end
   -- When the newest entry leaves the window, the full limit is back.
-  local reset_after = 0
+  local full_after = 0
   if count > 0 then
-    reset_after = newest + period - now
+    full_after = newest + period - now
   end
   -- `count` exceeds `limit` only when the limit was lowered while the log was live.
   local room = math.max(0, limit - count)
   if cost > limit then
-    return NEVER, room, count, reset_after, 0, nil
+    return NEVER, room, count, full_after, 0, nil
   end
   local excess = count + cost - limit
   if excess > 0 then
     -- The request fits once `excess` entries have left: the excess-th oldest is the last.
     local oldest = redis.call('ZRANGEBYSCORE', key, in_window, '+inf', 'WITHSCORES', 'LIMIT', excess - 1, 1)
-    return DENIED, room, count, reset_after, tonumber(oldest[2]) + period - now, nil
+    return DENIED, room, count, full_after, tonumber(oldest[2]) + period - now, nil
   end
   local used = count + cost
   local write = nil
   if cost > 0 then
-    reset_after = math.max(reset_after, period)
+    full_after = math.max(full_after, period)
     write = function()
       if foreign then
         redis.call('DEL', key)
@@ -71,8 +71,8 @@ ALGORITHMS[3] = function(key, now, cost, limit, period)
         redis.call('ZADD', key, unpack(args))
         added = added + batch
       end
-      redis.call('PEXPIRE', key, ttl_ms(reset_after))
+      redis.call('PEXPIRE', key, ttl_ms(full_after))
     end
   end
-  return ALLOWED, limit - used, used, reset_after, 0, write
+  return ALLOWED, limit - used, used, full_after, 0, write
 end

@@ -23,7 +23,7 @@
 --        newest has slid out.
 -- Rule arguments (see decide.lua): limit, period (µs), burst (unused), sub-intervals (1 to 100,
 --        dividing the period into whole µs, checked when the policy is built).
--- Returns verdict, remaining, used, reset_after_us, retry_after_us and a write function to run
+-- Returns verdict, remaining, used, full_after_us, retry_after_us and a write function to run
 -- if every rule of the policy admits the request (nil when nothing is to be written).
 
 local WEIGHT_RANGE = 4503599627370496 -- 2^52
@@ -94,24 +94,24 @@ ALGORITHMS[4] = function(key, now, cost, limit, period, _, n)
   local elapsed = floor_div(offset, quantum)
   local used = full + ceil_div(trailing * (steps - elapsed), steps)
   -- The full limit is back once the newest counted sub-interval has slid out entirely.
-  local reset_after = 0
+  local full_after = 0
   if newest and newest >= current - n then
-    reset_after = (newest + n + 1) * size - now
+    full_after = (newest + n + 1) * size - now
   end
 
   local room = math.max(0, limit - used)
   if cost > limit then
-    return NEVER, room, used, reset_after, 0, nil
+    return NEVER, room, used, full_after, 0, nil
   end
   if used + cost > limit then
     local w = { limit = limit, n = n, size = size, quantum = quantum, steps = steps }
     local retry_after = window_fits_at(w, counts, current, elapsed, full, trailing, cost) - now
-    return DENIED, room, used, reset_after, retry_after, nil
+    return DENIED, room, used, full_after, retry_after, nil
   end
   used = used + cost
   local write = nil
   if cost > 0 then
-    reset_after = (current + n + 1) * size - now
+    full_after = (current + n + 1) * size - now
     write = function()
       if foreign then
         -- However many fields it has, none is kept.
@@ -129,8 +129,8 @@ ALGORITHMS[4] = function(key, now, cost, limit, period, _, n)
         end
       end
       redis.call('HINCRBY', key, num(current), num(cost))
-      redis.call('PEXPIRE', key, ttl_ms(reset_after))
+      redis.call('PEXPIRE', key, ttl_ms(full_after))
     end
   end
-  return ALLOWED, limit - used, used, reset_after, 0, write
+  return ALLOWED, limit - used, used, full_after, 0, write
 end

@@ -14,7 +14,7 @@
 -- Rule arguments (see decide.lua): limit and period (µs) divided by their gcd, burst, and the
 -- horizon of a quota lease (0 for a decision; see `bucket` in common.lua). A lease reserved ahead
 -- leaves fewer than no tokens: `k` is then negative.
--- Returns verdict, remaining, used, reset_after_us, retry_after_us and a write function to run
+-- Returns verdict, remaining, used, full_after_us, retry_after_us and a write function to run
 -- if every rule of the policy admits the request (nil when nothing is to be written).
 LEVELS[5] = function(key, now, limit, capacity)
   local state = redis.call('HMGET', key, 't', 'k')
@@ -30,14 +30,14 @@ end
 ALGORITHMS[5] = function(key, now, cost, limit, period, burst, horizon)
   local capacity = burst * period
   local level, at = LEVELS[5](key, now, limit, capacity)
-  local verdict, remaining, used, reset_after, retry_after, new_level =
+  local verdict, remaining, used, full_after, retry_after, new_level =
     bucket(level, at - now, cost, limit, period, burst, horizon)
   local write = nil
   if new_level then
     write = function()
       redis.call('HSET', key, 't', num(at), 'k', num(capacity - new_level))
-      redis.call('PEXPIRE', key, ttl_ms(reset_after))
+      redis.call('PEXPIRE', key, ttl_ms(full_after))
     end
   end
-  return verdict, remaining, used, reset_after, retry_after, write
+  return verdict, remaining, used, full_after, retry_after, write
 end

@@ -33,7 +33,7 @@ pub(super) fn step<S: Stored>(params: &Params, state: Option<&S>, now: i64, cost
     });
     let (verdict, new_level) = evaluate(params, level, at - now, cost);
     let write = new_level.map(|level| Write::Set(S::store(at, level, capacity)));
-    Step::new(verdict, write, verdict.reset_after_us)
+    Step::new(verdict, write, verdict.full_after_us)
 }
 
 /// Evaluates a request of `cost` against a bucket holding `level` units at the time it is
@@ -64,8 +64,8 @@ pub(super) fn evaluate(
     // A refused request leaves the bucket as it is, and reports it so.
     let refused = |outcome, retry_after| {
         let (remaining, used) = requests(room, level, burst, period);
-        let reset_after = from_now(ceil_div(level, limit), lead);
-        verdict(outcome, remaining, used, reset_after, retry_after)
+        let full_after = from_now(ceil_div(level, limit), lead);
+        verdict(outcome, remaining, used, full_after, retry_after)
     };
     if need > capacity {
         return (refused(Outcome::Never, 0), None);

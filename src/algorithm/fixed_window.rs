@@ -24,20 +24,20 @@ pub(super) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) 
         }
         _ => (now, 0),
     };
-    let reset_after = start + period - now;
+    let full_after = start + period - now;
     let room = (limit - used).max(0);
     if cost > limit {
-        let never = verdict(Outcome::Never, room, used, reset_after, 0);
+        let never = verdict(Outcome::Never, room, used, full_after, 0);
         return Step::read_only(never);
     }
     if used + cost > limit {
-        let denied = verdict(Outcome::Denied, room, used, reset_after, reset_after);
+        let denied = verdict(Outcome::Denied, room, used, full_after, full_after);
         return Step::read_only(denied);
     }
     let used = used + cost;
     let write = (cost > 0).then_some(Write::Set(super::State::FixedWindow(State { start, used })));
-    let allowed = verdict(Outcome::Allowed, limit - used, used, reset_after, 0);
-    Step::new(allowed, write, allowed.reset_after_us)
+    let allowed = verdict(Outcome::Allowed, limit - used, used, full_after, 0);
+    Step::new(allowed, write, allowed.full_after_us)
 }
 
 #[cfg(test)]
@@ -72,7 +72,7 @@ mod tests {
             (foreign.verdict.outcome, foreign.verdict.used),
             (Outcome::Allowed, 1)
         );
-        assert_eq!(foreign.verdict.reset_after_us, 10_000_000);
+        assert_eq!(foreign.verdict.full_after_us, 10_000_000);
         assert_eq!(
             foreign.write,
             Some((

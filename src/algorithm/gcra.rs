@@ -78,7 +78,7 @@ mod tests {
         );
         // One request drains every 10/3 s: 3_333_333.33 µs, rounded up.
         assert_eq!(verdicts[3].retry_after_us, 3_333_334);
-        assert_eq!(verdicts[2].reset_after_us, 10_000_000);
+        assert_eq!(verdicts[2].full_after_us, 10_000_000);
     }
 
     #[test]
@@ -112,7 +112,7 @@ mod tests {
             .count();
         assert_eq!(admitted, 4);
         // Behind the bucket's time by a second: its wait counts from now.
-        assert_eq!(verdicts[3].reset_after_us, 3_000_000);
+        assert_eq!(verdicts[3].full_after_us, 3_000_000);
         assert_eq!(
             (verdicts[5].outcome, verdicts[5].retry_after_us),
             (Outcome::Denied, 1_500_000)
@@ -126,7 +126,7 @@ mod tests {
         let behind = step(&p, Some(&state), T0, 1);
         assert_eq!((behind.verdict.remaining, behind.verdict.used), (1, 3));
         // Three requests drain in 1.5 s from the bucket's time, a second ahead.
-        assert_eq!(behind.verdict.reset_after_us, 2_500_000);
+        assert_eq!(behind.verdict.full_after_us, 2_500_000);
         assert_eq!(
             written(behind),
             State {
@@ -146,7 +146,7 @@ mod tests {
         };
         let behind = step(&p, Some(&full), T0, 1).verdict;
         assert_eq!(
-            (behind.outcome, behind.reset_after_us, behind.retry_after_us),
+            (behind.outcome, behind.full_after_us, behind.retry_after_us),
             (Outcome::Denied, 4_000_000, 2_500_000)
         );
         // A µs further ahead, or the year 2255 (the audit's ~1e17 µs): an empty bucket, now.
@@ -156,7 +156,7 @@ mod tests {
                 (foreign.verdict.outcome, foreign.verdict.used),
                 (Outcome::Allowed, 1)
             );
-            assert_eq!(foreign.verdict.reset_after_us, 500_000);
+            assert_eq!(foreign.verdict.full_after_us, 500_000);
             assert_eq!(
                 written(foreign),
                 State {
@@ -184,11 +184,8 @@ mod tests {
         let exact = full.level + lead;
         assert!(exact > 1 << 53 && exact % 2 == 1);
         // What the script's `us + lead` gives: the exact sum rounded to a double.
-        assert_eq!(
-            peek.reset_after_us,
-            (full.level as f64 + lead as f64) as u64
-        );
-        assert_eq!(peek.reset_after_us.abs_diff(exact as u64), 1);
+        assert_eq!(peek.full_after_us, (full.level as f64 + lead as f64) as u64);
+        assert_eq!(peek.full_after_us.abs_diff(exact as u64), 1);
     }
 
     #[test]

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 ///   reports the state without consuming anything and writes nothing.
 /// - **Denials are free.** A request that is denied (by any rule of its policy) consumes nothing
 ///   and writes nothing, so an abusive client cannot push its own window forward.
-/// - **Rounding.** `retry_after` and `reset_after` are whole microseconds rounded up (and
+/// - **Rounding.** `retry_after` and `full_after` are whole microseconds rounded up (and
 ///   `Retry-After` whole seconds rounded up): a client that waits exactly as long as it was told
 ///   gets in, unless other requests of its key took the room meanwhile.
 /// - **Numbers.** Time is kept in microseconds. Every value the scripts compute is an integer
@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 ///   ([`MAX_PERIOD`](crate::policy::MAX_PERIOD)), limits up to `u32::MAX`; the few quotas that cannot be
 ///   computed exactly are rejected when the policy is built (see each algorithm).
 /// - **Reported numbers.** `remaining` is how many more requests of cost 1 would pass now, `used`
-///   how much of the capacity is taken, `reset_after` how long until the full capacity is back
+///   how much of the capacity is taken, `full_after` how long until the full capacity is back
 ///   (0 when it already is; for the fixed window, the end of the current window, or of the one a
 ///   request would start), `retry_after` how long until this request would fit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -49,7 +49,7 @@ pub enum Algorithm {
     /// At most `limit` units of cost per window of `period`. A window starts with the first
     /// request a key makes after its previous window ended (not aligned to the clock, so clients
     /// do not all reset at the same instant). Cheap and easy to explain, but a client can spend
-    /// up to twice the limit around a window boundary. `reset_after` and a denial's
+    /// up to twice the limit around a window boundary. `full_after` and a denial's
     /// `retry_after` are the time left in the window.
     FixedWindow,
     /// Exact: at most `limit` units of cost in any interval of `period`. Every admitted unit is
@@ -60,7 +60,7 @@ pub enum Algorithm {
     ///
     /// A request is admitted when the entries younger than `period`, plus its cost, fit in
     /// `limit`. When denied, `retry_after` is when the oldest entry that must leave for the
-    /// request to fit leaves the window; `reset_after` is when the newest entry leaves.
+    /// request to fit leaves the window; `full_after` is when the newest entry leaves.
     SlidingLog,
     /// A sliding window counter: the period is split into `sub_intervals` equal
     /// sub-intervals, aligned to the Unix epoch, each with a count of the units admitted in it.
@@ -74,7 +74,7 @@ pub enum Algorithm {
     /// sub-interval (in whole microseconds while `limit` × sub-interval length in µs stays below
     /// 2^52, else in the coarsest steps that keep it there, a few milliseconds for 10^9 per day),
     /// and the weighted count is rounded *up*, so the estimate never admits more than the exact
-    /// fraction would. `used` is that estimate, `reset_after` the time until the newest counted
+    /// fraction would. `used` is that estimate, `full_after` the time until the newest counted
     /// sub-interval has slid out entirely, and `retry_after` the earliest time at which the
     /// request fits, assuming nothing else is admitted meanwhile.
     ///
@@ -92,7 +92,7 @@ pub enum Algorithm {
     /// `limit` and `period` first reduced by their greatest common divisor. `burst` × reduced
     /// period must stay below 2^53 (10^9 per day or 1 per ten years fit easily); a quota beyond
     /// that is rejected when the policy is built. `retry_after` is when enough tokens will have
-    /// refilled, `reset_after` when the bucket will be full again.
+    /// refilled, `full_after` when the bucket will be full again.
     TokenBucket,
     /// The generic cell rate algorithm: requests are spaced `period / limit` apart on average, and
     /// up to `burst` may arrive back to back. Kept exactly like the token bucket (same limits on

@@ -152,7 +152,7 @@ fn verdict(
     outcome: Outcome,
     remaining: i64,
     used: i64,
-    reset_after: i64,
+    full_after: i64,
     retry_after: i64,
 ) -> RuleVerdict {
     let reply = |x: i64| x.max(0) as u64;
@@ -160,7 +160,7 @@ fn verdict(
         outcome,
         remaining: reply(remaining),
         used: reply(used),
-        reset_after_us: reply(reset_after),
+        full_after_us: reply(full_after),
         retry_after_us: reply(retry_after),
     }
 }

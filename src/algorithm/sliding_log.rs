@@ -80,27 +80,27 @@ pub(super) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) 
     // At most the largest limit a log may have (10,000), however long the deque.
     let count = (times.len() - first) as i64;
     // When the newest entry leaves the window, the full limit is back.
-    let mut reset_after = match times.back() {
+    let mut full_after = match times.back() {
         Some(&newest) if count > 0 => newest + period - now,
         _ => 0,
     };
     // `count` exceeds `limit` only when the limit was lowered while the log was live.
     let room = (limit - count).max(0);
     if cost > limit {
-        return Step::read_only(verdict(Outcome::Never, room, count, reset_after, 0));
+        return Step::read_only(verdict(Outcome::Never, room, count, full_after, 0));
     }
     let excess = count + cost - limit;
     if excess > 0 {
         // The request fits once `excess` entries have left: the excess-th oldest is the last.
         let oldest = times[first + excess as usize - 1];
         let retry_after = oldest + period - now;
-        let denied = verdict(Outcome::Denied, room, count, reset_after, retry_after);
+        let denied = verdict(Outcome::Denied, room, count, full_after, retry_after);
         return Step::read_only(denied);
     }
     let used = count + cost;
     let mut write = None;
     if cost > 0 {
-        reset_after = reset_after.max(period);
+        full_after = full_after.max(period);
         write = Some(Write::Log(Append {
             cutoff,
             now,
@@ -108,8 +108,8 @@ pub(super) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) 
             replace: foreign,
         }));
     }
-    let allowed = verdict(Outcome::Allowed, limit - used, used, reset_after, 0);
-    Step::new(allowed, write, allowed.reset_after_us)
+    let allowed = verdict(Outcome::Allowed, limit - used, used, full_after, 0);
+    Step::new(allowed, write, allowed.full_after_us)
 }
 
 #[cfg(test)]
@@ -147,7 +147,7 @@ mod tests {
         assert_eq!(denied.outcome, Outcome::Denied);
         // The entry at T0 leaves at T0 + 10 s.
         assert_eq!(denied.retry_after_us, 5_000_000);
-        assert_eq!(denied.reset_after_us, 9_000_000);
+        assert_eq!(denied.full_after_us, 9_000_000);
         // A cost of 2 needs the two oldest gone: the one at T0 + 2 s leaves at T0 + 12 s.
         let denied = log.request(T0 + 5 * SECOND, 2);
         assert_eq!(denied.retry_after_us, 7_000_000);
@@ -159,7 +159,7 @@ mod tests {
         let allowed = log.request(T0 + 10 * SECOND, 1);
         assert_eq!(allowed.outcome, Outcome::Allowed);
         assert_eq!((allowed.remaining, allowed.used), (0, 3));
-        assert_eq!(allowed.reset_after_us, 10_000_000);
+        assert_eq!(allowed.full_after_us, 10_000_000);
         // The entry at T0 was dropped when writing: never more than `limit` entries.
         assert_eq!(times(&log).len(), 3);
     }
@@ -189,13 +189,13 @@ mod tests {
         // A period ahead: the entries count, and leave two periods from now.
         let behind = log.request(T0 + 10 * SECOND, 1);
         assert_eq!(
-            (behind.outcome, behind.reset_after_us, behind.retry_after_us),
+            (behind.outcome, behind.full_after_us, behind.retry_after_us),
             (Outcome::Denied, 20_000_000, 20_000_000)
         );
         // Further ahead: not this rule's; the log counts as empty and is replaced.
         let foreign = log.request(T0, 1);
         assert_eq!(
-            (foreign.outcome, foreign.used, foreign.reset_after_us),
+            (foreign.outcome, foreign.used, foreign.full_after_us),
             (Outcome::Allowed, 1, 10_000_000)
         );
         assert_eq!(times(&log), [T0]);
@@ -209,6 +209,6 @@ mod tests {
         assert_eq!(times(&log), [T0, T0 + SECOND]);
         // The newest entry (in the future) decides the reset.
         let peek = log.request(T0, 0);
-        assert_eq!(peek.reset_after_us, 11_000_000);
+        assert_eq!(peek.full_after_us, 11_000_000);
     }
 }

@@ -222,14 +222,14 @@ pub(super) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) 
     let elapsed = floor_div(offset, quantum);
     let used = full + weighted(trailing, steps - elapsed, steps);
     // The full limit is back once the newest counted sub-interval has slid out entirely.
-    let mut reset_after = match newest {
+    let mut full_after = match newest {
         Some(newest) if newest >= current - n => (newest + n + 1) * size - now,
         _ => 0,
     };
 
     let room = (limit - used).max(0);
     if cost > limit {
-        return Step::read_only(verdict(Outcome::Never, room, used, reset_after, 0));
+        return Step::read_only(verdict(Outcome::Never, room, used, full_after, 0));
     }
     if used + cost > limit {
         let window = Window {
@@ -240,13 +240,13 @@ pub(super) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) 
             steps,
         };
         let retry_after = window.fits_at(current, elapsed, full, trailing, cost, count) - now;
-        let denied = verdict(Outcome::Denied, room, used, reset_after, retry_after);
+        let denied = verdict(Outcome::Denied, room, used, full_after, retry_after);
         return Step::read_only(denied);
     }
     let used = used + cost;
     let mut write = None;
     if cost > 0 {
-        reset_after = (current + n + 1) * size - now;
+        full_after = (current + n + 1) * size - now;
         write = Some(Write::Window(Add {
             index: current,
             // At most the limit, a u32.
@@ -255,8 +255,8 @@ pub(super) fn step(params: &Params, state: Option<&State>, now: i64, cost: i64) 
             slots: n as usize + 1,
         }));
     }
-    let allowed = verdict(Outcome::Allowed, limit - used, used, reset_after, 0);
-    Step::new(allowed, write, allowed.reset_after_us)
+    let allowed = verdict(Outcome::Allowed, limit - used, used, full_after, 0);
+    Step::new(allowed, write, allowed.full_after_us)
 }
 
 /// The trailing sub-interval's `count` weighted by `left / steps`, rounded up:

@@ -48,7 +48,7 @@ impl OneKey {
         assert!(self.state.is_none(), "the key has state already");
         let peek = self.request(T0, 0);
         assert_eq!(
-            (peek.outcome, peek.remaining, peek.reset_after_us),
+            (peek.outcome, peek.remaining, peek.full_after_us),
             (Outcome::Allowed, limit, 0)
         );
         assert!(self.state.is_none(), "a peek writes nothing");

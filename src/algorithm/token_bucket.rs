@@ -68,7 +68,7 @@ mod tests {
         let denied = step(&params, state.as_ref(), T0, 1).verdict;
         assert_eq!(denied.outcome, Outcome::Denied);
         assert_eq!(denied.retry_after_us, 500_000);
-        assert_eq!(denied.reset_after_us, 2_000_000);
+        assert_eq!(denied.full_after_us, 2_000_000);
         let later = step(&params, state.as_ref(), T0 + 500_000, 1);
         assert_eq!(later.verdict.outcome, Outcome::Allowed);
     }
@@ -83,7 +83,7 @@ mod tests {
         let step = step(&params, None, T0, 1);
         assert_eq!(step.verdict.outcome, Outcome::Allowed);
         // A token refills in 1 ns: the state matters for (rounded up) 1 µs.
-        assert_eq!(step.verdict.reset_after_us, 1);
+        assert_eq!(step.verdict.full_after_us, 1);
         assert_eq!(step.write.as_ref().unwrap().1, 1);
     }
 
@@ -93,7 +93,7 @@ mod tests {
         let ahead = written(&step(&params, None, T0 + 1_000_000, 2));
         let behind = step(&params, Some(&ahead), T0, 1);
         assert_eq!((behind.verdict.remaining, behind.verdict.used), (1, 3));
-        assert_eq!(behind.verdict.reset_after_us, 2_500_000);
+        assert_eq!(behind.verdict.full_after_us, 2_500_000);
         assert_eq!(
             written(&behind),
             State {
@@ -112,10 +112,10 @@ mod tests {
         let params = params(Algorithm::TokenBucket, Quota::per_second(2).with_burst(4));
         let empty = |since| State { since, tokens: 0 };
         let behind = step(&params, Some(&empty(T0 + 2_000_000)), T0, 0).verdict;
-        assert_eq!((behind.used, behind.reset_after_us), (4, 4_000_000));
+        assert_eq!((behind.used, behind.full_after_us), (4, 4_000_000));
         let foreign = step(&params, Some(&empty(T0 + 2_000_001)), T0, 1);
         assert_eq!(
-            (foreign.verdict.remaining, foreign.verdict.reset_after_us),
+            (foreign.verdict.remaining, foreign.verdict.full_after_us),
             (3, 500_000)
         );
         assert_eq!(written(&foreign).since, T0);

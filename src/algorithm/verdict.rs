@@ -24,7 +24,7 @@ pub struct RuleVerdict {
     pub(crate) outcome: Outcome,
     pub(crate) remaining: u64,
     pub(crate) used: u64,
-    pub(crate) reset_after_us: u64,
+    pub(crate) full_after_us: u64,
     pub(crate) retry_after_us: u64,
 }
 
@@ -34,14 +34,14 @@ impl RuleVerdict {
         outcome: Outcome,
         remaining: u64,
         used: u64,
-        reset_after: Duration,
+        full_after: Duration,
         retry_after: Duration,
     ) -> Self {
         Self {
             outcome,
             remaining,
             used,
-            reset_after_us: crate::clock::micros(reset_after),
+            full_after_us: crate::clock::micros(full_after),
             retry_after_us: if outcome == Outcome::Denied {
                 crate::clock::micros(retry_after)
             } else {

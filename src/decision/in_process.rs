@@ -17,7 +17,7 @@ impl Decision {
     /// waits are that much shorter, the counts the same.
     pub(crate) fn aged(&self, elapsed_us: u64) -> Decision {
         Decision {
-            reset_after_us: self.reset_after_us.saturating_sub(elapsed_us),
+            full_after_us: self.full_after_us.saturating_sub(elapsed_us),
             retry_after_us: self.retry_after_us.saturating_sub(elapsed_us),
             // Only the reported rule (the longest wait) is sure to refuse until it ends.
             refused_by: if self.refused_by == 0 {
@@ -58,7 +58,7 @@ impl Decision {
             outcome: Outcome::Denied,
             remaining: 0,
             used: u64::from(self.limit),
-            reset_after_us: aged.reset_after_us.max(retry_after_us),
+            full_after_us: aged.full_after_us.max(retry_after_us),
             retry_after_us,
             refused_by: 1 << self.rule.min(7),
             ..aged

@@ -51,7 +51,7 @@ pub struct Decision {
     limit: u32,
     remaining: u64,
     used: u64,
-    reset_after_us: u64,
+    full_after_us: u64,
     /// 0 unless the outcome is `Denied`.
     retry_after_us: u64,
     /// Decided by a fallback while the shared store failed.
@@ -73,7 +73,7 @@ impl PartialEq for Decision {
             self.limit,
             self.remaining,
             self.used,
-            self.reset_after_us,
+            self.full_after_us,
             self.retry_after_us,
             self.degraded,
         ) == (
@@ -82,7 +82,7 @@ impl PartialEq for Decision {
             other.limit,
             other.remaining,
             other.used,
-            other.reset_after_us,
+            other.full_after_us,
             other.retry_after_us,
             other.degraded,
         )
@@ -144,8 +144,8 @@ impl Decision {
     }
 
     /// How long until the reported rule's full capacity is available again.
-    pub fn reset_after(&self) -> Duration {
-        Duration::from_micros(self.reset_after_us)
+    pub fn full_after(&self) -> Duration {
+        Duration::from_micros(self.full_after_us)
     }
 
     /// The indexes, in its policy, of the rules that refused the request (every rule whose quota
@@ -178,7 +178,7 @@ impl fmt::Debug for Decision {
             .field("limit", &self.limit)
             .field("remaining", &self.remaining)
             .field("used", &self.used)
-            .field("reset_after", &self.reset_after())
+            .field("full_after", &self.full_after())
             .field("retry_after", &self.retry_after())
             .finish()
     }
@@ -209,7 +209,7 @@ impl Combined {
                 outcome: Outcome::Allowed,
                 remaining: 0,
                 used: 0,
-                reset_after_us: 0,
+                full_after_us: 0,
                 retry_after_us: 0,
             },
         }
@@ -249,7 +249,7 @@ impl Combined {
             limit: policy.rules()[usize::from(self.rule)].capacity(),
             remaining: verdict.remaining,
             used: verdict.used,
-            reset_after_us: verdict.reset_after_us,
+            full_after_us: verdict.full_after_us,
             retry_after_us: if outcome == Outcome::Denied {
                 verdict.retry_after_us
             } else {
@@ -270,7 +270,7 @@ fn restrictiveness(verdict: &RuleVerdict) -> (u8, u64, std::cmp::Reverse<u64>, u
             0,
             0,
             std::cmp::Reverse(verdict.remaining),
-            verdict.reset_after_us,
+            verdict.full_after_us,
         ),
     }
 }

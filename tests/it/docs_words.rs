@@ -154,6 +154,7 @@ const RETIRED: &[(&str, &str)] = &[
     ("LeaseStore", "PermitStore"),
     ("crate::server::", "crate::runtime::"),
     ("FilesError", "EnvoyFilesError"),
+    ("reset_after", "full_after"),
 ];
 
 #[test]

@@ -63,7 +63,7 @@ pub(super) fn fill(
     } else {
         u32::try_from(own.remaining()).unwrap_or(u32::MAX)
     };
-    status.duration_until_reset = Some(proto(own.reset_after()));
+    status.duration_until_reset = Some(proto(own.full_after()));
 }
 
 /// The limit as `current_limit` tells it.

@@ -59,7 +59,7 @@ fn sub_intervals_slide_out_one_by_one() {
     // At T0 + 1 s the first quarter becomes the trailing one at weight 1; it weighs
     // ceil(1 * (250_000 - r) / 250_000), which is 0 only at r = 250_000: at T0 + 1.25 s.
     assert_eq!(denied.retry_after_us, 350_000);
-    assert_eq!(denied.reset_after_us, 2_000_000 - 900_000);
+    assert_eq!(denied.full_after_us, 2_000_000 - 900_000);
     let cost_two = counter.request(now, 2);
     assert_eq!(cost_two.retry_after_us, 600_000);
 }
@@ -135,7 +135,7 @@ fn a_clock_behind_the_counts_evaluates_at_the_newest_sub_interval() {
     counter.request(T0 + SECOND, 1);
     let behind = counter.request(T0, 1);
     assert_eq!(behind.outcome, Outcome::Allowed);
-    assert_eq!(behind.reset_after_us, 2_500_000);
+    assert_eq!(behind.full_after_us, 2_500_000);
     let state = window(&counter);
     assert_eq!(state.count(state.newest), 2);
 }
@@ -159,7 +159,7 @@ fn counts_more_than_a_period_ahead_are_foreign_and_replaced() {
         (Outcome::Allowed, 3, 2)
     );
     // 61 minutes from the start of the current one, not ~1e17 µs.
-    assert_eq!(allowed.reset_after_us, 61 * 60 * 1_000_000 - 1_000_000);
+    assert_eq!(allowed.full_after_us, 61 * 60 * 1_000_000 - 1_000_000);
     let state = window(&counter);
     assert_eq!(state.newest, floor_div(T0 + SECOND, 60 * SECOND));
     assert_eq!(
@@ -177,10 +177,7 @@ fn no_wait_exceeds_two_periods_and_a_sub_interval_whatever_lies_ahead() {
         let mut counter = counter(Quota::per_second(2), 4);
         counter.request(T0 + i64::from(ahead) * size, 2);
         for verdict in [counter.request(T0, 1), counter.request(T0, 0)] {
-            assert!(
-                verdict.reset_after_us <= 9 * 250_000,
-                "{ahead}: {verdict:?}"
-            );
+            assert!(verdict.full_after_us <= 9 * 250_000, "{ahead}: {verdict:?}");
             assert!(
                 verdict.retry_after_us <= 9 * 250_000,
                 "{ahead}: {verdict:?}"

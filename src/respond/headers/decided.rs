@@ -42,7 +42,7 @@ impl Decided {
         } = self;
         // The first whole second at or after the exact instant: rounded up, never down, so a
         // client that waits until then finds the period over.
-        let reset_at = epoch_seconds(at + decision.reset_after());
+        let reset_at = epoch_seconds(at + decision.full_after());
         if families.contains(HeaderFamilies::RATE_LIMITING) {
             // A fallback's decision, admitted or refused, says so: it counted one instance's
             // share of the quota, not the fleet's (the status tells admitted from refused). A
@@ -115,15 +115,15 @@ fn with_partition(line: HeaderValue, partition: Option<&Partition>) -> HeaderVal
 ///   earlier than `t` (the caller writes that).
 /// - A fixed window: at its end, when the whole quota comes back.
 /// - GCRA and the token bucket: when the next unit drips back. A bucket at level `L` (of a
-///   capacity of `burst` units) drains one unit per emission interval `e`; `reset_after` is the
+///   capacity of `burst` units) drains one unit per emission interval `e`; `full_after` is the
 ///   time to drain it all, and `remaining` whole units are free, so one more is free once the
-///   bucket has drained all but `burst - remaining - 1` units: `reset_after - (burst - remaining
+///   bucket has drained all but `burst - remaining - 1` units: `full_after - (burst - remaining
 ///   - 1) * e`.
 /// - The sliding log and the sliding window: when their quota is whole again. More may come back
 ///   sooner (as each old request leaves the window), which a decision does not say: the answer is
 ///   never early, so a client that waits for it is not refused for having come back too soon.
 fn more_after(decision: &Decision, rule: Option<&crate::policy::Rule>) -> std::time::Duration {
-    let reset = decision.reset_after();
+    let reset = decision.full_after();
     let Some(rule) = rule.filter(|rule| rule.algorithm().uses_burst()) else {
         return reset;
     };
@@ -219,10 +219,10 @@ mod tests {
     #[test]
     fn reset_instants_are_rounded_up_to_the_second_never_down() {
         let verdict =
-            |reset_after| RuleVerdict::new(Outcome::Allowed, 4, 1, reset_after, Duration::ZERO);
+            |full_after| RuleVerdict::new(Outcome::Allowed, 4, 1, full_after, Duration::ZERO);
         // 1_700_000_000 s after the epoch is 2023-11-14T22:13:20Z.
         let epoch = |seconds: f64| UNIX_EPOCH + Duration::from_secs_f64(seconds);
-        for (at, reset_after, expires_at, reset) in [
+        for (at, full_after, expires_at, reset) in [
             // A fraction in the decision's instant: truncating would say 22:13:30, before the reset.
             (
                 epoch(1_700_000_000.25),
@@ -245,7 +245,7 @@ mod tests {
                 "1700000010",
             ),
         ] {
-            let decision = Decision::from_verdicts(&policy(), &[verdict(reset_after)]);
+            let decision = Decision::from_verdicts(&policy(), &[verdict(full_after)]);
             let mut headers = HeaderMap::new();
             let decided = Decided {
                 decision,
@@ -255,8 +255,8 @@ mod tests {
                 shadow: false,
             };
             decided.apply(&mut headers, HeaderFamilies::ALL);
-            assert_eq!(headers[&EXPIRES_AT], expires_at, "{at:?} + {reset_after:?}");
-            assert_eq!(headers[&X_RESET], reset, "{at:?} + {reset_after:?}");
+            assert_eq!(headers[&EXPIRES_AT], expires_at, "{at:?} + {full_after:?}");
+            assert_eq!(headers[&X_RESET], reset, "{at:?} + {full_after:?}");
         }
     }
 

@@ -231,7 +231,7 @@ impl Store for RegionStore {
         let policy = policy.clone();
         StoreFuture::new(async move {
             let (admitted, counts) = shared.region.spend(&key, window, cost, now).await?;
-            let reset_after = Duration::from_micros(window.end_us().saturating_sub(now));
+            let full_after = Duration::from_micros(window.end_us().saturating_sub(now));
             let outcome = if admitted {
                 Outcome::Allowed
             } else {
@@ -241,10 +241,10 @@ impl Store for RegionStore {
                 outcome,
                 counts.unspent(),
                 counts.spent,
-                reset_after,
+                full_after,
                 // When more units come is the ledger's to say; the window's end is the
                 // latest a retry may have to wait.
-                reset_after,
+                full_after,
             );
             Ok(Decision::from_verdicts(&policy, &[verdict]))
         })

@@ -3,7 +3,7 @@
 //! caller's time instead of reading `TIME`).
 //!
 //! Every request of every scenario must get the same `Decision` from both stores, and that
-//! decision must be the one the table states (outcome, remaining, used, reset_after, retry_after,
+//! decision must be the one the table states (outcome, remaining, used, full_after, retry_after,
 //! and for multi-rule policies which rule is reported). On Redis, each request is also checked for
 //! what it does to the data: a request that is not admitted with a cost (a denial, a request that
 //! can never pass, a cost-0 peek) writes nothing, every key written carries a TTL, and the keys
@@ -131,21 +131,21 @@ struct Req {
     outcome: Outcome,
     remaining: u64,
     used: u64,
-    reset_after: u64,
+    full_after: u64,
     /// 0 unless denied.
     retry_after: u64,
     /// The reported rule (multi-rule policies).
     rule: usize,
 }
 
-const fn allow(at: u64, cost: u32, remaining: u64, used: u64, reset_after: u64) -> Req {
+const fn allow(at: u64, cost: u32, remaining: u64, used: u64, full_after: u64) -> Req {
     Req {
         at,
         cost,
         outcome: Outcome::Allowed,
         remaining,
         used,
-        reset_after,
+        full_after,
         retry_after: 0,
         rule: 0,
     }
@@ -158,20 +158,20 @@ const fn deny(at: u64, cost: u32, remaining: u64, used: u64, reset: u64, retry: 
         outcome: Outcome::Denied,
         remaining,
         used,
-        reset_after: reset,
+        full_after: reset,
         retry_after: retry,
         rule: 0,
     }
 }
 
-const fn never(at: u64, cost: u32, remaining: u64, used: u64, reset_after: u64) -> Req {
+const fn never(at: u64, cost: u32, remaining: u64, used: u64, full_after: u64) -> Req {
     Req {
         at,
         cost,
         outcome: Outcome::Never,
         remaining,
         used,
-        reset_after,
+        full_after,
         retry_after: 0,
         rule: 0,
     }

@@ -155,7 +155,7 @@ fn unexpected(decision: &Decision, req: &Req) -> Option<String> {
         req.rule,
         req.remaining,
         req.used,
-        Duration::from_micros(req.reset_after),
+        Duration::from_micros(req.full_after),
         retry_after,
     );
     let got = (
@@ -163,12 +163,12 @@ fn unexpected(decision: &Decision, req: &Req) -> Option<String> {
         decision.rule_index(),
         decision.remaining(),
         decision.used(),
-        decision.reset_after(),
+        decision.full_after(),
         decision.retry_after(),
     );
     (got != expected).then(|| {
         format!(
-            "expected (outcome, rule, remaining, used, reset_after, retry_after) = {expected:?}, got {got:?}"
+            "expected (outcome, rule, remaining, used, full_after, retry_after) = {expected:?}, got {got:?}"
         )
     })
 }

@@ -279,7 +279,7 @@ pub(super) fn reported(decision: &Decision) -> Reported {
         u128::from(decision.limit()),
         u128::from(decision.remaining()),
         u128::from(decision.used()),
-        decision.reset_after().as_micros(),
+        decision.full_after().as_micros(),
         decision.retry_after().map(|retry| retry.as_micros()),
     )
 }

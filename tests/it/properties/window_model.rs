@@ -180,7 +180,7 @@ impl WindowBounds {
     pub(super) fn check(&self, decision: &Decision) -> Result<(), String> {
         let used = u128::from(decision.used());
         let remaining = u128::from(decision.remaining());
-        let reset = decision.reset_after().as_micros();
+        let reset = decision.full_after().as_micros();
         let admitted = decision.outcome() == Outcome::Allowed;
         // The estimate before this request, as the decision reports it.
         let before = if admitted {

@@ -192,7 +192,7 @@ pub(in crate::store::redis) fn verdict(values: &[i64]) -> Result<RuleVerdict, St
         outcome,
         remaining: unsigned(values[1])?,
         used: unsigned(values[2])?,
-        reset_after_us: unsigned(values[3])?,
+        full_after_us: unsigned(values[3])?,
         retry_after_us: unsigned(values[4])?,
     })
 }

@@ -256,7 +256,7 @@ async fn foreign_state_far_ahead_of_the_clock_is_replaced_not_honoured() {
             (Outcome::Allowed, 2),
             "{name}: the planted state counts as none"
         );
-        let reset = u64::try_from(decision.reset_after().as_micros()).unwrap();
+        let reset = u64::try_from(decision.full_after().as_micros()).unwrap();
         // The window algorithms start now: a whole period; 2 of a burst of 4 at 2 per second
         // drain in 1 s; the sliding window's sub-interval started up to a minute ago.
         let expected = match name.as_str() {

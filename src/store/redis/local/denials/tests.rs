@@ -49,7 +49,7 @@ fn a_denial_is_answered_until_it_ends_with_its_waits_counting_down() {
         .expect("still denied");
     assert_eq!(later.outcome(), Outcome::Denied);
     assert_eq!(later.retry_after(), Some(Duration::from_micros(3_500)));
-    assert_eq!(later.reset_after(), Duration::from_micros(6_500));
+    assert_eq!(later.full_after(), Duration::from_micros(6_500));
     assert_eq!((later.remaining(), later.used()), (0, 5));
     assert!(denials.answer(&key, &policy(), 1, 6_999).is_some());
     assert!(denials.answer(&key, &policy(), 1, 7_000).is_none(), "ended");

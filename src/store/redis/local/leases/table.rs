@@ -237,7 +237,7 @@ impl Leases {
             .iter()
             .zip(&granted.verdicts)
             .filter(|(rule, _)| rule.algorithm() == Algorithm::FixedWindow)
-            .map(|(_, verdict)| asked.saturating_add(verdict.reset_after_us))
+            .map(|(_, verdict)| asked.saturating_add(verdict.full_after_us))
             .fold(asked.saturating_add(self.lifetime_us), u64::min);
         let grant = Grant::new(granted, decision.clone(), asked, landed, expires);
         let hash = self.hash(key, policy);

@@ -31,7 +31,7 @@ fn granted(units: u64, before: u64) -> Granted {
             },
             remaining: 1_000 - before - units,
             used: before + units,
-            reset_after_us: (before + units) * MS,
+            full_after_us: (before + units) * MS,
             retry_after_us: 0,
         }]
         .into_iter()
@@ -150,7 +150,7 @@ fn granted_ahead(units: u64) -> Granted {
             outcome: Outcome::Allowed,
             remaining: 0,
             used: 1_000 + units,
-            reset_after_us: (1_000 + units) * MS,
+            full_after_us: (1_000 + units) * MS,
             retry_after_us: 0,
         }]
         .into_iter()
