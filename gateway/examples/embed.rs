@@ -13,7 +13,7 @@ use ratelimit_gateway::runtime::{BoxError, ShutdownTrigger};
 async fn main() -> Result<(), BoxError> {
     let path = std::env::args()
         .nth(1)
-        .ok_or("usage: embed CONFIG_FILE (see docs/proxy.md)")?;
+        .ok_or("usage: embed CONFIG_FILE (see gateway/docs/proxy.md)")?;
     let (trigger, shutdown) = ShutdownTrigger::new();
     let proxy = Proxy::bind(path, shutdown).await?;
     // Standard output is the access log's alone, as in the binary.

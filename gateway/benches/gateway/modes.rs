@@ -23,7 +23,7 @@ pub(crate) enum Mode {
     ProxyRedis,
     /// `ratelimit-gateway proxy`, every request refused (429) by an exhausted global key.
     ProxyRefusing,
-    /// nginx configured as docs/gateways.md says, asking `ratelimit-gateway serve` (counts in
+    /// nginx configured as gateway/docs/gateways.md says, asking `ratelimit-gateway serve` (counts in
     /// process, every request admitted) through `auth_request` before proxying to the upstream:
     /// what `serve` adds to nginx's requests.
     ServeAuthRequest,
@@ -126,7 +126,7 @@ impl Target {
             Mode::ServeAuthRequest => {
                 let serve = GatewayProcess::start("serve", &serve_config(settings.workers, gcra))?;
                 let config = testkit::nginx::documented(
-                    include_str!("../../../docs/gateways.md"),
+                    include_str!("../../docs/gateways.md"),
                     &[
                         ("server 127.0.0.1:3000;", format!("server {upstream};")),
                         ("server 127.0.0.1:8081;", format!("server {};", serve.addr)),

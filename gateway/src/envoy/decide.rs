@@ -5,7 +5,7 @@
 //!
 //! The descriptors' rules are one [`Policy`] on one key, the domain: the store decides every
 //! rule of a policy in one atomic step and counts them only when all admit. On Redis their
-//! state keys share the domain as hash tag, one slot on a Cluster (`docs/envoy.md` says what
+//! state keys share the domain as hash tag, one slot on a Cluster (`gateway/docs/envoy.md` says what
 //! that means for a domain's load). A store decides one cost per policy and holds a rule once,
 //! so descriptors with different `hits_addend` are decided one cost after another (a cost of 0,
 //! a descriptor's "check only", first: a peek that counts nothing), one counter sent twice in two

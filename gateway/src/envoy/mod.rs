@@ -1,6 +1,6 @@
 //! Envoy's rate limit service (RLS v3, `envoy.service.ratelimit.v3.RateLimitService`) over the
 //! configuration files of envoyproxy/ratelimit, read unchanged: Envoy, Istio, Envoy Gateway,
-//! Contour and kgateway switch to it by changing one address. `docs/envoy.md` in the repository
+//! Contour and kgateway switch to it by changing one address. `gateway/docs/envoy.md` in the repository
 //! is the guide: what is the same as the reference, what differs and why, and the Envoy and
 //! Istio configuration that points at it.
 //!

@@ -1,4 +1,4 @@
-//! docs/envoy.md's Envoy files load: `envoy --mode validate` accepts the file as the page shows
+//! gateway/docs/envoy.md's Envoy files load: `envoy --mode validate` accepts the file as the page shows
 //! it, and with the page's Unix socket cluster in its place. (The live tests run them.)
 
 use std::path::Path;

@@ -154,11 +154,11 @@ fn the_example_checks_and_check_names_a_bad_rules_file_and_field() {
     );
 }
 
-/// The configuration docs/envoy.md opens with reads as the gateway's file (every field it names
+/// The configuration gateway/docs/envoy.md opens with reads as the gateway's file (every field it names
 /// exists).
 #[test]
 fn the_guides_configuration_reads() {
-    let guide = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/envoy.md");
+    let guide = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("gateway/docs/envoy.md");
     let guide = std::fs::read_to_string(guide).unwrap();
     let toml = guide
         .split("```toml\n")

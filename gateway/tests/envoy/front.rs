@@ -1,5 +1,5 @@
 //! A real Envoy in front of the upstream, asking a `ratelimit-gateway serve` process, each
-//! configured by the files docs/envoy.md shows (Envoy's, the rules of envoyproxy/ratelimit's
+//! configured by the files gateway/docs/envoy.md shows (Envoy's, the rules of envoyproxy/ratelimit's
 //! format, `serve.toml`), read from the page with their addresses and ports changed, and only
 //! what a test's [`Setup`] says besides.
 
@@ -12,7 +12,7 @@ use testkit::{RedisServer, TempDir};
 use crate::process::GatewayProcess;
 
 /// The guide whose files these are.
-const PAGE: &str = include_str!("../../../docs/envoy.md");
+const PAGE: &str = include_str!("../../docs/envoy.md");
 
 /// What a test changes of the page's files beside addresses: how `serve` is reached, how it
 /// fails, and the timeouts.

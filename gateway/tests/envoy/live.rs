@@ -1,4 +1,4 @@
-//! A real Envoy, configured as docs/envoy.md says, asking `serve` (a process) over the page's
+//! A real Envoy, configured as gateway/docs/envoy.md says, asking `serve` (a process) over the page's
 //! rules: what a client of Envoy sees. Limits and their headers, 429s, a client that forges
 //! its address, paths that name `/api/` in other words, many requests at once, and the Unix
 //! socket variant.

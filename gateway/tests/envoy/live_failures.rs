@@ -1,4 +1,4 @@
-//! A real Envoy as docs/envoy.md configures it while `serve`'s Redis hangs (SIGSTOP) and then is
+//! A real Envoy as gateway/docs/envoy.md configures it while `serve`'s Redis hangs (SIGSTOP) and then is
 //! gone: `serve`'s `failure_mode` decides what the client gets, within the deadline, never
 //! Envoy's `failure_mode_deny` (which would let every request through).
 

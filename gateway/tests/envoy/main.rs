@@ -1,7 +1,7 @@
 //! Envoy's rate limit service: the reference's documented configurations and requests, this
 //! crate's differences (all or nothing, every algorithm), both stores, failures, reload,
 //! invalid files, and the transports (h2c on TCP, a Unix socket, any `:authority`); then a
-//! real Envoy configured as docs/envoy.md says in front of `serve`, and what its clients see. A
+//! real Envoy configured as gateway/docs/envoy.md says in front of `serve`, and what its clients see. A
 //! module per area; [`support`] writes the rules, serves them and holds the tonic client of
 //! envoy-types, [`raw_h2`] a client that sends what tonic cannot, [`front`] starts the
 //! upstream, `serve` and Envoy of the page.

@@ -40,7 +40,7 @@ async fn the_readme_configuration_runs() {
     );
 }
 
-/// `gateway/examples/proxy.toml`, the file README and `docs/proxy.md` show, runs as documented.
+/// `gateway/examples/proxy.toml`, the file README and `gateway/docs/proxy.md` show, runs as documented.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_configuration_runs() {
     let upstream = upstream().await;

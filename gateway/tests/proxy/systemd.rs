@@ -8,8 +8,11 @@ use crate::support::BINARY;
 
 /// Each unit, and the page that shows it.
 const UNITS: [(&str, &str); 2] = [
-    ("ratelimit-gateway-proxy.service", "docs/proxy.md"),
-    ("ratelimit-gateway-serve.service", "docs/gateways.md"),
+    ("ratelimit-gateway-proxy.service", "gateway/docs/proxy.md"),
+    (
+        "ratelimit-gateway-serve.service",
+        "gateway/docs/gateways.md",
+    ),
 ];
 
 /// Where the units install the binary, as `cargo install` leaves it.

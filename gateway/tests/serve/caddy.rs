@@ -1,4 +1,4 @@
-//! A real Caddy, its site block as docs/gateways.md writes it, asking `serve` through
+//! A real Caddy, its site block as gateway/docs/gateways.md writes it, asking `serve` through
 //! `forward_auth`: what a client of Caddy sees.
 
 use std::net::SocketAddr;

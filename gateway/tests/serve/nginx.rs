@@ -1,4 +1,4 @@
-//! A real nginx, configured as docs/gateways.md says, asking `serve` through `auth_request`:
+//! A real nginx, configured as gateway/docs/gateways.md says, asking `serve` through `auth_request`:
 //! what a client of nginx sees.
 
 use crate::scenarios::{self, every_gateways_scenarios};

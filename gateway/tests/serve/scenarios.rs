@@ -1,6 +1,6 @@
 //! What a client of each documented gateway (nginx, Traefik, Caddy) sees, one scenario per
 //! function: `nginx`, `traefik` and `caddy` run each of them against their gateway, configured
-//! as docs/gateways.md says, so that what the page promises holds for every one of them.
+//! as gateway/docs/gateways.md says, so that what the page promises holds for every one of them.
 
 use std::time::{Duration, Instant};
 

@@ -1,4 +1,4 @@
-//! The `serve` process and the gateways in front of it as docs/gateways.md configures them; the
+//! The `serve` process and the gateways in front of it as gateway/docs/gateways.md configures them; the
 //! upstream and the clients are [`crate::web`]'s.
 
 use std::net::SocketAddr;
@@ -12,8 +12,8 @@ pub(crate) use crate::process::BINARY;
 use crate::process::{GatewayProcess, Output};
 pub(crate) use crate::web::{Answer, client_from, get, header, raw_get, upstream};
 
-/// docs/gateways.md, where the tests read each gateway's configuration.
-pub(crate) const GUIDE: &str = include_str!("../../../docs/gateways.md");
+/// gateway/docs/gateways.md, where the tests read each gateway's configuration.
+pub(crate) const GUIDE: &str = include_str!("../../docs/gateways.md");
 
 /// A policy `api` of `limit` requests a minute, and the route of `/api/` keyed by the client's
 /// address: the limits of most tests, after their `[serve]` table.
@@ -128,7 +128,7 @@ impl Serve {
     }
 }
 
-/// The nginx configuration of docs/gateways.md, pointed at `upstream` and at `serve` (an
+/// The nginx configuration of gateway/docs/gateways.md, pointed at `upstream` and at `serve` (an
 /// address, or `unix:/path`), listening on the test's port.
 pub(crate) fn documented_nginx(upstream: SocketAddr, serve: &str) -> String {
     testkit::nginx::documented(
@@ -142,12 +142,12 @@ pub(crate) fn documented_nginx(upstream: SocketAddr, serve: &str) -> String {
     .unwrap()
 }
 
-/// nginx as docs/gateways.md configures it, in front of `upstream`, asking `serve`.
+/// nginx as gateway/docs/gateways.md configures it, in front of `upstream`, asking `serve`.
 pub(crate) fn nginx(upstream: SocketAddr, serve: &str) -> Nginx {
     Nginx::start(1, &documented_nginx(upstream, serve)).unwrap()
 }
 
-/// The gateways of docs/gateways.md.
+/// The gateways of gateway/docs/gateways.md.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
     Nginx,
@@ -156,7 +156,7 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
-    /// This gateway as docs/gateways.md configures it, in front of `upstream`, asking `serve`
+    /// This gateway as gateway/docs/gateways.md configures it, in front of `upstream`, asking `serve`
     /// on its TCP address, or on its Unix socket when it has none.
     pub(crate) async fn start(self, upstream: SocketAddr, serve: &Serve) -> Gateway {
         match self {

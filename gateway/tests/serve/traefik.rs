@@ -1,4 +1,4 @@
-//! A real Traefik, its static and dynamic configuration as docs/gateways.md writes them,
+//! A real Traefik, its static and dynamic configuration as gateway/docs/gateways.md writes them,
 //! asking `serve` through ForwardAuth: what a client of Traefik sees. (Traefik's ForwardAuth
 //! speaks HTTP to an address only: no Unix socket.)
 
