@@ -23,6 +23,8 @@ pub(crate) use self::sealed::Sealed;
 /// The core extracts the key, bounds the store call with the layer's deadline, applies the
 /// failure mode, answers refusals and writes the headers; an implementation only starts its check
 /// and turns the answer into a [`Verdict`].
+// Hidden from the docs: no user implements it (sealed) nor names it (the layers' aliases do).
+#[doc(hidden)]
 pub trait Admit: Sealed + Send + Sync + 'static {
     /// The store's answer.
     type Answer: Send + 'static;

@@ -12,6 +12,8 @@ use crate::key::Key;
 /// How many permits of its slot a request may share, and how it is refused when none is free.
 /// Sealed: [`PerKey`] and the fleet shedder's [`FleetShares`](crate::shed::FleetShares) are the
 /// two limits a [`ConcurrencyLimiter`](super::ConcurrencyLimiter) is given.
+// Hidden from the docs: sealed, and named only in the layers' own types.
+#[doc(hidden)]
 pub trait SlotLimit: Sealed + Send + Sync + 'static {
     /// Why a request was refused, as the layer's `on_rejection` hook receives it.
     type Rejection: Send + Sync + 'static;

@@ -112,6 +112,6 @@ async fn a_store_that_cannot_reset_says_so() {
     );
     assert_eq!(
         error.to_string(),
-        "the rate-limit store refused the call: this store cannot reset a key"
+        "the rate-limit store answered with an error: this store cannot reset a key"
     );
 }

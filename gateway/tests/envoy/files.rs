@@ -158,7 +158,7 @@ fn the_example_checks_and_check_names_a_bad_rules_file_and_field() {
 /// exists).
 #[test]
 fn the_guides_configuration_reads() {
-    let guide = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("gateway/docs/envoy.md");
+    let guide = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/envoy.md");
     let guide = std::fs::read_to_string(guide).unwrap();
     let toml = guide
         .split("```toml\n")
