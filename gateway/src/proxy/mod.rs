@@ -179,9 +179,10 @@ pub async fn run(path: PathBuf) -> Result<(), BoxError> {
     let format = table.map(|table| LogFormat::or_like(table.log_format, table.access_log));
     logs::init(format.unwrap_or(LogFormat::Text));
     let proxy = Proxy::bind(path, shutdown).await?;
-    tracing::info!("{}", proxy.describe()?);
+    // Listening for SIGTERM before the start-up line: a supervisor may stop it at once.
     let (delay, timeout) = proxy.drain();
     trigger.on_signals(delay, timeout);
+    tracing::info!("{}", proxy.describe()?);
     proxy.run().await;
     Ok(())
 }

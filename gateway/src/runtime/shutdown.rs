@@ -59,9 +59,14 @@ impl ShutdownTrigger {
 
     /// On SIGTERM or SIGINT (Ctrl-C): leaves at once, drains `drain_delay` later (at once on a
     /// second signal: an operator who insists), and cuts `drain_timeout` after that.
+    ///
+    /// The signals are listened for from this call on (not from the task's first poll), so that
+    /// a SIGTERM sent as soon as the start-up line is out starts the drain rather than killing
+    /// the process: call it before that line.
     pub fn on_signals(self, drain_delay: Duration, drain_timeout: Duration) {
+        let mut terminations = Terminations::listen();
         tokio::spawn(async move {
-            terminated().await;
+            terminations.next().await;
             tracing::info!(
                 ?drain_delay,
                 "shutting down: /readyz answers 503, still serving until the drain delay ends"
@@ -69,7 +74,7 @@ impl ShutdownTrigger {
             self.leave();
             tokio::select! {
                 () = tokio::time::sleep(drain_delay) => {}
-                () = terminated() => {}
+                () = terminations.next() => {}
             }
             tracing::info!(
                 ?drain_timeout,
@@ -115,22 +120,54 @@ impl Shutdown {
     }
 }
 
-/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
-async fn terminated() {
-    let interrupt = tokio::signal::ctrl_c();
+/// SIGTERM and SIGINT (Ctrl-C), listened for from when it is made.
+struct Terminations {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
+    terminate: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    interrupt: Option<tokio::signal::unix::Signal>,
+}
+
+impl Terminations {
+    /// Listens from now on (within a Tokio runtime). A signal that cannot be listened for is
+    /// never heard: the process then ends as the system ends it.
+    fn listen() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Self {
+                terminate: signal(SignalKind::terminate()).ok(),
+                interrupt: signal(SignalKind::interrupt()).ok(),
             }
-            Err(_) => std::future::pending().await,
         }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = interrupt => {},
-        _ = terminate => {},
+        #[cfg(not(unix))]
+        Self {}
+    }
+
+    /// The next SIGTERM or SIGINT.
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        {
+            let terminate = async {
+                match &mut self.terminate {
+                    Some(signal) => drop(signal.recv().await),
+                    None => std::future::pending().await,
+                }
+            };
+            let interrupt = async {
+                match &mut self.interrupt {
+                    Some(signal) => drop(signal.recv().await),
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = terminate => {}
+                () = interrupt => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }

@@ -225,9 +225,10 @@ pub async fn run(path: PathBuf) -> Result<(), BoxError> {
     let format = table.map(|table| LogFormat::or_like(table.log_format, table.access_log));
     logs::init(format.unwrap_or(LogFormat::Text));
     let serve = Serve::bind(path, shutdown).await?;
-    tracing::info!("{}", serve.describe()?);
+    // Listening for SIGTERM before the start-up line: a supervisor may stop it at once.
     let (delay, timeout) = serve.drain();
     trigger.on_signals(delay, timeout);
+    tracing::info!("{}", serve.describe()?);
     serve.run().await;
     Ok(())
 }
