@@ -97,19 +97,7 @@ impl Nginx {
 
 impl Drop for Nginx {
     fn drop(&mut self) {
-        // The master stops its workers on SIGTERM; SIGKILL would leave them running.
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        crate::peer::stop(&mut self.child);
     }
 }
 
