@@ -12,14 +12,7 @@ async fn decisions_are_served_as_prometheus_metrics() {
     for _ in 0..3 {
         get_with(&proxy.url("/api/echo"), &[("x-api-key", "m")]).await;
     }
-    let text = client()
-        .get(format!("http://{metrics}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics_text(metrics).await;
     let sample = |outcome: &str| {
         text.lines()
             .find(|line| {
@@ -59,6 +52,12 @@ async fn decisions_are_served_as_prometheus_metrics() {
         "2"
     );
     assert_eq!(line("gateway_request_duration_seconds_count"), "3");
+}
+
+/// What the admin address at `admin` serves at `/metrics`.
+async fn metrics_text(admin: std::net::SocketAddr) -> String {
+    let response = client().get(format!("http://{admin}/metrics")).send().await;
+    response.unwrap().text().await.unwrap()
 }
 
 async fn status_and_text(url: String) -> (u16, String) {
@@ -133,14 +132,7 @@ async fn metrics_read_as_prometheus_reads_them() {
     let admin = free_addr();
     let proxy = Proxy::start(&config_with(upstream, 2, &format!("admin = \"{admin}\"")));
     let scrape = || async {
-        let text = client()
-            .get(format!("http://{admin}/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = metrics_text(admin).await;
         let lines = text.lines().map(|line| Ok(line.to_owned()));
         (prometheus_parse::Scrape::parse(lines).unwrap(), text)
     };
