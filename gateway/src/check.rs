@@ -128,11 +128,12 @@ fn describe_listener(
 ) {
     let _ = writeln!(
         out,
-        "  connections: at most {} on {} workers, header timeout {}, idle timeout {}, drain timeout {}",
+        "  connections: at most {} on {} workers, header timeout {}, idle timeout {}, drain delay {}, drain timeout {}",
         connections.max,
         connections.workers,
         human(connections.header_timeout),
         human(connections.idle_timeout),
+        human(connections.drain_delay),
         human(connections.drain_timeout),
     );
     let access_log = format!("{access_log:?}").to_lowercase();

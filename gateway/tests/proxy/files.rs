@@ -95,7 +95,7 @@ fn check_says_what_a_file_would_run() {
     // One worker per core unless the file says otherwise.
     let cores = std::thread::available_parallelism().unwrap();
     let connections = format!(
-        "  connections: at most 10000 on {cores} workers, header timeout 10s, idle timeout 1m, drain timeout 30s"
+        "  connections: at most 10000 on {cores} workers, header timeout 10s, idle timeout 1m, drain delay 5s, drain timeout 30s"
     );
     for line in [
         "examples/proxy.toml: the configuration is valid",
