@@ -269,6 +269,9 @@ fn store(store: &StoreConfig) -> String {
     if let Some(master) = &store.master {
         let _ = write!(text, ", master {master}");
     }
+    if let Some(tls) = &store.tls {
+        let _ = write!(text, ", tls: {}", tls.describe());
+    }
     if let Some(region) = &store.region {
         let ledger = &region.ledger;
         let urls: Vec<String> = [

@@ -76,6 +76,23 @@ pub enum SettingError {
     /// A route's `plan_header` without `plans` to choose among.
     #[error("chooses a plan, but the route has no `plans`: add them or remove this")]
     NoPlans,
+    /// A TLS file (`tls.ca`, `tls.certificate`, `tls.private_key`) that cannot be read or holds
+    /// no PEM of its kind.
+    #[error("{path}: {reason}")]
+    TlsFile {
+        /// The file.
+        path: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
+    /// A client certificate without its private key, or the reverse.
+    #[error("is required with `{given}`: a client certificate is presented with its key")]
+    TlsPair {
+        /// The field missing: `certificate` or `private_key`.
+        missing: &'static str,
+        /// The field given.
+        given: &'static str,
+    },
     /// A setting this build cannot honour.
     #[error("this build lacks the crate's `{feature}` feature: turn it on in Cargo.toml")]
     FeatureMissing {

@@ -36,6 +36,11 @@ pub use self::future::StoreFuture;
 pub use self::memory::{MemoryStore, MemoryStoreBuilder};
 #[cfg(feature = "sentinel")]
 pub use self::redis::RedisAuth;
+#[cfg(feature = "tls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+pub use self::redis::RedisTls;
+#[cfg(all(feature = "tls", feature = "config"))]
+pub(crate) use self::redis::check_tls;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::{Fallback, QuotaLeases, RedisStore, RedisStoreBuilder, redact_url};

@@ -9,6 +9,7 @@ mod client;
 mod concurrency;
 mod config;
 mod config_file;
+mod config_tls;
 mod conformance;
 mod decision_log;
 mod docs_names;

@@ -3,7 +3,8 @@
 //! ([`Endpoint`](endpoint::Endpoint)), and the one multiplexed connection every call shares,
 //! replaced when it breaks ([`SharedConnection`]). Also what connecting needs beside: addresses
 //! shown without passwords (`address`), credentials apart from a URL (`RedisAuth`), the reset
-//! listener's pub/sub connections (`subscribe`), and the hash slot a cluster routes a client's
+//! listener's pub/sub connections (`subscribe`), the certificates of `rediss://` (`tls`, or
+//! `no_tls` in a build without the feature: an address refused), and the hash slot a cluster routes a client's
 //! calls by (`slot`).
 //!
 //! One way down: `target` picks `standalone`, `cluster` or `sentinel`; each makes an
@@ -23,6 +24,11 @@ pub(super) mod slot;
 mod standalone;
 pub(super) mod subscribe;
 mod target;
+#[cfg(feature = "tls")]
+mod tls;
+#[cfg(not(feature = "tls"))]
+#[path = "no_tls.rs"]
+mod tls;
 
 #[cfg(test)]
 pub(super) use self::address::describe;
@@ -33,3 +39,9 @@ pub(super) use self::connection::SharedConnection;
 #[cfg(test)]
 pub(super) use self::standalone::pool;
 pub(super) use self::target::{Target, connector};
+#[cfg(not(feature = "tls"))]
+pub(super) use self::tls::RedisTls;
+#[cfg(feature = "tls")]
+pub use self::tls::RedisTls;
+#[cfg(all(feature = "tls", feature = "config"))]
+pub(crate) use self::tls::check as check_tls;
