@@ -66,6 +66,9 @@ pub struct LedgerConfig {
     /// The key prefix (default `ratelimit`).
     #[serde(default)]
     pub prefix: Option<String>,
+    /// A `rediss://` ledger's CA and client certificate, as a store's `tls`.
+    #[serde(default)]
+    pub tls: Option<super::StoreTlsConfig>,
 }
 
 impl LedgerConfig {
@@ -78,6 +81,18 @@ impl LedgerConfig {
         };
         let builder = match &self.prefix {
             Some(prefix) => builder.prefix(prefix.clone()),
+            None => builder,
+        };
+        let builder = match &self.tls {
+            #[cfg(feature = "tls")]
+            Some(tls) => builder.tls(tls.read(&format!("{field}.tls"))?),
+            #[cfg(not(feature = "tls"))]
+            Some(_) => {
+                return Err(invalid(
+                    format!("{field}.tls"),
+                    SettingError::FeatureMissing { feature: "tls" },
+                ));
+            }
             None => builder,
         };
         builder.build().map_err(|err| err.at(field))

@@ -94,11 +94,20 @@ fn alone(field: &str, missing: &'static str, given: &'static str) -> ConfigError
 }
 
 impl LimitsConfig {
-    /// Every relative path of the limits (the stores' `tls` files) made relative to `dir`, the
-    /// file's directory: the one rule for every path a file names.
+    /// Every relative path of the limits (the `tls` files of the stores and of their regions'
+    /// ledgers) made relative to `dir`, the file's directory: the one rule for every path a
+    /// file names.
     pub(super) fn resolve_paths(&mut self, dir: &Path) {
         for store in self.stores.values_mut() {
             if let Some(tls) = &mut store.tls {
+                tls.resolve_paths(dir);
+            }
+            #[cfg(feature = "regions")]
+            if let Some(tls) = store
+                .region
+                .as_mut()
+                .and_then(|region| region.ledger.tls.as_mut())
+            {
                 tls.resolve_paths(dir);
             }
         }

@@ -137,6 +137,26 @@ fn mistakes_in_a_stores_tls_name_the_field_and_the_file() {
         "`stores.shared.tls`: TLS certificates are given for redis://127.0.0.1:6379, which is \
          not a TLS address: write rediss:// to connect with TLS"
     );
+    // A region's ledger has a `tls` of its own.
+    let ledger = LimitsConfig::parse(
+        &format!(
+            "[stores.eu]\ntype = \"redis\"\nurl = \"redis://127.0.0.1:6379\"\n\
+             region = {{ name = \"eu\", ledger = {{ url = \"{tls_url}\", \
+             tls = {{ ca = \"{dir}/missing.pem\" }} }} }}\n"
+        ),
+        Format::Toml,
+    )
+    .unwrap()
+    .build()
+    .err()
+    .unwrap();
+    assert_eq!(
+        ledger.to_string(),
+        format!(
+            "`stores.eu.region.ledger.tls.ca`: {dir}/missing.pem: cannot read it: No such file \
+             or directory (os error 2)"
+        )
+    );
     let memory = LimitsConfig::parse(
         "[stores.local]\ntype = \"memory\"\ntls = {}\n",
         Format::Toml,

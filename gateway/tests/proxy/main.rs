@@ -13,6 +13,7 @@ mod logs;
 mod paths;
 #[path = "../common/process.rs"]
 mod process;
+mod redis_tls;
 mod reset;
 mod routes;
 mod streaming;
