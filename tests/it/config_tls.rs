@@ -91,13 +91,9 @@ fn mistakes_in_a_stores_tls_name_the_field_and_the_file() {
     let ca = TestCa::new();
     let dir = ca.dir().display().to_string();
     let error = |url: &str, tls: &str| {
-        let text = format!("[stores.shared]\ntype = \"redis\"\nurl = \"{url}\"\ntls = {tls}\n");
-        LimitsConfig::parse(&text, Format::Toml)
-            .unwrap()
-            .build()
-            .err()
-            .map(|err| err.to_string())
-            .unwrap_or_default()
+        build_error(&format!(
+            "[stores.shared]\ntype = \"redis\"\nurl = \"{url}\"\ntls = {tls}\n"
+        ))
     };
     let tls_url = "rediss://127.0.0.1:6380";
     assert_eq!(
@@ -138,35 +134,29 @@ fn mistakes_in_a_stores_tls_name_the_field_and_the_file() {
          not a TLS address: write rediss:// to connect with TLS"
     );
     // A region's ledger has a `tls` of its own.
-    let ledger = LimitsConfig::parse(
-        &format!(
-            "[stores.eu]\ntype = \"redis\"\nurl = \"redis://127.0.0.1:6379\"\n\
-             region = {{ name = \"eu\", ledger = {{ url = \"{tls_url}\", \
-             tls = {{ ca = \"{dir}/missing.pem\" }} }} }}\n"
-        ),
-        Format::Toml,
-    )
-    .unwrap()
-    .build()
-    .err()
-    .unwrap();
+    let ledger = build_error(&format!(
+        "[stores.eu]\ntype = \"redis\"\nurl = \"redis://127.0.0.1:6379\"\n\
+         region = {{ name = \"eu\", ledger = {{ url = \"{tls_url}\", \
+         tls = {{ ca = \"{dir}/missing.pem\" }} }} }}\n"
+    ));
     assert_eq!(
-        ledger.to_string(),
+        ledger,
         format!(
             "`stores.eu.region.ledger.tls.ca`: {dir}/missing.pem: cannot read it: No such file \
              or directory (os error 2)"
         )
     );
-    let memory = LimitsConfig::parse(
-        "[stores.local]\ntype = \"memory\"\ntls = {}\n",
-        Format::Toml,
-    )
-    .unwrap()
-    .build()
-    .err()
-    .unwrap();
+    let memory = build_error("[stores.local]\ntype = \"memory\"\ntls = {}\n");
     assert_eq!(
-        memory.to_string(),
+        memory,
         "`stores.local.tls`: is not a setting of a memory store: remove it"
     );
+}
+
+/// What building the limits of the TOML `text` refuses.
+fn build_error(text: &str) -> String {
+    match LimitsConfig::parse(text, Format::Toml).unwrap().build() {
+        Ok(_) => panic!("built: {text}"),
+        Err(err) => err.to_string(),
+    }
 }

@@ -30,6 +30,17 @@ fn store_block() -> String {
     block[..block.find("```").unwrap()].to_owned()
 }
 
+/// The section's TOML block, its URL `redis`'s.
+fn store_at(redis: &testkit::RedisServer) -> String {
+    let block = store_block();
+    let store = block.replace(
+        "app:${REDIS_PASSWORD}@redis.example.com:6380",
+        &format!("127.0.0.1:{}", redis.port()),
+    );
+    assert_ne!(store, block, "the page's URL changed");
+    store
+}
+
 /// The section's text after `before` up to `after`.
 fn quoted(before: &str, after: &str) -> String {
     let section = section().replace('\n', " ");
@@ -55,12 +66,7 @@ async fn the_proxy_limits_in_a_redis_over_tls_as_the_page_shows() {
     let redis = testkit::RedisServer::start_tls(&tls, &[]);
     let dir = TempDir::new("gateway-redis-tls").unwrap();
     copy_certificates(tls.ca(), dir.path());
-    let block = store_block();
-    let store = block.replace(
-        "app:${REDIS_PASSWORD}@redis.example.com:6380",
-        &format!("127.0.0.1:{}", redis.port()),
-    );
-    assert_ne!(store, block, "the page's URL changed");
+    let store = store_at(&redis);
     // The certificates' paths are relative: from the file's directory, not the test's.
     let (proxy, _) = Proxy::start_in(
         dir.path(),
@@ -128,10 +134,7 @@ async fn sighup_reads_rotated_redis_certificates() {
     let dir = TempDir::new("gateway-redis-tls").unwrap();
     copy_certificates(&TestCa::new(), dir.path());
     let admin = crate::support::free_addr();
-    let store = store_block().replace(
-        "app:${REDIS_PASSWORD}@redis.example.com:6380",
-        &format!("127.0.0.1:{}", redis.port()),
-    );
+    let store = store_at(&redis);
     let config = format!(
         "{}\n{store}",
         config_with(upstream, 1, &format!("admin = \"{admin}\""))

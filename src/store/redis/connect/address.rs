@@ -12,22 +12,31 @@ pub(in crate::store::redis) fn parse(
 ) -> Result<redis::ConnectionInfo, ConfigError> {
     use redis::IntoConnectionInfo;
 
-    url.into_connection_info().map_err(|err| {
-        let shown = redact_url(url);
-        if !cfg!(feature = "tls")
-            && url
-                .get(..9)
-                .is_some_and(|scheme| scheme.eq_ignore_ascii_case("rediss://"))
-        {
-            return StoreConfigError::TlsFeature { address: shown }.into();
-        }
-        StoreConfigError::InvalidUrl {
-            setting,
-            url: shown,
-            reason: err.to_string(),
-        }
-        .into()
-    })
+    url.into_connection_info()
+        .map_err(|err| refusal(url, setting, err.to_string(), cfg!(feature = "tls")))
+}
+
+/// Why `url` (of `setting`) does not parse, redis-rs saying `reason`: in a build without the
+/// `tls` feature (`tls_built` false), a `rediss://` URL is told the feature it needs.
+pub(in crate::store::redis) fn refusal(
+    url: &str,
+    setting: &'static str,
+    reason: String,
+    tls_built: bool,
+) -> ConfigError {
+    let shown = redact_url(url);
+    let tls = url
+        .get(..9)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("rediss://"));
+    if tls && !tls_built {
+        return StoreConfigError::TlsFeature { address: shown }.into();
+    }
+    StoreConfigError::InvalidUrl {
+        setting,
+        url: shown,
+        reason,
+    }
+    .into()
 }
 
 /// The connection settings of every URL of `urls` (the nodes of a cluster, the sentinels of a

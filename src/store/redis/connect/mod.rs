@@ -30,9 +30,9 @@ mod tls;
 #[path = "no_tls.rs"]
 mod tls;
 
-#[cfg(test)]
-pub(super) use self::address::describe;
 pub use self::address::redact_url;
+#[cfg(test)]
+pub(super) use self::address::{describe, refusal};
 #[cfg(feature = "sentinel")]
 pub use self::auth::RedisAuth;
 pub(super) use self::connection::SharedConnection;

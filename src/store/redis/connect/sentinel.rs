@@ -50,13 +50,10 @@ pub(in crate::store::redis) fn connector(
             if matches!(infos[0].addr(), ConnectionAddr::TcpTls { .. }) {
                 node = node.set_tls_mode(TlsMode::Secure);
             }
-            SentinelClient::build(
-                infos,
-                master.to_owned(),
-                Some(node),
-                SentinelServerType::Master,
-            )
-            .map_err(client_error)?
+            // A `String` without redis-rs's `tls-rustls`, any `AsRef<str>` with it.
+            let name: String = master.into();
+            SentinelClient::build(infos, name, Some(node), SentinelServerType::Master)
+                .map_err(client_error)?
         }
     };
     // Asking the sentinels needs the client mutably; connections are made one at a time anyway.
