@@ -1,7 +1,8 @@
 //! The Redis store over TLS (`rediss://`) against servers that speak TLS alone (`--port 0
 //! --tls-port`), with certificates of a CA the test makes: one server, a Cluster (nodes
 //! announcing their TLS ports, `--tls-cluster yes`) and Sentinel (sentinels and the primary they
-//! name over TLS). The server is always verified: a CA it does not know is refused; a server
+//! name over TLS, across a failover too), the reset listener's subscription over TLS on each.
+//! The server is always verified: a CA it does not know is refused; a server
 //! that requires a client certificate serves the store that presents one, and refuses the store
 //! without.
 
@@ -48,6 +49,30 @@ async fn limits(store: &RedisStore) {
         assert_eq!(decision.used(), used);
     }
     assert!(!store.check(&key, &policy, 1).await.unwrap().is_allowed());
+}
+
+/// Waits until one reset listener is subscribed over `servers` (TLS servers: its pub/sub
+/// connection speaks TLS too).
+async fn subscribed(servers: &[&RedisServer]) {
+    let subscribers = || {
+        servers
+            .iter()
+            .map(|server| {
+                let numsub = server.cli(&["PUBSUB", "NUMSUB", "ratelimit:reset"]);
+                numsub
+                    .lines()
+                    .nth(1)
+                    .and_then(|n| n.trim().parse::<usize>().ok())
+                    .unwrap_or(0)
+            })
+            .sum::<usize>()
+    };
+    eventually(
+        Duration::from_secs(10),
+        "the listener subscribed",
+        || async { subscribers() == 1 },
+    )
+    .await;
 }
 
 /// Builds the store of `builder` and asks it once: its error, as the caller sees it.
@@ -242,6 +267,9 @@ async fn a_store_decides_over_tls_on_a_cluster() {
         .filter(|&index| !cluster.node(index).keys().is_empty())
         .count();
     assert_eq!(primaries_with_keys, 3);
+    // The reset listener subscribed on a node, over TLS.
+    let nodes: Vec<&RedisServer> = (0..6).map(|index| cluster.node(index)).collect();
+    subscribed(&nodes).await;
 }
 
 #[cfg(feature = "sentinel")]
@@ -263,6 +291,21 @@ async fn a_store_decides_over_tls_on_the_primary_sentinels_name() {
         .find(|server| server.port() == primary)
         .unwrap();
     assert_eq!(server.keys().len(), 1, "{:?}", server.keys());
+    // The reset listener subscribed on the primary, over TLS.
+    subscribed(&[server]).await;
+    // After a failover the store finds the promoted replica, over TLS too.
+    sentinels.failover();
+    assert_ne!(sentinels.primary_port(), primary);
+    let policy = policy(10);
+    eventually(
+        Duration::from_secs(20),
+        "a decision on the promoted replica",
+        || async {
+            let decision = store.check(&Key::from("after"), &policy, 1).await;
+            decision.is_ok_and(|decision| decision.is_allowed())
+        },
+    )
+    .await;
     // Without the store's CA the sentinels themselves are refused.
     let error = refused(RedisStore::sentinel(
         &urls,
