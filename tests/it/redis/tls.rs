@@ -234,6 +234,23 @@ async fn certificates_that_do_not_fit_are_refused_at_build() {
          redis://app:***@127.0.0.1:6379, which is not a TLS address: write rediss:// to \
          connect with TLS"
     );
+    // With certificates, redis-rs asks every sentinel with one user name and password.
+    assert_eq!(
+        error(
+            RedisStore::sentinel(
+                [
+                    "rediss://:one@127.0.0.1:26379",
+                    "rediss://:two@127.0.0.1:26380"
+                ],
+                "limits"
+            )
+            .tls(store_tls(&ca))
+            .build()
+        ),
+        "invalid store configuration: invalid Redis Sentinel settings: with TLS certificates \
+         every sentinel is asked with one user name and password: give every sentinel URL the \
+         same"
+    );
     assert_eq!(
         error(RedisStore::builder("rediss://127.0.0.1:6380/#insecure").build()),
         "invalid store configuration: rediss://127.0.0.1:6380/#insecure asks for TLS without \

@@ -4,8 +4,8 @@
 //! replaced when it breaks ([`SharedConnection`]). Also what connecting needs beside: addresses
 //! shown without passwords (`address`), credentials apart from a URL (`RedisAuth`), the reset
 //! listener's pub/sub connections (`subscribe`), the certificates of `rediss://` (`tls`, or
-//! `no_tls` in a build without the feature: an address refused), and the hash slot a cluster routes a client's
-//! calls by (`slot`).
+//! `no_tls` in a build without the feature: such an address refused), and the hash slot a
+//! cluster routes a client's calls by (`slot`).
 //!
 //! One way down: `target` picks `standalone`, `cluster` or `sentinel`; each makes an
 //! [`Endpoint`](endpoint::Endpoint) (declared in a file of its own, so that none of them imports
