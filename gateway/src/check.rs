@@ -180,7 +180,7 @@ fn describe_limits(out: &mut String, limits: &LimitsConfig) {
     for (name, policy) in &limits.policies {
         let rules: Vec<String> = policy.rules.iter().map(rule).collect();
         let global = if policy.global {
-            ", global (one quota across regions)"
+            ", global (one quota across regions; fails closed whatever the failure_mode)"
         } else {
             ""
         };

@@ -76,6 +76,7 @@ use self::shadow::Shadows;
 use self::store::BuiltStore;
 pub use self::store::{AuthConfig, FallbackConfig, LeasesConfig, StoreConfig, StoreKind};
 pub use self::stores::IN_PROCESS_STORE;
+use crate::admission::FailureMode;
 #[cfg(feature = "concurrency")]
 use crate::concurrency::ConcurrencyLimitLayer;
 pub use crate::error::SettingError;
@@ -292,6 +293,19 @@ fn build_route(
     let policy = policies
         .get(&route.policy)
         .ok_or_else(|| unknown(format!("{field}.policy"), &route.policy))?;
+    if route.failure_mode == Some(FailureMode::Open) {
+        let global = std::iter::once(&route.policy)
+            .chain(route.plans.values())
+            .find(|name| policies.get(*name).is_some_and(Policy::is_global));
+        if let Some(policy) = global {
+            return Err(invalid(
+                format!("{field}.failure_mode"),
+                SettingError::GlobalFailsClosed {
+                    policy: policy.clone(),
+                },
+            ));
+        }
+    }
     let store = built.store(field, route.store.as_ref())?;
     let key = route.key.build(&format!("{field}.key"))?;
     let exemptions = route::exemptions(route, field, &*key)?;

@@ -57,6 +57,16 @@ pub enum SettingError {
     /// A policy with no rule.
     #[error("is empty: a policy needs at least one rule")]
     NoRules,
+    /// `failure_mode = "open"` on a route of a global policy, which fails closed.
+    #[error(
+        "is \"open\", but the route's policy {policy:?} is global: a global policy fails closed \
+         (503) when its region's Redis cannot answer, or the world would admit past its quota; \
+         remove this or set it to \"closed\""
+    )]
+    GlobalFailsClosed {
+        /// The global policy.
+        policy: String,
+    },
     /// A path prefix that does not start with `/`.
     #[error("{path:?} is not a path: it must start with `/`")]
     NotAPath {
