@@ -7,6 +7,7 @@ mod admin;
 mod certificates;
 mod files;
 mod http2;
+mod ledger;
 mod lifecycle;
 mod limits;
 mod logs;
