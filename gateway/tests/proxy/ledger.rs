@@ -78,7 +78,7 @@ async fn a_region_refuses_with_503_until_its_ledger_is_declared_from_the_command
     let commands = walkthrough();
     assert_eq!(commands.len(), 3, "{commands:?}");
     let upstream = upstream().await;
-    let (region, ledger) = (testkit::RedisServer::start(), testkit::RedisServer::start());
+    let (region, mut ledger) = (testkit::RedisServer::start(), testkit::RedisServer::start());
     let admin = free_addr();
     let proxy = Proxy::start(&config(
         upstream,
@@ -93,8 +93,11 @@ async fn a_region_refuses_with_503_until_its_ledger_is_declared_from_the_command
     // Not declared: /readyz, the log and the requests say so; no quota message.
     let body = readyz_until(admin, 503).await;
     assert!(body.contains("ledger not declared"), "{body}");
-    let warning = proxy.message_containing("ledger not declared");
-    assert!(warning.contains("WARN"), "{warning}");
+    let warning = proxy.said("ledger not declared");
+    assert!(
+        warning.contains("WARN") && warning.contains("eu-west"),
+        "{warning}"
+    );
     let refused = api().await;
     assert_eq!(refused.status().as_u16(), 503);
     assert!(refused.headers().contains_key("retry-after"));
@@ -196,4 +199,24 @@ async fn a_region_refuses_with_503_until_its_ledger_is_declared_from_the_command
         "{anew}"
     );
     assert_eq!(readyz(admin).await.0, 200);
+
+    // The ledger's Redis restarts empty: the region finds it not declared again, and says so
+    // while it asks for the next window's units.
+    tokio::task::block_in_place(|| ledger.restart());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let _ = api().await;
+        let (code, body) = readyz(admin).await;
+        if code == 503 {
+            assert!(body.contains("ledger not declared"), "{body}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "/readyz still {code}: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The region's warning, not a refused request's (which says it too).
+    while !proxy
+        .message_containing("ledger not declared")
+        .contains("eu-west")
+    {}
 }

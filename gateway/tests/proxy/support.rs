@@ -219,6 +219,15 @@ impl Proxy {
         self.process.signal(signal);
     }
 
+    /// Its first message that contains `text`: said before its start-up line, or the next one
+    /// after (the ones before it skipped).
+    pub(crate) fn said(&self, text: &str) -> String {
+        match self.process.before.iter().find(|line| line.contains(text)) {
+            Some(line) => line.clone(),
+            None => self.message_containing(text),
+        }
+    }
+
     /// Its next message (on standard error) that contains `text`, the ones before it skipped.
     pub(crate) fn message_containing(&self, text: &str) -> String {
         loop {

@@ -119,13 +119,21 @@ impl Shared {
         self.declared.load(Ordering::Relaxed) == UNDECLARED
     }
 
-    /// Notes whether `answer` of the ledger says it is declared: an answer says it is, the
-    /// error of a ledger without a birth says it is not, any other error says nothing.
+    /// Notes what a take's `answer` says of the declaration: an answer says it is declared;
+    /// the error of a ledger without a birth that it is not, or, where it was known declared,
+    /// that the next tick must ask (a take sent before the declaration may answer after it);
+    /// any other error says nothing.
     pub(crate) fn note_answer<T>(&self, answer: &Result<T, StoreError>) {
         match answer {
             Ok(_) => self.note_declared(true),
             Err(error) if error.to_string().contains("ledger not declared") => {
-                self.note_declared(false);
+                if self
+                    .declared
+                    .compare_exchange(DECLARED, UNKNOWN, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_err()
+                {
+                    self.note_declared(false);
+                }
             }
             Err(_) => {}
         }
