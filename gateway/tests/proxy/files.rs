@@ -255,7 +255,7 @@ fn version_and_help() {
     );
     let help = Command::new(BINARY).arg("--help").output().unwrap();
     let help = String::from_utf8(help.stdout).unwrap();
-    for command in ["proxy", "check"] {
+    for command in ["proxy", "check", "ledger"] {
         assert!(
             help.lines()
                 .any(|line| line.trim_start().starts_with(command)),
