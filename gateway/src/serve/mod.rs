@@ -83,6 +83,9 @@ impl Serve {
         let tls = loaded.tls.is_some();
         let workers = Workers::start(loaded.connections.workers)?;
         let admin = Admin::bind(loaded.table.admin, loaded.admin_access.clone()).await?;
+        if let Some(envoy) = &loaded.envoy {
+            envoy.export_metrics();
+        }
         let log = AccessLog::new(loaded.table.access_log);
         let state = State {
             loaded: Reloadable::new(loaded),

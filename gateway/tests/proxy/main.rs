@@ -10,6 +10,7 @@ mod http2;
 mod lifecycle;
 mod limits;
 mod logs;
+mod operations;
 mod paths;
 #[path = "../common/process.rs"]
 mod process;
