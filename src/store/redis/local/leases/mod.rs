@@ -55,7 +55,7 @@ use std::time::Duration;
 
 pub use self::config::QuotaLeases;
 pub(in crate::store::redis) use self::table::Leases;
-use self::table::{LeaseStep, Refund};
+use self::table::{InFlight, LeaseStep, Refund};
 use crate::decision::Decision;
 use crate::key::Key;
 use crate::policy::Policy;
@@ -92,7 +92,15 @@ pub(in crate::store::redis) fn decide(
         }
         LeaseStep::Local { decision, prefetch } => {
             if let Some(want) = prefetch {
-                let task = grant(inner.clone(), key.clone(), policy.clone(), 0, want, asked);
+                let task = grant(
+                    inner.clone(),
+                    leases.in_flight(),
+                    key.clone(),
+                    policy.clone(),
+                    0,
+                    want,
+                    asked,
+                );
                 if spawn(task).is_none() {
                     leases.abandon(key, policy);
                 }
@@ -102,6 +110,7 @@ pub(in crate::store::redis) fn decide(
         LeaseStep::Grant { want } => {
             let task = grant(
                 inner.clone(),
+                leases.in_flight(),
                 key.clone(),
                 policy.clone(),
                 cost,
@@ -155,9 +164,11 @@ pub(in crate::store::redis) fn forget_all(inner: &Arc<Inner>) {
 }
 
 /// Reserves up to `want` units for a request of `cost` (0: a slice asked for in the background)
-/// and answers that request.
+/// and answers that request; counted in flight until it has landed (`_in_flight`, taken when
+/// the grant was decided on).
 async fn grant(
     inner: Arc<Inner>,
+    _in_flight: InFlight,
     key: Key,
     policy: Policy,
     cost: u32,
@@ -165,7 +176,6 @@ async fn grant(
     asked: u64,
 ) -> Result<Decision, StoreError> {
     let leases = inner.leases.as_ref().expect("a store with leases");
-    let _in_flight = leases.in_flight();
     if let Some(listener) = &inner.listener {
         listener.first_tried().await;
     }
@@ -228,13 +238,16 @@ async fn grant(
 }
 
 /// Sends `refunds` from a task of their own; a failed refund leaves its units in Redis until
-/// time returns them, which is logged, once per sweep at most.
+/// time returns them, which is logged, once per sweep at most. `return_leases` waits for them.
 fn give_back(inner: &Arc<Inner>, refunds: Vec<Refund>) {
     if refunds.is_empty() {
         return;
     }
     let owner = inner.clone();
+    // Counted from now: `return_leases` waits for these refunds too.
+    let in_flight = inner.leases.as_ref().map(Leases::in_flight);
     spawn(async move {
+        let _in_flight = in_flight;
         let mut failed = 0_usize;
         let mut last = None;
         for refund in &refunds {
