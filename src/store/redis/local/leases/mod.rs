@@ -92,15 +92,8 @@ pub(in crate::store::redis) fn decide(
         }
         LeaseStep::Local { decision, prefetch } => {
             if let Some(want) = prefetch {
-                let task = grant(
-                    inner.clone(),
-                    leases.in_flight(),
-                    key.clone(),
-                    policy.clone(),
-                    0,
-                    want,
-                    asked,
-                );
+                let started = Started::now(inner, leases, asked);
+                let task = grant(inner.clone(), started, key.clone(), policy.clone(), 0, want);
                 if spawn(task).is_none() {
                     leases.abandon(key, policy);
                 }
@@ -108,14 +101,14 @@ pub(in crate::store::redis) fn decide(
             Some(StoreFuture::ready(Ok(decision)))
         }
         LeaseStep::Grant { want } => {
+            let started = Started::now(inner, leases, asked);
             let task = grant(
                 inner.clone(),
-                leases.in_flight(),
+                started,
                 key.clone(),
                 policy.clone(),
                 cost,
                 want,
-                asked,
             );
             // A task of its own: a request dropped at its deadline leaves the grant to finish and
             // land, rather than reserved in Redis and lost here.
@@ -163,26 +156,47 @@ pub(in crate::store::redis) fn forget_all(inner: &Arc<Inner>) {
     }
 }
 
+/// What a grant knows from the moment it was decided on, before its task first runs. It counts
+/// in flight from then, so `return_leases` waits for it; and it belongs to the epochs of then,
+/// so a reset or a `return_leases` that comes before the task runs makes it give its units back
+/// as it lands, rather than keep them in a table that was just emptied.
+struct Started {
+    _in_flight: InFlight,
+    /// When the request that asked for it was asked (µs, this process's clock).
+    asked: u64,
+    /// The leases' epoch and the denial cache's.
+    epochs: (u64, u64),
+}
+
+impl Started {
+    fn now(inner: &Inner, leases: &Leases, asked: u64) -> Self {
+        Self {
+            _in_flight: leases.in_flight(),
+            asked,
+            epochs: (
+                leases.epoch(),
+                inner.denials.as_ref().map_or(0, Denials::epoch),
+            ),
+        }
+    }
+}
+
 /// Reserves up to `want` units for a request of `cost` (0: a slice asked for in the background)
-/// and answers that request; counted in flight until it has landed (`_in_flight`, taken when
-/// the grant was decided on).
+/// and answers that request.
 async fn grant(
     inner: Arc<Inner>,
-    _in_flight: InFlight,
+    started: Started,
     key: Key,
     policy: Policy,
     cost: u32,
     want: u64,
-    asked: u64,
 ) -> Result<Decision, StoreError> {
     let leases = inner.leases.as_ref().expect("a store with leases");
     if let Some(listener) = &inner.listener {
         listener.first_tried().await;
     }
-    let epochs = (
-        leases.epoch(),
-        inner.denials.as_ref().map_or(0, Denials::epoch),
-    );
+    // `started` lives to the end: the grant counts in flight until its refund, if any, is sent.
+    let (asked, epochs) = (started.asked, started.epochs);
     let client = StorageKey::new(&key);
     let invocation = script::grant(
         &inner.prefix,

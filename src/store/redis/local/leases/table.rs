@@ -256,11 +256,14 @@ impl Leases {
             entry.land();
         }
         let Some(entry) = entry else {
-            // Nowhere to keep the units: every one goes back, and the request is answered as
+            // Nowhere to keep the units: every one goes back, but those of the request, if
+            // one asked (a slice asked in the background spends none), which is answered as
             // Redis decided the reservation only if its own units conform now.
             let mut alone = Entry::new(hash, key, policy, 0, landed);
             alone.take(grant, u64::from(cost).max(1));
-            let answer = alone.spend(u64::from(cost).max(1), landed);
+            let answer = (cost > 0)
+                .then(|| alone.spend(u64::from(cost), landed))
+                .flatten();
             let refund = alone
                 .grants
                 .pop()
