@@ -69,11 +69,10 @@ pub(super) fn fill(
     let Some(found) = found else { return };
     status.code = if denied { Code::OverLimit } else { Code::Ok }.into();
     status.current_limit = Some(current_limit(found, reported));
-    status.limit_remaining = if denied {
-        0
-    } else {
-        u32::try_from(own.remaining()).unwrap_or(u32::MAX)
-    };
+    // What remains, refused or not: a refusal counted nothing, so a request of 5 refused by a
+    // fresh limit of 3 leaves 3, as the `RateLimit` header of the same answer says (`r=3`).
+    // The reference says 0, having counted the refused hits.
+    status.limit_remaining = u32::try_from(own.remaining()).unwrap_or(u32::MAX);
     status.duration_until_reset = Some(proto(own.full_after()));
 }
 
