@@ -14,7 +14,7 @@ mod rule;
 mod set;
 mod state_code;
 
-pub use self::rule::Rule;
+pub use self::rule::{MAX_DELAY, Rule};
 #[cfg(feature = "concurrency")]
 pub(crate) use self::rule::validate_name;
 pub use self::set::{MAX_RULES, Policy};

@@ -19,7 +19,16 @@ pub struct Rule {
     name: Arc<str>,
     algorithm: Algorithm,
     quota: Quota,
+    /// How long a request over the quota may wait to be served instead of being refused
+    /// (bucket algorithms only; see [`Rule::with_max_delay`]).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "max_delay_serde")]
+    max_delay: Option<Duration>,
 }
+
+/// The longest [`Rule::max_delay`]: a request held longer than a minute outlives the timeouts of
+/// most clients and proxies in front of it (nginx's `proxy_read_timeout` is 60 s), which would
+/// give up on it after its place in the schedule was spent.
+pub const MAX_DELAY: Duration = Duration::from_secs(60);
 
 impl Rule {
     /// A rule enforcing `quota` with `algorithm`.
@@ -28,7 +37,35 @@ impl Rule {
             name: name.into(),
             algorithm,
             quota,
+            max_delay: None,
         }
+    }
+
+    /// Smooths a burst instead of refusing it, as nginx's `limit_req` without `nodelay`: a
+    /// request that the rule would refuse now, but that would conform within `max_delay`, is
+    /// admitted and waits until then before it is served (its place in the schedule is counted
+    /// at once, so the requests after it queue behind it). One that would have to wait longer
+    /// is refused as before; its `retry_after` is when it would be admitted (to wait up to
+    /// `max_delay` then).
+    ///
+    /// Only GCRA and token-bucket rules can delay (the window algorithms have no schedule to
+    /// take a place in): [`Policy::new`](crate::Policy::new) refuses a `max_delay` on another
+    /// algorithm, and one outside 1 ms to [`MAX_DELAY`] (60 s).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tower_redis_ratelimit::{Policy, Quota, Rule};
+    ///
+    /// // 10 per second back to back, then up to half a second of queue: 5 more wait.
+    /// let rule = Rule::gcra("api", Quota::per_second(10)).with_max_delay(Duration::from_millis(500));
+    /// assert_eq!(rule.max_delay(), Some(Duration::from_millis(500)));
+    /// assert!(Policy::new([rule]).is_ok());
+    /// let window = Rule::fixed_window("api", Quota::per_second(10)).with_max_delay(Duration::from_millis(500));
+    /// assert!(Policy::new([window]).is_err());
+    /// ```
+    pub fn with_max_delay(mut self, max_delay: Duration) -> Self {
+        self.max_delay = Some(max_delay);
+        self
     }
 
     /// A fixed-window rule.
@@ -81,6 +118,12 @@ impl Rule {
         self.quota
     }
 
+    /// How long a request over the quota may wait to be served, if the rule delays (see
+    /// [`Rule::with_max_delay`]).
+    pub fn max_delay(&self) -> Option<Duration> {
+        self.max_delay
+    }
+
     /// The number of requests a client can see as its allowance: the burst for bucket algorithms,
     /// the limit for window algorithms.
     pub(crate) fn capacity(&self) -> u32 {
@@ -112,7 +155,21 @@ impl Rule {
 
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
         validate_name(&self.name)?;
-        self.quota.validate(&self.name)
+        self.quota.validate(&self.name)?;
+        match self.max_delay {
+            Some(_) if !self.algorithm.uses_burst() => Err(ConfigError::DelayNotScheduled {
+                rule: self.name.to_string(),
+                algorithm: self.algorithm,
+            }),
+            Some(max_delay) if max_delay < Duration::from_millis(1) || max_delay > MAX_DELAY => {
+                Err(ConfigError::MaxDelayOutOfRange {
+                    rule: self.name.to_string(),
+                    max_delay,
+                    max: MAX_DELAY,
+                })
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -126,6 +183,32 @@ pub(crate) fn validate_name(name: &str) -> Result<(), ConfigError> {
         });
     }
     Ok(())
+}
+
+/// Serde support for an optional delay written the way people write it: `"500ms"`.
+mod max_delay_serde {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub(super) fn serialize<S: Serializer>(
+        delay: &Option<Duration>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match delay {
+            Some(delay) => serializer.collect_str(&humantime::format_duration(*delay)),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        humantime::parse_duration(&text)
+            .map(Some)
+            .map_err(|err| D::Error::custom(format!("invalid max_delay {text:?}: {err}")))
+    }
 }
 
 #[cfg(test)]

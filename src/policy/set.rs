@@ -68,7 +68,7 @@ impl Policy {
         }
         let params = rules
             .iter()
-            .map(|rule| Params::new(rule.name(), rule.algorithm(), rule.quota()))
+            .map(Params::of)
             .collect::<Result<Box<[Params]>, ConfigError>>()?;
         let rule_ids = rules.iter().map(rule_id).collect();
         Ok(Self {
