@@ -103,7 +103,11 @@ impl<A: Admit + ?Sized> Verdict<A> {
 
     /// The request passes once it has waited `delay`, holding `held` until its response is
     /// finished.
-    pub(crate) fn pass_after(delay: Duration, report: Option<Report>, held: Option<A::Held>) -> Self {
+    pub(crate) fn pass_after(
+        delay: Duration,
+        report: Option<Report>,
+        held: Option<A::Held>,
+    ) -> Self {
         Self {
             delay,
             ..Self::pass(report, held)

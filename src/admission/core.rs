@@ -170,9 +170,12 @@ impl<A: Admit> Core<A> {
             delay,
         } = verdict;
         match ruling {
-            Ruling::Pass(held) if !delay.is_zero() => {
-                Next::Wait(delay, request, report.map(|report| self.stamp(report)), held)
-            }
+            Ruling::Pass(held) if !delay.is_zero() => Next::Wait(
+                delay,
+                request,
+                report.map(|report| self.stamp(report)),
+                held,
+            ),
             Ruling::Pass(held) => {
                 Next::Pass(request, report.map(|report| self.stamp(report)), held)
             }

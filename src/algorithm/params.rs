@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use super::{Algorithm, arith, sliding_window};
 use crate::error::ConfigError;
-use crate::policy::Rule;
-use crate::quota::Quota;
+use crate::quota::{MAX_DELAY, Quota};
 
 /// The largest integer below 2^53: every integer up to it is exact in a double (a Lua number).
 const MAX_EXACT: u64 = arith::MAX_EXACT as u64;
@@ -97,26 +96,29 @@ impl Params {
         })
     }
 
-    /// The parameters of `rule` (already validated, see `Rule::validate`): [`Params::new`], and for
-    /// a rule with a `max_delay`, its horizon, which must keep every level exact.
-    pub(crate) fn of(rule: &Rule) -> Result<Self, ConfigError> {
-        let mut params = Self::new(rule.name(), rule.algorithm(), rule.quota())?;
-        if let Some(max_delay) = rule.max_delay().filter(|_| rule.algorithm().uses_burst()) {
-            let delay = crate::clock::micros(max_delay);
-            let capacity = params.burst * params.period;
-            // The longest delay whose levels stay exact: capacity + delay × limit below 2^53.
-            let most = (arith::MAX_EXACT - capacity) / params.limit;
-            let delay = i64::try_from(delay).unwrap_or(i64::MAX);
-            if delay > most {
-                return Err(ConfigError::MaxDelayOutOfRange {
-                    rule: rule.name().to_owned(),
-                    max_delay,
-                    max: Duration::from_micros(most.max(0) as u64).min(crate::policy::MAX_DELAY),
-                });
-            }
-            params.extra = delay * params.limit;
+    /// The same parameters for rule `name` with a `max_delay` (already validated: 1 ms to
+    /// `MAX_DELAY`, on a bucket rule): its horizon, which must keep every level exact.
+    pub(crate) fn delaying(
+        mut self,
+        name: &str,
+        max_delay: Option<Duration>,
+    ) -> Result<Self, ConfigError> {
+        let Some(max_delay) = max_delay.filter(|_| self.algorithm.uses_burst()) else {
+            return Ok(self);
+        };
+        let capacity = self.burst * self.period;
+        // The longest delay whose levels stay exact: capacity + delay × limit below 2^53.
+        let most = (arith::MAX_EXACT - capacity) / self.limit;
+        let delay = i64::try_from(crate::clock::micros(max_delay)).unwrap_or(i64::MAX);
+        if delay > most {
+            return Err(ConfigError::MaxDelayOutOfRange {
+                rule: name.to_owned(),
+                max_delay,
+                max: Duration::from_micros(most.max(0) as u64).min(MAX_DELAY),
+            });
         }
-        Ok(params)
+        self.extra = delay * self.limit;
+        Ok(self)
     }
 
     /// The algorithm's id in `lua/decide.lua`.
@@ -224,18 +226,30 @@ mod tests {
 
     #[test]
     fn a_delay_is_a_horizon_of_units_past_the_capacity_kept_exact() {
+        let of = |algorithm, quota, delay| {
+            Params::new("a", algorithm, quota).and_then(|params| params.delaying("a", delay))
+        };
         // 10 per second: gcd(10, 1e6) = 10, so 1 unit drains per µs and a request is 100_000.
-        let rule = Rule::gcra("a", Quota::per_second(10)).with_max_delay(Duration::from_millis(500));
-        let params = Params::of(&rule).unwrap();
-        assert_eq!((params.limit, params.period, params.extra), (1, 100_000, 500_000));
-        assert_eq!(Params::of(&Rule::gcra("a", Quota::per_second(10))).unwrap().extra, 0);
+        let half_second = Some(Duration::from_millis(500));
+        let params = of(Algorithm::Gcra, Quota::per_second(10), half_second).unwrap();
+        assert_eq!(
+            (params.limit, params.period, params.extra),
+            (1, 100_000, 500_000)
+        );
+        let params = of(Algorithm::Gcra, Quota::per_second(10), None).unwrap();
+        assert_eq!(params.extra, 0);
         // 4_294_967_291 (a prime) per ms: 4.3e9 units drain per µs, so 60 s would pass 2^53.
-        let fast = Rule::token_bucket("a", Quota::new(4_294_967_291, Duration::from_millis(1)))
-            .with_max_delay(Duration::from_secs(60));
-        let Err(ConfigError::MaxDelayOutOfRange { max, .. }) = Params::of(&fast) else {
+        let fast = Quota::new(4_294_967_291, Duration::from_millis(1));
+        let minute = Some(Duration::from_secs(60));
+        let Err(ConfigError::MaxDelayOutOfRange { max, .. }) =
+            of(Algorithm::TokenBucket, fast, minute)
+        else {
             panic!("a delay past exact levels must be refused");
         };
-        assert!(max < Duration::from_secs(3) && max > Duration::from_secs(2), "{max:?}");
+        assert!(
+            max < Duration::from_secs(3) && max > Duration::from_secs(2),
+            "{max:?}"
+        );
     }
 
     #[cfg(feature = "redis")]

@@ -293,8 +293,7 @@ fn build_route(
         .get(&route.policy)
         .ok_or_else(|| unknown(format!("{field}.policy"), &route.policy))?;
     let delayed = |name: &String, policy: &Policy| {
-        route::delayed(policy, route.max_delay)
-            .map_err(|err| route::delay_error(field, name, err))
+        route::delayed(policy, route.max_delay).map_err(|err| route::delay_error(field, name, err))
     };
     let policy = &delayed(&route.policy, policy)?;
     let store = built.store(field, route.store.as_ref())?;

@@ -10,8 +10,8 @@ use super::key::{ClientIpConfig, KeyConfig};
 use super::{duration, error, invalid};
 use crate::admission::{FailureMode, LayerSettings, MissingKey};
 use crate::error::{ConfigError, KeyConfigError, SettingError};
-use crate::policy::{Policy, Rule};
 use crate::key::{Exemptions, KeyExtractor};
+use crate::policy::{Policy, Rule};
 use crate::respond::HeaderFamilies;
 
 /// One route, or a group of routes that share a limit. In TOML:
@@ -154,8 +154,7 @@ pub(super) fn delayed(policy: &Policy, max_delay: Option<Duration>) -> Result<Po
     let scheduled = |rule: &Rule| rule.algorithm().uses_burst();
     if !policy.rules().iter().any(scheduled) {
         return Err(ConfigError::DelayNotScheduled {
-            rule: String::new(),
-            algorithm: policy.rules()[0].algorithm(),
+            rule: policy.rules()[0].name().to_owned(),
         });
     }
     let rules = policy.rules().iter().map(|rule| match scheduled(rule) {

@@ -142,14 +142,12 @@ pub enum ConfigError {
     /// A `max_delay` on a rule whose algorithm keeps no schedule to queue a request in (a fixed
     /// window, a sliding log, a sliding window): only GCRA and token-bucket rules can delay.
     #[error(
-        "rule {rule:?} has a max_delay, but its algorithm ({algorithm:?}) cannot delay a request: \
-         use a GCRA or token-bucket rule to smooth bursts, or remove max_delay"
+        "rule {rule:?} has a max_delay, but only GCRA and token-bucket rules can delay a request: \
+         use one of those to smooth bursts, or remove max_delay"
     )]
     DelayNotScheduled {
         /// The rule's name.
         rule: String,
-        /// The rule's algorithm.
-        algorithm: crate::policy::Algorithm,
     },
     /// A rule's `max_delay` is below 1 ms or above the longest a rule may hold a request (at most
     /// [`MAX_DELAY`](crate::policy::MAX_DELAY), less when a very fast rate would queue more

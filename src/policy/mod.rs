@@ -14,9 +14,9 @@ mod rule;
 mod set;
 mod state_code;
 
-pub use self::rule::{MAX_DELAY, Rule};
+pub use self::rule::Rule;
 #[cfg(feature = "concurrency")]
 pub(crate) use self::rule::validate_name;
 pub use self::set::{MAX_RULES, Policy};
 pub use crate::algorithm::Algorithm;
-pub use crate::quota::{MAX_PERIOD, MIN_PERIOD};
+pub use crate::quota::{MAX_DELAY, MAX_PERIOD, MIN_PERIOD};

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::state_code::StateCode;
 use crate::algorithm::Algorithm;
 use crate::error::ConfigError;
-use crate::quota::Quota;
+use crate::quota::{MAX_DELAY, Quota};
 
 /// A named quota enforced by an algorithm.
 ///
@@ -21,14 +21,13 @@ pub struct Rule {
     quota: Quota,
     /// How long a request over the quota may wait to be served instead of being refused
     /// (bucket algorithms only; see [`Rule::with_max_delay`]).
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "max_delay_serde")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "max_delay_serde"
+    )]
     max_delay: Option<Duration>,
 }
-
-/// The longest [`Rule::max_delay`]: a request held longer than a minute outlives the timeouts of
-/// most clients and proxies in front of it (nginx's `proxy_read_timeout` is 60 s), which would
-/// give up on it after its place in the schedule was spent.
-pub const MAX_DELAY: Duration = Duration::from_secs(60);
 
 impl Rule {
     /// A rule enforcing `quota` with `algorithm`.
@@ -159,7 +158,6 @@ impl Rule {
         match self.max_delay {
             Some(_) if !self.algorithm.uses_burst() => Err(ConfigError::DelayNotScheduled {
                 rule: self.name.to_string(),
-                algorithm: self.algorithm,
             }),
             Some(max_delay) if max_delay < Duration::from_millis(1) || max_delay > MAX_DELAY => {
                 Err(ConfigError::MaxDelayOutOfRange {

@@ -80,6 +80,7 @@ impl Admit for RateLimiter {
             let delay = decision.delay();
             if !delay.is_zero() {
                 crate::telemetry::delay(label, rule, delay);
+                super::Waited::add(extensions, delay);
             }
             extensions.insert(decision);
             return Verdict::pass_after(delay, Some(report), None);

@@ -11,6 +11,7 @@ use axum::Router;
 use axum::routing::get;
 use tokio::time::Instant;
 use tower_redis_ratelimit::clock::ManualClock;
+use tower_redis_ratelimit::config::LimitsConfig;
 use tower_redis_ratelimit::key::GlobalKey;
 use tower_redis_ratelimit::{
     ConfigError, Decision, MemoryStore, Quota, RateLimitLayer, RedisStore, Rule, Store,
@@ -25,16 +26,18 @@ fn smoothed(rule: fn(&'static str, Quota) -> Rule) -> Rule {
     rule("api", Quota::per_second(2).with_burst(2)).with_max_delay(Duration::from_secs(1))
 }
 
-/// An app behind `rule` in `store`, whose handler notes when it ran and the delay its decision
-/// carried.
-fn app(rule: Rule, store: impl Store) -> (Router, Arc<Mutex<Vec<(Instant, Duration)>>>) {
+/// The delay each request's decision carried, in the order the handler ran.
+type Served = Arc<Mutex<Vec<Duration>>>;
+
+/// An app behind `rule` in `store`, whose handler notes the delay its decision carried.
+fn app(rule: Rule, store: impl Store) -> (Router, Served) {
     let served = Arc::new(Mutex::new(Vec::new()));
     let log = served.clone();
     let handler = move |decision: Option<Decision>| {
         let log = log.clone();
         async move {
             let delay = decision.map_or(Duration::MAX, |decision| decision.delay());
-            log.lock().unwrap().push((Instant::now(), delay));
+            log.lock().unwrap().push(delay);
             "ok"
         }
     };
@@ -83,8 +86,7 @@ async fn a_burst_in_memory_waits_its_turn_then_is_refused_past_max_delay() {
             (429, "Deny".to_owned(), ms(0)),
         ];
         assert_eq!(answers, expected);
-        let delays: Vec<Duration> = served.lock().unwrap().iter().map(|(_, d)| *d).collect();
-        assert_eq!(delays, [ms(0), ms(0), ms(500), ms(1_000)]);
+        assert_eq!(*served.lock().unwrap(), [ms(0), ms(0), ms(500), ms(1_000)]);
     }
 }
 
@@ -110,9 +112,8 @@ async fn a_burst_in_redis_waits_its_turn_then_is_refused_past_max_delay() {
         );
     }
     assert!(answers[4].2 < Duration::from_millis(400), "{answers:?}");
-    let delays: Vec<Duration> = served.lock().unwrap().iter().map(|(_, d)| *d).collect();
     let ms = Duration::from_millis;
-    assert_eq!(delays, [ms(0), ms(0), ms(500), ms(1_000)]);
+    assert_eq!(*served.lock().unwrap(), [ms(0), ms(0), ms(500), ms(1_000)]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -121,8 +122,8 @@ async fn the_wait_is_not_bounded_by_the_store_deadline() {
     let store = MemoryStore::builder()
         .clock(ManualClock::starting_now())
         .build();
-    let rule =
-        Rule::gcra("api", Quota::per_second(1).with_burst(1)).with_max_delay(Duration::from_secs(1));
+    let rule = Rule::gcra("api", Quota::per_second(1).with_burst(1))
+        .with_max_delay(Duration::from_secs(1));
     let app = Router::new().route("/", get(|| async { "ok" })).layer(
         RateLimitLayer::builder()
             .rule(rule)
@@ -148,19 +149,12 @@ fn window_algorithms_refuse_a_max_delay_when_the_layer_is_built() {
         Rule::sliding_log("w", Quota::per_second(10)),
         Rule::sliding_window("w", Quota::per_second(10), 10),
     ] {
-        let algorithm = rule.algorithm();
         let error = RateLimitLayer::builder()
             .rule(rule.with_max_delay(delay))
             .key(GlobalKey::new("all"))
             .build()
             .unwrap_err();
-        assert_eq!(
-            error,
-            ConfigError::DelayNotScheduled {
-                rule: "w".into(),
-                algorithm
-            }
-        );
+        assert_eq!(error, ConfigError::DelayNotScheduled { rule: "w".into() });
     }
     let too_long = RateLimitLayer::builder()
         .rule(Rule::gcra("g", Quota::per_second(10)).with_max_delay(Duration::from_secs(61)))
@@ -170,5 +164,73 @@ fn window_algorithms_refuse_a_max_delay_when_the_layer_is_built() {
     assert!(
         matches!(too_long, ConfigError::MaxDelayOutOfRange { .. }),
         "{too_long}"
+    );
+}
+
+/// A route's `max_delay` in a file: given to its policy's GCRA and token-bucket rules (its window
+/// rules refuse as they do), and refused, by its field, on a route with no such rule or out of
+/// range.
+#[tokio::test(start_paused = true)]
+async fn a_route_of_a_file_smooths_its_bucket_rules_and_names_a_misplaced_max_delay() {
+    let file = |algorithm: &str, max_delay: &str| {
+        format!(
+            r#"
+            [policies.api]
+            rules = [
+              {{ name = "second", algorithm = "{algorithm}", limit = 2, period = "1s", burst = 2 }},
+              {{ name = "hour", algorithm = "fixed_window", limit = 100, period = "1h" }},
+            ]
+            [routes.api]
+            policy = "api"
+            key = {{ global = "all" }}
+            max_delay = "{max_delay}"
+            "#
+        )
+        .replace(
+            ", burst = 2",
+            if algorithm == "gcra" {
+                ", burst = 2"
+            } else {
+                ""
+            },
+        )
+    };
+    let config: LimitsConfig = toml::from_str(&file("gcra", "1s")).unwrap();
+    let limits = config.build().unwrap();
+    let layer = limits.layer("api").unwrap().clone();
+    let delays: Vec<_> = layer.policy().rules().iter().map(Rule::max_delay).collect();
+    assert_eq!(delays, [Some(Duration::from_secs(1)), None]);
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer);
+    let mut answers = Vec::new();
+    for _ in 0..5 {
+        let started = Instant::now();
+        let status = send(&app, "/", PEER, &[]).await.status().as_u16();
+        answers.push((status, started.elapsed() >= Duration::from_millis(450)));
+    }
+    assert_eq!(
+        answers,
+        [
+            (200, false),
+            (200, false),
+            (200, true),
+            (200, true),
+            (429, false)
+        ]
+    );
+
+    let error = |text: &str| {
+        let config: LimitsConfig = toml::from_str(text).unwrap();
+        config.build().err().unwrap().to_string()
+    };
+    assert_eq!(
+        error(&file("sliding_log", "1s")),
+        "`routes.api.max_delay`: delays only gcra and token_bucket rules, and policy \"api\" has \
+         none: use such a rule to smooth bursts, or remove max_delay"
+    );
+    assert_eq!(
+        error(&file("gcra", "2min")),
+        "`routes.api.max_delay`: rule \"second\" has a max_delay of 120s: use between 1 ms and 60s"
     );
 }

@@ -171,12 +171,10 @@ pub(in crate::store::redis) fn decision(
 /// Each rule's wait in µs, by rule index, in one request's integers (0 for a rule that admitted
 /// it, whose wait is a delay): what the denial cache keeps of a refusal by several rules.
 pub(in crate::store::redis) fn rule_waits(values: &[i64]) -> impl Iterator<Item = u64> + '_ {
-    values
-        .chunks_exact(REPLY_WIDTH)
-        .map(|rule| match rule[0] {
-            0 => u64::try_from(rule[4]).unwrap_or(0),
-            _ => 0,
-        })
+    values.chunks_exact(REPLY_WIDTH).map(|rule| match rule[0] {
+        0 => u64::try_from(rule[4]).unwrap_or(0),
+        _ => 0,
+    })
 }
 
 /// One rule's verdict, from its five integers (the last a refusal's retry-after or an admitted
