@@ -123,6 +123,17 @@ impl Rule {
         self.max_delay
     }
 
+    /// How many requests of cost 1 past the burst a rule with a `max_delay` admits to wait, from
+    /// an empty bucket: `max_delay` × the rate, rounded down (0 without a delay). A cost above
+    /// the burst plus this can never pass.
+    pub(crate) fn queued(&self) -> u64 {
+        let Some(max_delay) = self.max_delay.filter(|_| self.algorithm.uses_burst()) else {
+            return 0;
+        };
+        let units = max_delay.as_micros() * u128::from(self.quota.limit());
+        u64::try_from(units / self.quota.period().as_micros()).unwrap_or(u64::MAX)
+    }
+
     /// The number of requests a client can see as its allowance: the burst for bucket algorithms,
     /// the limit for window algorithms.
     pub(crate) fn capacity(&self) -> u32 {
@@ -235,6 +246,20 @@ mod tests {
         let rule = Rule::fixed_window("api", Quota::per_minute(100).with_burst(10));
         assert_eq!(rule.capacity(), 100);
         assert_eq!(rule.window(), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_delaying_rule_queues_its_delay_times_its_rate_and_round_trips_through_serde() {
+        let rule = Rule::gcra("api", Quota::new(3, Duration::from_secs(10)))
+            .with_max_delay(Duration::from_secs(7));
+        // 7 s at 0.3 per second: 2.1, rounded down.
+        assert_eq!(rule.queued(), 2);
+        assert_eq!(Rule::gcra("api", Quota::per_second(3)).queued(), 0);
+        let text = serde_json::to_string(&rule).unwrap();
+        assert!(text.contains(r#""max_delay":"7s""#), "{text}");
+        assert_eq!(serde_json::from_str::<Rule>(&text).unwrap(), rule);
+        let plain = serde_json::to_string(&Rule::gcra("api", Quota::per_second(3))).unwrap();
+        assert!(!plain.contains("max_delay"), "{plain}");
     }
 
     #[test]

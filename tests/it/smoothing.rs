@@ -234,3 +234,34 @@ async fn a_route_of_a_file_smooths_its_bucket_rules_and_names_a_misplaced_max_de
         "`routes.api.max_delay`: rule \"second\" has a max_delay of 120s: use between 1 ms and 60s"
     );
 }
+
+/// A cost past the burst fits when the burst and the delay together hold it, waiting for its
+/// excess; past both it can never pass, and the body says how much can.
+#[tokio::test(start_paused = true)]
+async fn a_cost_past_the_burst_waits_and_one_past_the_delay_too_is_never() {
+    let store = MemoryStore::builder()
+        .clock(ManualClock::starting_now())
+        .build();
+    let app = Router::new().route("/", get(|| async { "ok" })).layer(
+        RateLimitLayer::builder()
+            .rule(smoothed(Rule::gcra))
+            .key(GlobalKey::new("all"))
+            .store(store)
+            .cost(crate::support::cost)
+            .build()
+            .unwrap(),
+    );
+    let never = send(&app, "/", PEER, &[("x-cost", "5")]).await;
+    assert_eq!(never.status(), 429);
+    assert_eq!(header(&never, "retry-after"), "");
+    let body: serde_json::Value = serde_json::from_str(&crate::support::text(never).await).unwrap();
+    assert_eq!(
+        body["detail"],
+        "This request costs 5 but the rate limit \"api\" (2 per 1s) admits at most 4 at once, 2 \
+         of them after a wait; it can never be allowed, so do not retry it."
+    );
+    let started = Instant::now();
+    let four = send(&app, "/", PEER, &[("x-cost", "4")]).await;
+    assert_eq!(four.status(), 200);
+    assert_eq!(started.elapsed(), Duration::from_secs(1));
+}
