@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use tower_redis_ratelimit::clock::ManualClock;
 use tower_redis_ratelimit::config::LimitsConfig;
 use tower_redis_ratelimit::key::GlobalKey;
+use tower_redis_ratelimit::rate::Waited;
 use tower_redis_ratelimit::{
     ConfigError, Decision, MemoryStore, Quota, RateLimitLayer, RedisStore, Rule, Store,
 };
@@ -264,4 +265,51 @@ async fn a_cost_past_the_burst_waits_and_one_past_the_delay_too_is_never() {
     let four = send(&app, "/", PEER, &[("x-cost", "4")]).await;
     assert_eq!(four.status(), 200);
     assert_eq!(started.elapsed(), Duration::from_secs(1));
+}
+
+/// Two rate limits in a row each make a request wait their own delay: `rate::Waited` sums them,
+/// where the `Decision` is the inner layer's. In shadow mode a limit makes no one wait.
+#[tokio::test(start_paused = true)]
+async fn stacked_limits_wait_in_turn_and_a_shadow_limit_never_waits() {
+    let layer = |name: &'static str, shadow: bool| {
+        RateLimitLayer::builder()
+            .rule(
+                Rule::gcra(name, Quota::per_second(1).with_burst(1))
+                    .with_max_delay(Duration::from_secs(2)),
+            )
+            .key(GlobalKey::new("all"))
+            .store(
+                MemoryStore::builder()
+                    .clock(ManualClock::starting_now())
+                    .build(),
+            )
+            .shadow(shadow)
+            .build()
+            .unwrap()
+    };
+    let handler = |waited: Option<axum::Extension<Waited>>, decision: Option<Decision>| async move {
+        let waited = waited.map_or(Duration::ZERO, |waited| waited.0.duration());
+        let delay = decision.map_or(Duration::MAX, |decision| decision.delay());
+        format!("{} {}", waited.as_millis(), delay.as_millis())
+    };
+    let app = Router::new()
+        .route("/", get(handler))
+        .layer(layer("inner", false))
+        .layer(layer("outer", false));
+    let body = |response| async move { crate::support::text(response).await };
+    assert_eq!(body(send(&app, "/", PEER, &[]).await).await, "0 0");
+    let started = Instant::now();
+    // Each limit's bucket is full: a second each, one after the other.
+    assert_eq!(body(send(&app, "/", PEER, &[]).await).await, "2000 1000");
+    assert_eq!(started.elapsed(), Duration::from_secs(2));
+
+    let shadowed = Router::new()
+        .route("/", get(handler))
+        .layer(layer("shadowed", true));
+    for _ in 0..3 {
+        let started = Instant::now();
+        let response = send(&shadowed, "/", PEER, &[]).await;
+        assert_eq!(response.status(), 200);
+        assert_eq!(started.elapsed(), Duration::ZERO);
+    }
 }
