@@ -56,9 +56,9 @@ pin_project! {
         },
         // Admitted to wait (a rate limit's `max_delay`): the ready service and the request are
         // held until the timer fires. Outside the store's deadline, which bounds the store only.
+        // The timer is boxed: only a waiting request pays for its size, not every future.
         Waiting {
-            #[pin]
-            sleep: Sleep,
+            sleep: Pin<Box<Sleep>>,
             inner: Option<S>,
             request: Option<Request<B>>,
             stamp: Option<Stamp>,
@@ -149,7 +149,7 @@ where
                 // is polled ready before its next call.
                 let clone = inner.clone();
                 State::Waiting {
-                    sleep: tokio::time::sleep(delay),
+                    sleep: Box::pin(tokio::time::sleep(delay)),
                     inner: Some(std::mem::replace(inner, clone)),
                     request: Some(request),
                     stamp,
@@ -200,7 +200,7 @@ where
                     stamp,
                     held,
                 } => {
-                    ready!(sleep.poll(cx));
+                    ready!(sleep.as_mut().poll(cx));
                     let (Some(mut inner), Some(request)) = (inner.take(), request.take()) else {
                         unreachable!("the waiting state is left as soon as its timer fires")
                     };
