@@ -258,6 +258,9 @@ fn route(route: &RouteConfig, shadow_by_default: bool) -> String {
     if let Some(cost) = route.cost {
         let _ = write!(text, ", cost {cost}");
     }
+    if let Some(max_delay) = route.max_delay {
+        let _ = write!(text, ", max_delay {}", human(max_delay));
+    }
     // A route's own `shadow` wins over the top-level one.
     match (route.shadow, shadow_by_default) {
         (Some(true), _) => text.push_str(", shadow (its own switch)"),

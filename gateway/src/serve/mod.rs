@@ -273,10 +273,11 @@ async fn answer(state: &State, mut question: Request<Incoming>) -> Response<Body
             }
         }
     };
-    let decision = match (route, answer.extensions().get::<Admitted>()) {
+    let admitted = answer.extensions().get::<Admitted>().copied();
+    let decision = match (route, admitted) {
         (None, _) => "unlimited",
-        (Some(_), Some(Admitted { decided: true })) => "allowed",
-        (Some(_), Some(Admitted { decided: false })) => "skipped",
+        (Some(_), Some(Admitted { decided: true, .. })) => "allowed",
+        (Some(_), Some(Admitted { decided: false, .. })) => "skipped",
         (Some(_), None) => "denied",
     };
     let mut response = match endpoint {
@@ -299,6 +300,7 @@ async fn answer(state: &State, mut question: Request<Incoming>) -> Response<Body
             route,
             key: key.as_deref(),
             decision,
+            delay: admitted.map_or(std::time::Duration::ZERO, |admitted| admitted.waited),
             latency,
             upstream_status: None,
             envoy: None,
@@ -336,6 +338,7 @@ fn record_envoy(
         route: None,
         key: None,
         decision,
+        delay: std::time::Duration::ZERO,
         latency,
         upstream_status: None,
         envoy: asked.map(|asked| EnvoyQuestion {

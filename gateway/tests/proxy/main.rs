@@ -16,6 +16,7 @@ mod paths;
 mod process;
 mod reset;
 mod routes;
+mod smoothing;
 mod streaming;
 mod support;
 mod systemd;

@@ -41,7 +41,9 @@
 //!   spent and give it back a whole period later; a slice would record its units at the grant,
 //!   and a refund would have to find and remove them from a log, or from a sub-window of a
 //!   weighted count, of which neither keeps track by whom. A policy with such a rule is decided
-//!   by Redis, exactly, one call per request.
+//!   by Redis, exactly, one call per request. Nor a policy with a rule that has a `max_delay`:
+//!   a slice spends a unit only once it conforms and refuses the request before, where Redis
+//!   admits it to wait; such a policy is decided by Redis too, which queues it.
 
 mod config;
 mod entry;

@@ -158,13 +158,15 @@ impl Leases {
 
     /// Whether `policy` can be leased: every rule's capacity comes back either all at once, at
     /// a window's end (fixed window), or by the same measure as it is used (GCRA, token bucket),
-    /// so that units given back can be returned exactly.
+    /// so that units given back can be returned exactly; and no rule delays a request (a
+    /// lessee refuses a unit that is not due yet, where Redis would admit it to wait).
     pub(super) fn leasable(policy: &Policy) -> bool {
         policy.rules().iter().all(|rule| {
-            matches!(
-                rule.algorithm(),
-                Algorithm::FixedWindow | Algorithm::Gcra | Algorithm::TokenBucket
-            )
+            rule.max_delay().is_none()
+                && matches!(
+                    rule.algorithm(),
+                    Algorithm::FixedWindow | Algorithm::Gcra | Algorithm::TokenBucket
+                )
         })
     }
 
