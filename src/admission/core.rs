@@ -69,6 +69,8 @@ pub(crate) enum Keyed {
 pub(crate) enum Next<B, H> {
     /// Call the service, then stamp its response; the body holds `held` until it is finished.
     Pass(Request<B>, Option<Stamp>, Option<H>),
+    /// Wait this long first (a rate limit queued the request), then as `Pass`.
+    Wait(Duration, Request<B>, Option<Stamp>, Option<H>),
     /// Answer with this response (already stamped).
     Reject(Response<Bytes>),
 }
@@ -169,8 +171,18 @@ impl<A: Admit> Core<A> {
             let admitted = matches!(verdict.ruling, Ruling::Pass(_));
             tracing::debug!(admitted, "decided");
         }
-        let Verdict { report, ruling } = verdict;
+        let Verdict {
+            report,
+            ruling,
+            delay,
+        } = verdict;
         match ruling {
+            Ruling::Pass(held) if !delay.is_zero() => Next::Wait(
+                delay,
+                request,
+                report.map(|report| self.stamp(report)),
+                held,
+            ),
             Ruling::Pass(held) => {
                 Next::Pass(request, report.map(|report| self.stamp(report)), held)
             }

@@ -306,6 +306,10 @@ fn build_route(
             ));
         }
     }
+    let delayed = |name: &String, policy: &Policy| {
+        route::delayed(policy, route.max_delay).map_err(|err| route::delay_error(field, name, err))
+    };
+    let policy = &delayed(&route.policy, policy)?;
     let store = built.store(field, route.store.as_ref())?;
     let key = route.key.build(&format!("{field}.key"))?;
     let exemptions = route::exemptions(route, field, &*key)?;
@@ -330,7 +334,7 @@ fn build_route(
         let policy = policies
             .get(name)
             .ok_or_else(|| unknown(format!("{field}.plans.{plan}"), name))?;
-        builder = builder.plan(plan.as_str(), policy);
+        builder = builder.plan(plan.as_str(), &delayed(name, policy)?);
     }
     if let Some(header) = &route.plan_header {
         let field = format!("{field}.plan_header");

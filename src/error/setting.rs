@@ -43,6 +43,15 @@ pub enum SettingError {
         /// The store's type (`memory`, `redis`, `cluster`, `sentinel`).
         store: &'static str,
     },
+    /// A route's `max_delay` whose policies have no rule that can delay a request.
+    #[error(
+        "delays only gcra and token_bucket rules, and policy {policy:?} has none: use such a \
+         rule to smooth bursts, or remove max_delay"
+    )]
+    NothingToDelay {
+        /// The policy without such a rule.
+        policy: String,
+    },
     /// A setting this rule's algorithm does not have.
     #[error("only {} (this is a {algorithm} rule): remove it", only(setting))]
     NotARuleSetting {

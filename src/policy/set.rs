@@ -68,7 +68,10 @@ impl Policy {
         }
         let params = rules
             .iter()
-            .map(|rule| Params::new(rule.name(), rule.algorithm(), rule.quota()))
+            .map(|rule| {
+                Params::new(rule.name(), rule.algorithm(), rule.quota())?
+                    .delaying(rule.name(), rule.max_delay())
+            })
             .collect::<Result<Box<[Params]>, ConfigError>>()?;
         let rule_ids = rules.iter().map(rule_id).collect();
         Ok(Self {

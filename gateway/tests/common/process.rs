@@ -81,6 +81,19 @@ impl GatewayProcess {
         assert!(status.success(), "{status}");
     }
 
+    /// Its next message (on standard error) that contains `text`, the ones before it skipped;
+    /// fails the test if none comes within [`LINE_TIMEOUT`] of the one before.
+    // Shared by test binaries, not all of which read the messages.
+    #[allow(dead_code)]
+    pub(crate) fn message_containing(&self, text: &str) -> String {
+        loop {
+            let message = self.stderr.next_line();
+            if message.contains(text) {
+                return message;
+            }
+        }
+    }
+
     /// Sends it `signal` (`-HUP`, `-TERM`).
     pub(crate) fn signal(&self, signal: &str) {
         let status = Command::new("kill")
@@ -174,4 +187,14 @@ pub(crate) async fn stdout_of(command: Command) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     stdout
+}
+
+/// A free loopback port's address, for a listener the process binds itself (an admin address).
+// Shared by test binaries, not all of which bind one.
+#[allow(dead_code)]
+pub(crate) fn free_addr() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
 }

@@ -11,11 +11,13 @@ mod ledger;
 mod lifecycle;
 mod limits;
 mod logs;
+mod operations;
 mod paths;
 #[path = "../common/process.rs"]
 mod process;
 mod reset;
 mod routes;
+mod smoothing;
 mod streaming;
 mod support;
 mod systemd;

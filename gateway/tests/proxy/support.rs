@@ -12,7 +12,7 @@ use axum::http::HeaderMap;
 use axum::routing::{any, get, post};
 use futures_util::StreamExt;
 
-pub(crate) use crate::process::BINARY;
+pub(crate) use crate::process::{BINARY, free_addr};
 use crate::process::{GatewayProcess, Output};
 
 /// The upstream: echoes forwarding headers and the request id, streams, counts uploads, fails, echoes WebSockets.
@@ -145,14 +145,6 @@ pub(crate) fn proxy_table(upstream: SocketAddr, extra: &str) -> String {
     )
 }
 
-/// A free loopback port's address, for a listener the proxy binds itself.
-pub(crate) fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
 /// A temporary file named `*.<extension>` holding `text`, removed when dropped.
 pub(crate) struct TempFile(pub(crate) PathBuf);
 
@@ -230,12 +222,7 @@ impl Proxy {
 
     /// Its next message (on standard error) that contains `text`, the ones before it skipped.
     pub(crate) fn message_containing(&self, text: &str) -> String {
-        loop {
-            let message = self.process.stderr.next_line();
-            if message.contains(text) {
-                return message;
-            }
-        }
+        self.process.message_containing(text)
     }
 }
 
