@@ -84,21 +84,24 @@ end
 -- `period` arrive divided by their gcd, which keeps `burst * period` below 2^53.
 --   level: units in the bucket at the time it is evaluated (see `bucket_at`)
 --   lead: µs from now to that time (0 unless the clock went back); reported waits include it
---   horizon: 0, except for a quota lease (grant.lua): levels up to this far above the capacity
---     are admitted too, units that drain back within the lease's lifetime, reserved now and spent
---     by the lessee no earlier than they conform (src/store/redis/leases/). The caller keeps
---     `capacity + horizon` below 2^53. The Rust mirror (src/algorithm/bucket.rs) has none: the
---     memory store leases nothing.
--- Returns verdict, remaining, used, full_after_us, retry_after_us, new level (nil if unchanged).
+--   horizon: how far past the capacity a level may go: a rule's `max_delay` (µs) times `limit`
+--     for a decision (0 for a rule that never delays), where a request admitted past the capacity
+--     waits until the level has drained back to it (its delay) before it is served; for a quota
+--     lease (grant.lua), units that drain back within the lease's lifetime, reserved now and spent
+--     by the lessee no earlier than they conform (src/store/redis/local/leases/). The caller keeps
+--     `capacity + horizon` below 2^53. The Rust mirror is src/algorithm/bucket.rs.
+-- Returns verdict, remaining, used, full_after_us, retry_after_us, new level (nil if unchanged),
+-- and the delay in µs (0 unless admitted past the capacity). A refusal's retry_after is when the
+-- request would be admitted, to wait then up to the horizon's delay.
 local function bucket(level, lead, cost, limit, period, burst, horizon)
   local capacity = burst * period
   local need = cost * period
   -- The level can exceed the capacity when a rule's burst was lowered while state was live, or
-  -- units of a lease were reserved ahead.
+  -- units were admitted to wait or reserved ahead by a lease.
   local room = math.max(0, capacity - level)
   if need > capacity + horizon then
     return NEVER, floor_div(room, period), ceil_div(level, period),
-      from_now(ceil_div(level, limit), lead), 0, nil
+      from_now(ceil_div(level, limit), lead), 0, nil, 0
   end
   -- `capacity + horizon - need` first: `level + need` could pass 2^53 when the level is near a
   -- capacity close to it; this order keeps every intermediate value within
@@ -106,15 +109,21 @@ local function bucket(level, lead, cost, limit, period, burst, horizon)
   local excess = level - (capacity + horizon - need)
   if excess > 0 then
     return DENIED, floor_div(room, period), ceil_div(level, period),
-      from_now(ceil_div(level, limit), lead), from_now(ceil_div(excess, limit), lead), nil
+      from_now(ceil_div(level, limit), lead), from_now(ceil_div(excess, limit), lead), nil, 0
   end
   local new_level = level + need
   local changed = nil
   if cost > 0 then
     changed = new_level
   end
+  -- Past the capacity: the request waits until the level has drained back to it. A peek (cost 0)
+  -- takes no place in the schedule, and waits for none.
+  local delay = 0
+  if new_level > capacity and cost > 0 then
+    delay = from_now(ceil_div(new_level - capacity, limit), lead)
+  end
   return ALLOWED, floor_div(math.max(0, capacity - new_level), period), ceil_div(new_level, period),
-    from_now(ceil_div(new_level, limit), lead), 0, changed
+    from_now(ceil_div(new_level, limit), lead), 0, changed, delay
 end
 
 -- The level of a bucket that held `level` units at time `since`, drained to `now` (>= since).

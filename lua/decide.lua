@@ -19,11 +19,14 @@
 --           window, 2 GCRA, 3 sliding log, 4 sliding window, 5 token bucket), limit, period in µs
 --           (for GCRA and the token bucket, limit and period divided by their gcd: only the rate
 --           matters there), burst, and a parameter of the algorithm's own (the sliding window's
---           sub-intervals; 0 for the others).
+--           sub-intervals; for GCRA and the token bucket, the horizon: max_delay in µs times
+--           limit, 0 for a rule that never delays; 0 for the others).
 -- Reply:    one string of integers separated by spaces (a string parses far faster in the
 --           client than an array of integers): for each request in order, 5 per rule in rule
 --           order: verdict (1 allowed, 0 denied, -1 can never be allowed), remaining, used,
---           full_after in µs, retry_after in µs (0 unless denied).
+--           full_after in µs, and a wait in µs: a denied request's retry_after, an admitted one's
+--           delay (how long it waits before it is served: 0 unless a rule with a max_delay
+--           admitted it past its capacity), 0 for one never allowed.
 local now = call_time(ARGV[1])
 local k = tonumber(ARGV[2])
 MIN_TTL_MS = tonumber(ARGV[3])
@@ -47,14 +50,16 @@ for request = 1, k do
   local admitted = true
   for i = 1, rules do
     local p = params[i]
-    local verdict, remaining, used, full_after, retry_after, write =
+    local verdict, remaining, used, full_after, retry_after, write, delay =
       algorithms[i](KEYS[first + i], now, cost, p[1], p[2], p[3], p[4])
+    local wait = retry_after
     if verdict ~= ALLOWED then
       admitted = false
+    elseif delay then
+      wait = delay
     end
     writes[i] = write
-    reply[first + i] = string.format('%d %d %d %d %d', verdict, remaining, used, full_after,
-      retry_after)
+    reply[first + i] = string.format('%d %d %d %d %d', verdict, remaining, used, full_after, wait)
   end
   if admitted then
     for i = 1, rules do

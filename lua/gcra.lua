@@ -8,9 +8,11 @@
 --        written only when a request is admitted, with a TTL at the moment the bucket is empty.
 --        t never moves back (see `bucket_at` in common.lua).
 -- Rule arguments (see decide.lua): limit and period (µs) divided by their gcd, burst, and the
--- horizon of a quota lease (0 for a decision; see `bucket` in common.lua).
--- Returns verdict, remaining, used, full_after_us, retry_after_us and a write function to run
--- if every rule of the policy admits the request (nil when nothing is to be written).
+-- horizon: the rule's max_delay (µs) times limit for a decision, a quota lease's for a grant
+-- (see `bucket` in common.lua).
+-- Returns verdict, remaining, used, full_after_us, retry_after_us, a write function to run if
+-- every rule of the policy admits the request (nil when nothing is to be written), and the delay
+-- in µs of a request admitted past the capacity.
 LEVELS[2] = function(key, now, limit, capacity)
   local stored = redis.call('GET', key)
   if stored then
@@ -26,7 +28,7 @@ end
 
 ALGORITHMS[2] = function(key, now, cost, limit, period, burst, horizon)
   local level, at = LEVELS[2](key, now, limit, burst * period)
-  local verdict, remaining, used, full_after, retry_after, new_level =
+  local verdict, remaining, used, full_after, retry_after, new_level, delay =
     bucket(level, at - now, cost, limit, period, burst, horizon)
   local write = nil
   if new_level then
@@ -34,5 +36,5 @@ ALGORITHMS[2] = function(key, now, cost, limit, period, burst, horizon)
       redis.call('SET', key, num(at) .. ':' .. num(new_level), 'PX', ttl_ms(full_after))
     end
   end
-  return verdict, remaining, used, full_after, retry_after, write
+  return verdict, remaining, used, full_after, retry_after, write, delay
 end

@@ -12,10 +12,12 @@
 --        1 ms (never the floor(2 * capacity / rate) of Stripe's sketch, which is 0 for a small bucket at a
 --        high rate).
 -- Rule arguments (see decide.lua): limit and period (µs) divided by their gcd, burst, and the
--- horizon of a quota lease (0 for a decision; see `bucket` in common.lua). A lease reserved ahead
+-- horizon: the rule's max_delay (µs) times limit for a decision, a quota lease's for a grant
+-- (see `bucket` in common.lua). A lease reserved ahead
 -- leaves fewer than no tokens: `k` is then negative.
--- Returns verdict, remaining, used, full_after_us, retry_after_us and a write function to run
--- if every rule of the policy admits the request (nil when nothing is to be written).
+-- Returns verdict, remaining, used, full_after_us, retry_after_us, a write function to run if
+-- every rule of the policy admits the request (nil when nothing is to be written), and the delay
+-- in µs of a request admitted past the capacity.
 LEVELS[5] = function(key, now, limit, capacity)
   local state = redis.call('HMGET', key, 't', 'k')
   local since, tokens = tonumber(state[1]), tonumber(state[2])
@@ -30,7 +32,7 @@ end
 ALGORITHMS[5] = function(key, now, cost, limit, period, burst, horizon)
   local capacity = burst * period
   local level, at = LEVELS[5](key, now, limit, capacity)
-  local verdict, remaining, used, full_after, retry_after, new_level =
+  local verdict, remaining, used, full_after, retry_after, new_level, delay =
     bucket(level, at - now, cost, limit, period, burst, horizon)
   local write = nil
   if new_level then
@@ -39,5 +41,5 @@ ALGORITHMS[5] = function(key, now, cost, limit, period, burst, horizon)
       redis.call('PEXPIRE', key, ttl_ms(full_after))
     end
   end
-  return verdict, remaining, used, full_after, retry_after, write
+  return verdict, remaining, used, full_after, retry_after, write, delay
 end

@@ -20,6 +20,11 @@ pub fn describe_metrics() {
         "ratelimit_near_limit_total",
         "Admitted requests of an enforced limit that left a fifth of the rule's capacity or less."
     );
+    describe_histogram!(
+        "ratelimit_delay_seconds",
+        Unit::Seconds,
+        "How long admitted requests waited before they were served, of rules with a max_delay that smoothed a burst."
+    );
     describe_counter!(
         "ratelimit_unknown_plan_total",
         "Requests whose plan is none of their layer's plans, limited by the default policy."

@@ -13,6 +13,12 @@ pub const MIN_PERIOD: Duration = Duration::from_millis(1);
 /// "forever" and would only overflow arithmetic).
 pub const MAX_PERIOD: Duration = Duration::from_secs(10 * 365 * 24 * 60 * 60);
 
+/// The longest a rule may make a request wait ([`Rule::with_max_delay`](crate::Rule::with_max_delay)):
+/// a request held longer than a minute outlives the timeouts of most clients and proxies in front
+/// of it (nginx's `proxy_read_timeout` is 60 s), which would give up on it after its place in the
+/// schedule was spent.
+pub const MAX_DELAY: Duration = Duration::from_secs(60);
+
 /// How many requests are allowed per period.
 ///
 /// Constructors read the way the quota is spoken: `Quota::per_second(100)` admits 100 requests per

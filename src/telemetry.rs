@@ -6,6 +6,7 @@
 //! |---|---|---|---|
 //! | `ratelimit_decisions_total` | counter | `plan`, `rule`, `outcome` (`allowed`, `denied`, `never`; in shadow mode `shadow_allowed`, `shadow_denied`, `shadow_never`) | rate-limit decisions, by the plan whose policy decided (empty: the default) and the rule they report |
 //! | `ratelimit_near_limit_total` | counter | `plan`, `rule` | admitted requests of an enforced limit that left a fifth of the rule's capacity or less (80% used) |
+//! | `ratelimit_delay_seconds` | histogram | `plan`, `rule` | how long admitted requests waited before they were served, of rules with a [`max_delay`](crate::Rule::with_max_delay) that smoothed a burst (only requests that waited: its count is theirs) |
 //! | `ratelimit_unknown_plan_total` | counter | | requests whose plan none of their layer's plans is: limited by the default policy |
 //! | `ratelimit_store_seconds` | histogram | `limiting` (`rate limiting`, `concurrency limiting`, ...) | how long store calls that needed I/O took |
 //! | `ratelimit_store_errors_total` | counter | `limiting`, `kind` ([`StoreErrorKind`](crate::store::StoreErrorKind)) | store calls that failed or missed their deadline, those a Redis store's fallback answered in Redis's place and its quota leases' background calls included |
@@ -67,6 +68,18 @@ mod enabled {
             "rule" => rule_label(rule)
         )
         .increment(1);
+    }
+
+    /// An admitted request that waits `delay` before it is served, queued by `rule` of `plan`'s
+    /// policy.
+    #[inline]
+    pub(crate) fn delay(plan: Option<&Arc<str>>, rule: Option<&Rule>, delay: Duration) {
+        metrics::histogram!(
+            "ratelimit_delay_seconds",
+            "plan" => plan_label(plan),
+            "rule" => rule_label(rule)
+        )
+        .record(delay.as_secs_f64());
     }
 
     /// A request whose plan is none of its layer's.
@@ -152,6 +165,8 @@ mod enabled {
     #[inline(always)]
     pub(crate) fn near_limit(_: Option<&Arc<str>>, _: Option<&Rule>) {}
     #[inline(always)]
+    pub(crate) fn delay(_: Option<&Arc<str>>, _: Option<&Rule>, _: Duration) {}
+
     pub(crate) fn unknown_plan() {}
     #[inline(always)]
     pub(crate) fn store_call(_: &'static str, _: Duration) {}

@@ -13,6 +13,7 @@ use tower_redis_ratelimit::store::redact_url;
 use tower_redis_ratelimit::store::region::PartitionMode;
 
 use crate::config::{AccessLogFormat, Connections, DEFAULT_GATEWAYS, File, FileError};
+use crate::runtime::AdminAccess;
 use crate::{proxy, serve};
 
 /// Reads and builds the file at `path` as `proxy` and `serve` would (stores are built, not
@@ -117,7 +118,13 @@ fn describe_serve(out: &mut String, serve: &serve::Loaded) {
             let _ = writeln!(out, "    domain {domain} ({})", file.display());
         }
     }
-    describe_listener(out, &serve.connections, table.access_log, table.admin);
+    describe_listener(
+        out,
+        &serve.connections,
+        table.access_log,
+        table.admin,
+        &serve.admin_access,
+    );
 }
 
 fn describe_listener(
@@ -125,6 +132,7 @@ fn describe_listener(
     connections: &Connections,
     access_log: AccessLogFormat,
     admin: Option<std::net::SocketAddr>,
+    admin_access: &AdminAccess,
 ) {
     let _ = writeln!(
         out,
@@ -140,7 +148,11 @@ fn describe_listener(
     let _ = writeln!(out, "  access log: {access_log}");
     match admin {
         Some(admin) => {
-            let _ = writeln!(out, "  admin: http://{admin} (/healthz, /readyz, /metrics)");
+            let _ = writeln!(
+                out,
+                "  admin: http://{admin} (/healthz, /readyz, /metrics; {})",
+                admin_access.describe()
+            );
         }
         None => out.push_str("  admin: none\n"),
     }
@@ -156,7 +168,13 @@ fn describe_proxy(out: &mut String, proxy: &proxy::Loaded) {
         redact_url(&table.upstream),
         human(proxy.upstream_timeout),
     );
-    describe_listener(out, connections, table.access_log, table.admin);
+    describe_listener(
+        out,
+        connections,
+        table.access_log,
+        table.admin,
+        &proxy.admin_access,
+    );
     if let Some(websockets) = &table.websockets {
         let _ = writeln!(
             out,
@@ -180,7 +198,7 @@ fn describe_limits(out: &mut String, limits: &LimitsConfig) {
     for (name, policy) in &limits.policies {
         let rules: Vec<String> = policy.rules.iter().map(rule).collect();
         let global = if policy.global {
-            ", global (one quota across regions)"
+            ", global (one quota across regions; fails closed whatever the failure_mode)"
         } else {
             ""
         };
@@ -239,6 +257,9 @@ fn route(route: &RouteConfig, shadow_by_default: bool) -> String {
     }
     if let Some(cost) = route.cost {
         let _ = write!(text, ", cost {cost}");
+    }
+    if let Some(max_delay) = route.max_delay {
+        let _ = write!(text, ", max_delay {}", human(max_delay));
     }
     // A route's own `shadow` wins over the top-level one.
     match (route.shadow, shadow_by_default) {

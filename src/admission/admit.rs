@@ -1,5 +1,7 @@
 //! [`Admit`]: what a middleware decides, as the admission core asks it.
 
+use std::time::Duration;
+
 use http::request::Parts;
 use http::{Extensions, HeaderValue};
 
@@ -58,6 +60,14 @@ pub trait Admit: Sealed + Send + Sync + 'static {
     /// `RateLimit-Policy` to announce on a response without a decision.
     fn failed(&self, pending: Self::Pending, error: &StoreError) -> Option<HeaderValue>;
 
+    /// Whether a failed check must be refused whatever the layer's failure mode: a global
+    /// policy's (`store::region`), whose worldwide bound a request let through unchecked would
+    /// break.
+    #[inline]
+    fn fails_closed(&self, _pending: &Self::Pending) -> bool {
+        false
+    }
+
     /// The static `RateLimit-Policy` of a request refused before its check (no key).
     fn announced(&self) -> Option<HeaderValue>;
 
@@ -78,6 +88,9 @@ pub struct Verdict<A: Admit + ?Sized> {
     /// What the response's headers report.
     pub(crate) report: Option<Report>,
     pub(crate) ruling: Ruling<A::Held, A::Rejection>,
+    /// How long an admitted request waits before the service is called (a rate limit's rule with
+    /// a `max_delay` queued it); zero otherwise.
+    pub(crate) delay: Duration,
 }
 
 /// Pass, holding something until the response is finished, or be refused.
@@ -92,6 +105,20 @@ impl<A: Admit + ?Sized> Verdict<A> {
         Self {
             report,
             ruling: Ruling::Pass(held),
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// The request passes once it has waited `delay`, holding `held` until its response is
+    /// finished.
+    pub(crate) fn pass_after(
+        delay: Duration,
+        report: Option<Report>,
+        held: Option<A::Held>,
+    ) -> Self {
+        Self {
+            delay,
+            ..Self::pass(report, held)
         }
     }
 
@@ -100,6 +127,7 @@ impl<A: Admit + ?Sized> Verdict<A> {
         Self {
             report,
             ruling: Ruling::Refuse(rejection),
+            delay: Duration::ZERO,
         }
     }
 }

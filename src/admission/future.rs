@@ -9,6 +9,7 @@ use std::task::{Context, Poll, ready};
 use bytes::Bytes;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
+use tokio::time::Sleep;
 use tower_service::Service;
 
 use super::admit::Admit;
@@ -22,8 +23,9 @@ pin_project! {
     /// The response future of [`Admission`](super::Admission).
     ///
     /// Dropping it lets go of what the request holds: while waiting for the store (a concurrency
-    /// slot the store may admit all the same is given back), and while the service runs (the
-    /// client went away).
+    /// slot the store may admit all the same is given back), while a rate limit delays it (its
+    /// place in the schedule stays spent: the store counted it when it admitted the request),
+    /// and while the service runs (the client went away).
     pub struct ResponseFuture<S, B, A>
     where
         S: Service<Request<B>>,
@@ -51,6 +53,16 @@ pin_project! {
             core: Arc<Core<A>>,
             // The decision's span, entered while the store is polled and the answer settled.
             span: tracing::Span,
+        },
+        // Admitted to wait (a rate limit's `max_delay`): the ready service and the request are
+        // held until the timer fires. Outside the store's deadline, which bounds the store only.
+        // The timer is boxed: only a waiting request pays for its size, not every future.
+        Waiting {
+            sleep: Pin<Box<Sleep>>,
+            inner: Option<S>,
+            request: Option<Request<B>>,
+            stamp: Option<Stamp>,
+            held: Option<A::Held>,
         },
         // The service is handling the request; its response gets the stamp, its body what the
         // request holds.
@@ -92,7 +104,10 @@ where
         Self { state }
     }
 
-    pub(crate) fn next(next: Next<B, A::Held>, inner: &mut S) -> Self {
+    pub(crate) fn next(next: Next<B, A::Held>, inner: &mut S) -> Self
+    where
+        S: Clone,
+    {
         Self {
             state: State::after(next, inner),
         }
@@ -119,7 +134,7 @@ where
 
 impl<S, B, A> State<S, B, A>
 where
-    S: Service<Request<B>>,
+    S: Service<Request<B>> + Clone,
     A: Admit,
 {
     fn after(next: Next<B, A::Held>, inner: &mut S) -> Self {
@@ -129,6 +144,18 @@ where
                 stamp,
                 held,
             },
+            Next::Wait(delay, request, stamp, held) => {
+                // The ready service waits with the request; `inner` keeps a fresh clone, which
+                // is polled ready before its next call.
+                let clone = inner.clone();
+                State::Waiting {
+                    sleep: Box::pin(tokio::time::sleep(delay)),
+                    inner: Some(std::mem::replace(inner, clone)),
+                    request: Some(request),
+                    stamp,
+                    held,
+                }
+            }
             Next::Reject(response) => State::Rejected {
                 response: Some(response),
             },
@@ -138,7 +165,7 @@ where
 
 impl<S, B, A, ResBody> Future for ResponseFuture<S, B, A>
 where
-    S: Service<Request<B>, Response = Response<ResBody>>,
+    S: Service<Request<B>, Response = Response<ResBody>> + Clone,
     A: Admit,
 {
     type Output = Result<Response<ResponseBody<ResBody, A::Held>>, S::Error>;
@@ -165,6 +192,24 @@ where
                     let next = core.settle(result, pending, request);
                     drop(entered);
                     state.set(State::after(next, &mut inner));
+                }
+                StateProj::Waiting {
+                    sleep,
+                    inner,
+                    request,
+                    stamp,
+                    held,
+                } => {
+                    ready!(sleep.as_mut().poll(cx));
+                    let (Some(mut inner), Some(request)) = (inner.take(), request.take()) else {
+                        unreachable!("the waiting state is left as soon as its timer fires")
+                    };
+                    let (stamp, held) = (stamp.take(), held.take());
+                    state.set(State::Calling {
+                        future: inner.call(request),
+                        stamp,
+                        held,
+                    });
                 }
                 StateProj::Calling {
                     future,
@@ -198,6 +243,7 @@ where
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match &self.state {
             State::Checking { .. } => "checking",
+            State::Waiting { .. } => "waiting",
             State::Calling { .. } => "calling",
             State::Rejected { .. } => "rejected",
         };

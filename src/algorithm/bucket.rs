@@ -40,6 +40,11 @@ pub(super) fn step<S: Stored>(params: &Params, state: Option<&S>, now: i64, cost
 /// evaluated, `lead` µs after now (0 unless the clock went back, see [`at`]): reported waits count
 /// from now, so they include it. Returns the verdict and the new level when the request is
 /// admitted with a cost.
+///
+/// A rule with a `max_delay` admits levels up to its horizon (`params.extra`) past the capacity:
+/// such a request takes its place in the schedule now and conforms, and is served, once the level
+/// has drained back to the capacity (its delay). A refusal's `retry_after` is then when the
+/// request would be admitted, to wait up to `max_delay`.
 #[inline(always)]
 pub(super) fn evaluate(
     params: &Params,
@@ -51,6 +56,7 @@ pub(super) fn evaluate(
         limit,
         period,
         burst,
+        extra: horizon,
         ..
     } = *params;
     let capacity = burst * period;
@@ -59,7 +65,8 @@ pub(super) fn evaluate(
     // compares as the exact one would (rounding is monotonic, the capacity exact), and so does the
     // saturated one here.
     let need = cost.saturating_mul(period);
-    // The level can exceed the capacity when a rule's burst was lowered while state was live.
+    // The level can exceed the capacity when a rule's burst was lowered while state was live, or
+    // requests were admitted to wait.
     let room = (capacity - level).max(0);
     // A refused request leaves the bucket as it is, and reports it so.
     let refused = |outcome, retry_after| {
@@ -67,24 +74,32 @@ pub(super) fn evaluate(
         let full_after = from_now(ceil_div(level, limit), lead);
         verdict(outcome, remaining, used, full_after, retry_after)
     };
-    if need > capacity {
+    if need > capacity + horizon {
         return (refused(Outcome::Never, 0), None);
     }
-    // `capacity - need` first: `level + need` could pass 2^53 when the level is near a capacity
-    // close to it; this order keeps every intermediate value within [-capacity, capacity].
-    let excess = level - (capacity - need);
+    // `capacity + horizon - need` first: `level + need` could pass 2^53 when the level is near a
+    // capacity close to it; this order keeps every intermediate value within
+    // [-(capacity + horizon), capacity + horizon] (Params keeps their sum below 2^53).
+    let excess = level - (capacity + horizon - need);
     if excess > 0 {
         let retry_after = from_now(ceil_div(excess, limit), lead);
         return (refused(Outcome::Denied, retry_after), None);
     }
     let new_level = level + need;
-    let (remaining, used) = requests(capacity - new_level, new_level, burst, period);
+    let (remaining, used) = requests((capacity - new_level).max(0), new_level, burst, period);
+    // Past the capacity: the request waits until the level has drained back to it. A peek
+    // (cost 0) takes no place in the schedule, and waits for none.
+    let delay = if new_level > capacity && cost > 0 {
+        from_now(ceil_div(new_level - capacity, limit), lead)
+    } else {
+        0
+    };
     let v = verdict(
         Outcome::Allowed,
         remaining,
         used,
         from_now(ceil_div(new_level, limit), lead),
-        0,
+        delay,
     );
     (v, (cost > 0).then_some(new_level))
 }

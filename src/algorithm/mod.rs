@@ -146,23 +146,18 @@ pub(crate) fn step_then<R>(
 }
 
 /// Builds a verdict from the script's numbers, as Redis would reply them. None is negative; were
-/// one, it would read as 0 rather than wrap.
+/// one, it would read as 0 rather than wrap. `wait` is the reply's one slot for both waits: a
+/// refusal's retry-after, an admitted request's delay (see `RuleVerdict::from_wait`).
 #[inline]
-fn verdict(
-    outcome: Outcome,
-    remaining: i64,
-    used: i64,
-    full_after: i64,
-    retry_after: i64,
-) -> RuleVerdict {
+fn verdict(outcome: Outcome, remaining: i64, used: i64, full_after: i64, wait: i64) -> RuleVerdict {
     let reply = |x: i64| x.max(0) as u64;
-    RuleVerdict {
+    RuleVerdict::from_wait(
         outcome,
-        remaining: reply(remaining),
-        used: reply(used),
-        full_after_us: reply(full_after),
-        retry_after_us: reply(retry_after),
-    }
+        reply(remaining),
+        reply(used),
+        reply(full_after),
+        reply(wait),
+    )
 }
 
 impl Step {

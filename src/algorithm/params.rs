@@ -2,9 +2,11 @@
 //! policy is built so that every number a decision computes stays an exact integer below 2^53
 //! (the scripts' doubles hold those exactly; the algorithms' `i64` hold them with room to spare).
 
+use std::time::Duration;
+
 use super::{Algorithm, arith, sliding_window};
 use crate::error::ConfigError;
-use crate::quota::Quota;
+use crate::quota::{MAX_DELAY, Quota};
 
 /// The largest integer below 2^53: every integer up to it is exact in a double (a Lua number).
 const MAX_EXACT: u64 = arith::MAX_EXACT as u64;
@@ -21,7 +23,9 @@ pub(crate) struct Params {
     /// The period in µs (reduced for the bucket algorithms, see `limit`).
     pub(crate) period: i64,
     pub(crate) burst: i64,
-    /// The algorithm's own parameter: the sliding window's sub-intervals, else 0.
+    /// The algorithm's own parameter: the sliding window's sub-intervals; for the bucket
+    /// algorithms, how far (units) a level may pass the capacity to admit a request that then
+    /// waits until it conforms: `max_delay` (µs) × `limit`, 0 for a rule that never delays.
     pub(crate) extra: i64,
     /// The sliding window's sub-intervals as its steps measure them, from the numbers above
     /// (the scripts derive it on every call); all zero for the other algorithms.
@@ -92,6 +96,31 @@ impl Params {
         })
     }
 
+    /// The same parameters for rule `name` with a `max_delay` (already validated: 1 ms to
+    /// `MAX_DELAY`, on a bucket rule): its horizon, which must keep every level exact.
+    pub(crate) fn delaying(
+        mut self,
+        name: &str,
+        max_delay: Option<Duration>,
+    ) -> Result<Self, ConfigError> {
+        let Some(max_delay) = max_delay.filter(|_| self.algorithm.uses_burst()) else {
+            return Ok(self);
+        };
+        let capacity = self.burst * self.period;
+        // The longest delay whose levels stay exact: capacity + delay × limit below 2^53.
+        let most = (arith::MAX_EXACT - capacity) / self.limit;
+        let delay = i64::try_from(crate::clock::micros(max_delay)).unwrap_or(i64::MAX);
+        if delay > most {
+            return Err(ConfigError::MaxDelayOutOfRange {
+                rule: name.to_owned(),
+                max_delay,
+                max: Duration::from_micros(most.max(0) as u64).min(MAX_DELAY),
+            });
+        }
+        self.extra = delay * self.limit;
+        Ok(self)
+    }
+
     /// The algorithm's id in `lua/decide.lua`.
     #[cfg(feature = "redis")]
     pub(crate) fn script_id(&self) -> u8 {
@@ -114,8 +143,6 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use crate::quota::MAX_PERIOD;
 
@@ -195,6 +222,34 @@ mod tests {
                 "{period:?} / {n}"
             );
         }
+    }
+
+    #[test]
+    fn a_delay_is_a_horizon_of_units_past_the_capacity_kept_exact() {
+        let of = |algorithm, quota, delay| {
+            Params::new("a", algorithm, quota).and_then(|params| params.delaying("a", delay))
+        };
+        // 10 per second: gcd(10, 1e6) = 10, so 1 unit drains per µs and a request is 100_000.
+        let half_second = Some(Duration::from_millis(500));
+        let params = of(Algorithm::Gcra, Quota::per_second(10), half_second).unwrap();
+        assert_eq!(
+            (params.limit, params.period, params.extra),
+            (1, 100_000, 500_000)
+        );
+        let params = of(Algorithm::Gcra, Quota::per_second(10), None).unwrap();
+        assert_eq!(params.extra, 0);
+        // 4_294_967_291 (a prime) per ms: 4.3e9 units drain per µs, so 60 s would pass 2^53.
+        let fast = Quota::new(4_294_967_291, Duration::from_millis(1));
+        let minute = Some(Duration::from_secs(60));
+        let Err(ConfigError::MaxDelayOutOfRange { max, .. }) =
+            of(Algorithm::TokenBucket, fast, minute)
+        else {
+            panic!("a delay past exact levels must be refused");
+        };
+        assert!(
+            max < Duration::from_secs(3) && max > Duration::from_secs(2),
+            "{max:?}"
+        );
     }
 
     #[cfg(feature = "redis")]

@@ -25,7 +25,11 @@ pub struct RuleVerdict {
     pub(crate) remaining: u64,
     pub(crate) used: u64,
     pub(crate) full_after_us: u64,
+    /// 0 unless the outcome is `Denied`.
     pub(crate) retry_after_us: u64,
+    /// How long an admitted request waits before it is served (a rule with a `max_delay`); 0
+    /// unless the outcome is `Allowed`.
+    pub(crate) delay_us: u64,
 }
 
 impl RuleVerdict {
@@ -47,6 +51,39 @@ impl RuleVerdict {
             } else {
                 0
             },
+            delay_us: 0,
+        }
+    }
+
+    /// The same verdict, for a request admitted to wait `delay` before it is served (a rule with
+    /// a [`max_delay`](crate::Rule::with_max_delay)). Only an allowed verdict waits.
+    pub fn with_delay(self, delay: Duration) -> Self {
+        Self {
+            delay_us: if self.outcome == Outcome::Allowed {
+                crate::clock::micros(delay)
+            } else {
+                0
+            },
+            ..self
+        }
+    }
+
+    /// A verdict from the numbers a script replies (all µs), whose one `wait` is a refusal's
+    /// retry-after or an admitted request's delay, as the outcome says.
+    pub(crate) fn from_wait(
+        outcome: Outcome,
+        remaining: u64,
+        used: u64,
+        full_after_us: u64,
+        wait: u64,
+    ) -> Self {
+        Self {
+            outcome,
+            remaining,
+            used,
+            full_after_us,
+            retry_after_us: if outcome == Outcome::Denied { wait } else { 0 },
+            delay_us: if outcome == Outcome::Allowed { wait } else { 0 },
         }
     }
 

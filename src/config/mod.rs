@@ -78,6 +78,7 @@ use self::store::BuiltStore;
 pub use self::store::{AuthConfig, FallbackConfig, LeasesConfig, StoreConfig, StoreKind};
 pub use self::store_tls::StoreTlsConfig;
 pub use self::stores::IN_PROCESS_STORE;
+use crate::admission::FailureMode;
 #[cfg(feature = "concurrency")]
 use crate::concurrency::ConcurrencyLimitLayer;
 pub use crate::error::SettingError;
@@ -297,6 +298,23 @@ fn build_route(
     let policy = policies
         .get(&route.policy)
         .ok_or_else(|| unknown(format!("{field}.policy"), &route.policy))?;
+    if route.failure_mode == Some(FailureMode::Open) {
+        let global = std::iter::once(&route.policy)
+            .chain(route.plans.values())
+            .find(|name| policies.get(*name).is_some_and(Policy::is_global));
+        if let Some(policy) = global {
+            return Err(invalid(
+                format!("{field}.failure_mode"),
+                SettingError::GlobalFailsClosed {
+                    policy: policy.clone(),
+                },
+            ));
+        }
+    }
+    let delayed = |name: &String, policy: &Policy| {
+        route::delayed(policy, route.max_delay).map_err(|err| route::delay_error(field, name, err))
+    };
+    let policy = &delayed(&route.policy, policy)?;
     let store = built.store(field, route.store.as_ref())?;
     let key = route.key.build(&format!("{field}.key"))?;
     let exemptions = route::exemptions(route, field, &*key)?;
@@ -321,7 +339,7 @@ fn build_route(
         let policy = policies
             .get(name)
             .ok_or_else(|| unknown(format!("{field}.plans.{plan}"), name))?;
-        builder = builder.plan(plan.as_str(), policy);
+        builder = builder.plan(plan.as_str(), &delayed(name, policy)?);
     }
     if let Some(header) = &route.plan_header {
         let field = format!("{field}.plan_header");

@@ -9,8 +9,9 @@ use serde::Deserialize;
 use super::key::{ClientIpConfig, KeyConfig};
 use super::{duration, error, invalid};
 use crate::admission::{FailureMode, LayerSettings, MissingKey};
-use crate::error::{ConfigError, KeyConfigError};
+use crate::error::{ConfigError, KeyConfigError, SettingError};
 use crate::key::{Exemptions, KeyExtractor};
+use crate::policy::{Policy, Rule};
 use crate::respond::HeaderFamilies;
 
 /// One route, or a group of routes that share a limit. In TOML:
@@ -26,6 +27,7 @@ use crate::respond::HeaderFamilies;
 /// deadline = "50ms"              # default 100ms
 /// headers = ["rate_limiting", "ietf"]   # default; [] for none; "x_ratelimit" too
 /// cost = 1
+/// max_delay = "500ms"            # smooth bursts: wait up to this long rather than refuse
 /// shadow = true                  # decide and count, never refuse (default: the top-level shadow)
 /// shadow_headers = false         # true: tell a shadow decision as Rate-Limiting-State: Shadow-...
 /// plans = { pro = "api-pro" }    # requests of plan "pro" limited by policy "api-pro"
@@ -66,6 +68,13 @@ pub struct RouteConfig {
     /// The cost of each request (default 1).
     #[serde(default)]
     pub cost: Option<u32>,
+    /// Smooth bursts rather than refuse them, as nginx's `limit_req` without `nodelay`: a request
+    /// that would conform within this long (e.g. `"500ms"`, 1 ms to 60 s) waits, then is served;
+    /// one that would wait longer is refused as before. Given to every `gcra` and `token_bucket`
+    /// rule of the route's policies (see [`Rule::with_max_delay`](crate::Rule::with_max_delay));
+    /// their window rules refuse as they do; a route whose policy has no such rule is refused.
+    #[serde(default, deserialize_with = "duration::optional")]
+    pub max_delay: Option<Duration>,
     /// Plans: a plan name to the name of the policy its requests are limited by (the request's
     /// [`Plan`](crate::rate::Plan) extension says its plan; `policy` is the default).
     #[serde(default)]
@@ -132,6 +141,41 @@ pub(super) fn admission<R>(
     }
     if let Some(families) = headers {
         settings.headers = families;
+    }
+}
+
+/// `policy` with `max_delay`, if any, given to each of its GCRA and token-bucket rules (the
+/// window rules have no schedule to queue a request in, and refuse as they do). An error when it
+/// has none, or the delay does not fit a rule.
+pub(super) fn delayed(policy: &Policy, max_delay: Option<Duration>) -> Result<Policy, ConfigError> {
+    let Some(max_delay) = max_delay else {
+        return Ok(policy.clone());
+    };
+    let scheduled = |rule: &Rule| rule.algorithm().uses_burst();
+    if !policy.rules().iter().any(scheduled) {
+        return Err(ConfigError::DelayNotScheduled {
+            rule: policy.rules()[0].name().to_owned(),
+        });
+    }
+    let rules = policy.rules().iter().map(|rule| match scheduled(rule) {
+        true => rule.clone().with_max_delay(max_delay),
+        false => rule.clone(),
+    });
+    Policy::of(rules.collect(), policy.is_global())
+}
+
+/// The error of a route's `max_delay` (at `field`) on its policy named `policy`, in the file's
+/// words.
+pub(super) fn delay_error(field: &str, policy: &str, error: ConfigError) -> ConfigError {
+    let field = format!("{field}.max_delay");
+    match error {
+        ConfigError::DelayNotScheduled { .. } => invalid(
+            field,
+            SettingError::NothingToDelay {
+                policy: policy.to_owned(),
+            },
+        ),
+        error => error.at(field),
     }
 }
 

@@ -18,7 +18,7 @@ impl Decision {
     pub(crate) fn aged(&self, elapsed_us: u64) -> Decision {
         Decision {
             full_after_us: self.full_after_us.saturating_sub(elapsed_us),
-            retry_after_us: self.retry_after_us.saturating_sub(elapsed_us),
+            wait_us: self.wait_us.saturating_sub(elapsed_us),
             // Only the reported rule (the longest wait) is sure to refuse until it ends.
             refused_by: if self.refused_by == 0 {
                 0
@@ -59,7 +59,7 @@ impl Decision {
             remaining: 0,
             used: u64::from(self.limit),
             full_after_us: aged.full_after_us.max(retry_after_us),
-            retry_after_us,
+            wait_us: retry_after_us,
             refused_by: 1 << self.rule.min(7),
             ..aged
         }

@@ -52,8 +52,9 @@ pub struct Decision {
     remaining: u64,
     used: u64,
     full_after_us: u64,
-    /// 0 unless the outcome is `Denied`.
-    retry_after_us: u64,
+    /// Denied: how long until the request could pass. Allowed: how long it waits before it is
+    /// served (0 unless a rule with a `max_delay` queued it). Never: 0.
+    wait_us: u64,
     /// Decided by a fallback while the shared store failed.
     degraded: bool,
     /// The rules that refused the request, one bit per rule index (policies hold at most
@@ -74,7 +75,7 @@ impl PartialEq for Decision {
             self.remaining,
             self.used,
             self.full_after_us,
-            self.retry_after_us,
+            self.wait_us,
             self.degraded,
         ) == (
             other.outcome,
@@ -83,7 +84,7 @@ impl PartialEq for Decision {
             other.remaining,
             other.used,
             other.full_after_us,
-            other.retry_after_us,
+            other.wait_us,
             other.degraded,
         )
     }
@@ -166,7 +167,18 @@ impl Decision {
     /// How long to wait before this request could pass; `None` when it passed, or when it never
     /// can ([`Outcome::Never`]).
     pub fn retry_after(&self) -> Option<Duration> {
-        (self.outcome == Outcome::Denied).then(|| Duration::from_micros(self.retry_after_us))
+        (self.outcome == Outcome::Denied).then(|| Duration::from_micros(self.wait_us))
+    }
+
+    /// How long an admitted request waits before it is served: zero unless a rule with a
+    /// [`max_delay`](crate::Rule::with_max_delay) admitted it past its burst, when it is the
+    /// longest of those rules' delays. Zero for a refusal. The layer waits this long before it
+    /// calls the inner service.
+    pub fn delay(&self) -> Duration {
+        match self.outcome {
+            Outcome::Allowed => Duration::from_micros(self.wait_us),
+            _ => Duration::ZERO,
+        }
     }
 }
 
@@ -180,6 +192,7 @@ impl fmt::Debug for Decision {
             .field("used", &self.used)
             .field("full_after", &self.full_after())
             .field("retry_after", &self.retry_after())
+            .field("delay", &self.delay())
             .finish()
     }
 }
@@ -193,6 +206,8 @@ pub(crate) struct Combined {
     all_allowed: bool,
     /// One bit per rule that did not admit the request.
     refused_by: u8,
+    /// The longest delay of the rules so far (µs): what an admitted request waits.
+    delay_us: u64,
     /// The most restrictive verdict so far and its rule index; meaningless while `count` is 0.
     rule: u8,
     verdict: RuleVerdict,
@@ -204,6 +219,7 @@ impl Combined {
             count: 0,
             all_allowed: true,
             refused_by: 0,
+            delay_us: 0,
             rule: 0,
             verdict: RuleVerdict {
                 outcome: Outcome::Allowed,
@@ -211,6 +227,7 @@ impl Combined {
                 used: 0,
                 full_after_us: 0,
                 retry_after_us: 0,
+                delay_us: 0,
             },
         }
     }
@@ -220,6 +237,7 @@ impl Combined {
     pub(crate) fn add(&mut self, verdict: RuleVerdict) {
         let allowed = verdict.outcome == Outcome::Allowed;
         self.all_allowed &= allowed;
+        self.delay_us = self.delay_us.max(verdict.delay_us);
         if !allowed && self.count < 8 {
             self.refused_by |= 1 << self.count;
         }
@@ -250,10 +268,10 @@ impl Combined {
             remaining: verdict.remaining,
             used: verdict.used,
             full_after_us: verdict.full_after_us,
-            retry_after_us: if outcome == Outcome::Denied {
-                verdict.retry_after_us
-            } else {
-                0
+            wait_us: match outcome {
+                Outcome::Denied => verdict.retry_after_us,
+                Outcome::Allowed => self.delay_us,
+                Outcome::Never => 0,
             },
             degraded: false,
             refused_by: if self.all_allowed { 0 } else { self.refused_by },
@@ -326,6 +344,21 @@ mod tests {
         assert_eq!(decision.outcome(), Outcome::Denied);
         assert_eq!(decision.rule_index(), 2);
         assert_eq!(decision.retry_after(), Some(Duration::from_secs(30)));
+    }
+
+    #[test]
+    fn an_admitted_request_waits_the_longest_delay_of_its_rules_and_a_refused_one_none() {
+        let delayed = |ms| allowed(0, 1).with_delay(Duration::from_millis(ms));
+        let decision =
+            Decision::from_verdicts(&policy(), &[delayed(200), allowed(3, 10), delayed(500)]);
+        assert!(decision.is_allowed());
+        assert_eq!(decision.delay(), Duration::from_millis(500));
+        assert_eq!(decision.retry_after(), None);
+        let refused = Decision::from_verdicts(&policy(), &[delayed(200), denied(3), allowed(3, 1)]);
+        assert_eq!(refused.delay(), Duration::ZERO);
+        assert_eq!(refused.retry_after(), Some(Duration::from_secs(3)));
+        // Only an admitted verdict carries a delay.
+        assert_eq!(denied(3).with_delay(Duration::from_secs(1)).delay_us, 0);
     }
 
     #[test]

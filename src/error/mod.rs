@@ -139,6 +139,28 @@ pub enum ConfigError {
         /// The largest burst that fits this rule's rate.
         max: u64,
     },
+    /// A `max_delay` on a rule whose algorithm keeps no schedule to queue a request in (a fixed
+    /// window, a sliding log, a sliding window): only GCRA and token-bucket rules can delay.
+    #[error(
+        "rule {rule:?} has a max_delay, but only GCRA and token-bucket rules can delay a request: \
+         use one of those to smooth bursts, or remove max_delay"
+    )]
+    DelayNotScheduled {
+        /// The rule's name.
+        rule: String,
+    },
+    /// A rule's `max_delay` is below 1 ms or above the longest a rule may hold a request (at most
+    /// [`MAX_DELAY`](crate::policy::MAX_DELAY), less when a very fast rate would queue more
+    /// units than its scripts count exactly).
+    #[error("rule {rule:?} has a max_delay of {max_delay:?}: use between 1 ms and {max:?}")]
+    MaxDelayOutOfRange {
+        /// The rule's name.
+        rule: String,
+        /// The rejected delay.
+        max_delay: Duration,
+        /// The longest delay this rule may have.
+        max: Duration,
+    },
     /// The layer was built without a key extractor.
     #[error(
         "no key extractor: call `.key(...)` with e.g. `ClientIp::peer()` or `HeaderKey::new(\"x-api-key\")`"

@@ -43,6 +43,15 @@ pub enum SettingError {
         /// The store's type (`memory`, `redis`, `cluster`, `sentinel`).
         store: &'static str,
     },
+    /// A route's `max_delay` whose policies have no rule that can delay a request.
+    #[error(
+        "delays only gcra and token_bucket rules, and policy {policy:?} has none: use such a \
+         rule to smooth bursts, or remove max_delay"
+    )]
+    NothingToDelay {
+        /// The policy without such a rule.
+        policy: String,
+    },
     /// A setting this rule's algorithm does not have.
     #[error("only {} (this is a {algorithm} rule): remove it", only(setting))]
     NotARuleSetting {
@@ -57,6 +66,16 @@ pub enum SettingError {
     /// A policy with no rule.
     #[error("is empty: a policy needs at least one rule")]
     NoRules,
+    /// `failure_mode = "open"` on a route of a global policy, which fails closed.
+    #[error(
+        "is \"open\", but the route's policy {policy:?} is global: a global policy fails closed \
+         (503) when its region's Redis cannot answer, or the world would admit past its quota; \
+         remove this or set it to \"closed\""
+    )]
+    GlobalFailsClosed {
+        /// The global policy.
+        policy: String,
+    },
     /// A path prefix that does not start with `/`.
     #[error("{path:?} is not a path: it must start with `/`")]
     NotAPath {

@@ -19,4 +19,4 @@ pub use self::rule::Rule;
 pub(crate) use self::rule::validate_name;
 pub use self::set::{MAX_RULES, Policy};
 pub use crate::algorithm::Algorithm;
-pub use crate::quota::{MAX_PERIOD, MIN_PERIOD};
+pub use crate::quota::{MAX_DELAY, MAX_PERIOD, MIN_PERIOD};

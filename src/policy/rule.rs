@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::state_code::StateCode;
 use crate::algorithm::Algorithm;
 use crate::error::ConfigError;
-use crate::quota::Quota;
+use crate::quota::{MAX_DELAY, Quota};
 
 /// A named quota enforced by an algorithm.
 ///
@@ -19,6 +19,14 @@ pub struct Rule {
     name: Arc<str>,
     algorithm: Algorithm,
     quota: Quota,
+    /// How long a request over the quota may wait to be served instead of being refused
+    /// (bucket algorithms only; see [`Rule::with_max_delay`]).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "max_delay_serde"
+    )]
+    max_delay: Option<Duration>,
 }
 
 impl Rule {
@@ -28,7 +36,35 @@ impl Rule {
             name: name.into(),
             algorithm,
             quota,
+            max_delay: None,
         }
+    }
+
+    /// Smooths a burst instead of refusing it, as nginx's `limit_req` without `nodelay`: a
+    /// request that the rule would refuse now, but that would conform within `max_delay`, is
+    /// admitted and waits until then before it is served (its place in the schedule is counted
+    /// at once, so the requests after it queue behind it). One that would have to wait longer
+    /// is refused as before; its `retry_after` is when it would be admitted (to wait up to
+    /// `max_delay` then).
+    ///
+    /// Only GCRA and token-bucket rules can delay (the window algorithms have no schedule to
+    /// take a place in): [`Policy::new`](crate::Policy::new) refuses a `max_delay` on another
+    /// algorithm, and one outside 1 ms to [`MAX_DELAY`] (60 s).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tower_redis_ratelimit::{Policy, Quota, Rule};
+    ///
+    /// // 10 per second back to back, then up to half a second of queue: 5 more wait.
+    /// let rule = Rule::gcra("api", Quota::per_second(10)).with_max_delay(Duration::from_millis(500));
+    /// assert_eq!(rule.max_delay(), Some(Duration::from_millis(500)));
+    /// assert!(Policy::new([rule]).is_ok());
+    /// let window = Rule::fixed_window("api", Quota::per_second(10)).with_max_delay(Duration::from_millis(500));
+    /// assert!(Policy::new([window]).is_err());
+    /// ```
+    pub fn with_max_delay(mut self, max_delay: Duration) -> Self {
+        self.max_delay = Some(max_delay);
+        self
     }
 
     /// A fixed-window rule.
@@ -81,6 +117,23 @@ impl Rule {
         self.quota
     }
 
+    /// How long a request over the quota may wait to be served, if the rule delays (see
+    /// [`Rule::with_max_delay`]).
+    pub fn max_delay(&self) -> Option<Duration> {
+        self.max_delay
+    }
+
+    /// How many requests of cost 1 past the burst a rule with a `max_delay` admits to wait, from
+    /// an empty bucket: `max_delay` × the rate, rounded down (0 without a delay). A cost above
+    /// the burst plus this can never pass.
+    pub(crate) fn queued(&self) -> u64 {
+        let Some(max_delay) = self.max_delay.filter(|_| self.algorithm.uses_burst()) else {
+            return 0;
+        };
+        let units = max_delay.as_micros() * u128::from(self.quota.limit());
+        u64::try_from(units / self.quota.period().as_micros()).unwrap_or(u64::MAX)
+    }
+
     /// The number of requests a client can see as its allowance: the burst for bucket algorithms,
     /// the limit for window algorithms.
     pub(crate) fn capacity(&self) -> u32 {
@@ -112,7 +165,20 @@ impl Rule {
 
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
         validate_name(&self.name)?;
-        self.quota.validate(&self.name)
+        self.quota.validate(&self.name)?;
+        match self.max_delay {
+            Some(_) if !self.algorithm.uses_burst() => Err(ConfigError::DelayNotScheduled {
+                rule: self.name.to_string(),
+            }),
+            Some(max_delay) if max_delay < Duration::from_millis(1) || max_delay > MAX_DELAY => {
+                Err(ConfigError::MaxDelayOutOfRange {
+                    rule: self.name.to_string(),
+                    max_delay,
+                    max: MAX_DELAY,
+                })
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -126,6 +192,32 @@ pub(crate) fn validate_name(name: &str) -> Result<(), ConfigError> {
         });
     }
     Ok(())
+}
+
+/// Serde support for an optional delay written the way people write it: `"500ms"`.
+mod max_delay_serde {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub(super) fn serialize<S: Serializer>(
+        delay: &Option<Duration>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match delay {
+            Some(delay) => serializer.collect_str(&humantime::format_duration(*delay)),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        humantime::parse_duration(&text)
+            .map(Some)
+            .map_err(|err| D::Error::custom(format!("invalid max_delay {text:?}: {err}")))
+    }
 }
 
 #[cfg(test)]
@@ -154,6 +246,20 @@ mod tests {
         let rule = Rule::fixed_window("api", Quota::per_minute(100).with_burst(10));
         assert_eq!(rule.capacity(), 100);
         assert_eq!(rule.window(), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_delaying_rule_queues_its_delay_times_its_rate_and_round_trips_through_serde() {
+        let rule = Rule::gcra("api", Quota::new(3, Duration::from_secs(10)))
+            .with_max_delay(Duration::from_secs(7));
+        // 7 s at 0.3 per second: 2.1, rounded down.
+        assert_eq!(rule.queued(), 2);
+        assert_eq!(Rule::gcra("api", Quota::per_second(3)).queued(), 0);
+        let text = serde_json::to_string(&rule).unwrap();
+        assert!(text.contains(r#""max_delay":"7s""#), "{text}");
+        assert_eq!(serde_json::from_str::<Rule>(&text).unwrap(), rule);
+        let plain = serde_json::to_string(&Rule::gcra("api", Quota::per_second(3))).unwrap();
+        assert!(!plain.contains("max_delay"), "{plain}");
     }
 
     #[test]

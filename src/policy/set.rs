@@ -68,7 +68,10 @@ impl Policy {
         }
         let params = rules
             .iter()
-            .map(|rule| Params::new(rule.name(), rule.algorithm(), rule.quota()))
+            .map(|rule| {
+                Params::new(rule.name(), rule.algorithm(), rule.quota())?
+                    .delaying(rule.name(), rule.max_delay())
+            })
             .collect::<Result<Box<[Params]>, ConfigError>>()?;
         let rule_ids = rules.iter().map(rule_id).collect();
         Ok(Self {
@@ -87,7 +90,9 @@ impl Policy {
     /// a region store so that every region counts the same windows.
     ///
     /// A store that is not a `store::region::RegionStore` counts a global policy as any other: one
-    /// Redis, or one process, is then the whole world.
+    /// Redis, or one process, is then the whole world. A rate-limit layer fails closed (503) on a
+    /// global policy whatever its [failure mode](crate::admission::FailureMode): a request let
+    /// through unchecked would spend quota no region was granted.
     ///
     /// ```
     /// use tower_redis_ratelimit::{ConfigError, Policy, Quota, Rule};

@@ -77,8 +77,13 @@ impl Admit for RateLimiter {
             if decision.remaining().saturating_mul(5) <= decision.limit() {
                 crate::telemetry::near_limit(label, rule);
             }
+            let delay = decision.delay();
+            if !delay.is_zero() {
+                crate::telemetry::delay(label, rule, delay);
+                super::Waited::add(extensions, delay);
+            }
             extensions.insert(decision);
-            return Verdict::pass(Some(report), None);
+            return Verdict::pass_after(delay, Some(report), None);
         }
         let outcome = match decision.outcome() {
             Outcome::Never => "never",
@@ -95,6 +100,10 @@ impl Admit for RateLimiter {
 
     fn failed(&self, (_, plan, _): Self::Pending, _: &StoreError) -> Option<HeaderValue> {
         Some(self.plans.get(plan).header.clone())
+    }
+
+    fn fails_closed(&self, (_, plan, _): &Self::Pending) -> bool {
+        self.plans.get(*plan).policy.is_global()
     }
 
     fn announced(&self) -> Option<HeaderValue> {

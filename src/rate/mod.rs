@@ -23,6 +23,7 @@ mod plan;
 mod rejection;
 mod reset;
 mod shadow;
+mod waited;
 
 pub use self::builder::RateLimitLayerBuilder;
 pub use self::limiter::RateLimiter;
@@ -30,6 +31,7 @@ pub use self::plan::Plan;
 pub use self::rejection::RateLimitRejection;
 
 pub use self::shadow::ShadowSwitch;
+pub use self::waited::Waited;
 use crate::admission::{Admission, AdmissionLayer};
 
 /// A tower layer that rate limits requests: one policy, one key, one store.

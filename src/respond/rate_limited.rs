@@ -70,11 +70,22 @@ impl BodyInputs {
         let rule = rules.get(self.rule_index);
         let named = Named(rule);
         let detail = match self.outcome {
-            Outcome::Never => format!(
-                "This request costs {} but the rate limit{named} admits at most {} at once; \
-                 it can never be allowed, so do not retry it.",
-                self.cost, self.limit
-            ),
+            Outcome::Never => {
+                // A rule with a max_delay admits a cost past its burst, to wait.
+                let queued = rule.map_or(0, Rule::queued);
+                let most = match queued {
+                    0 => format!("{} at once", self.limit),
+                    queued => format!(
+                        "{} at once, {queued} of them after a wait",
+                        self.limit + queued
+                    ),
+                };
+                format!(
+                    "This request costs {} but the rate limit{named} admits at most {most}; \
+                     it can never be allowed, so do not retry it.",
+                    self.cost
+                )
+            }
             _ => format!(
                 "Rate limit{named} exceeded. {}",
                 retry_sentence(self.retry_secs)

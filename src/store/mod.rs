@@ -83,6 +83,14 @@ pub trait Store: Send + Sync + 'static {
     fn fallback_timeout(&self) -> Option<Duration> {
         None
     }
+
+    /// Why this store cannot decide now, as far as it knows without a call: a region store
+    /// whose ledger is not declared (`store::region`) can grant no quota of a global policy.
+    /// `None` (the default) when nothing is known against it. A readiness check says it (the
+    /// `config` feature's `Limits::ping_stores`).
+    fn unready(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
@@ -96,5 +104,9 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
 
     fn fallback_timeout(&self) -> Option<Duration> {
         (**self).fallback_timeout()
+    }
+
+    fn unready(&self) -> Option<&'static str> {
+        (**self).unready()
     }
 }

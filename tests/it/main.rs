@@ -34,6 +34,7 @@ mod reset;
 mod routes;
 mod shadow;
 mod shed;
+mod smoothing;
 #[path = "../support/mod.rs"]
 mod support;
 mod timing;

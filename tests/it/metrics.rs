@@ -361,3 +361,39 @@ fn described_metrics_have_help_and_their_counters_start_at_zero() {
         assert!(zero, "no ratelimit_store_errors_total{{kind={kind}}} at 0");
     }
 }
+
+#[test]
+fn waits_of_a_smoothed_burst_are_a_histogram_by_rule() {
+    let metrics = recorded(async {
+        // 4 per second, burst 1, waiting up to 250 ms, on a clock that stands still: the second
+        // request waits 250 ms, the third would wait 500 ms and is refused.
+        let store = tower_redis_ratelimit::MemoryStore::builder()
+            .clock(tower_redis_ratelimit::clock::ManualClock::starting_now())
+            .build();
+        let rule = Rule::gcra("api", Quota::per_second(4).with_burst(1))
+            .with_max_delay(Duration::from_millis(250));
+        let app = app(RateLimitLayer::builder()
+            .rule(rule)
+            .key(HeaderKey::new("x-client"))
+            .store(store)
+            .build()
+            .unwrap());
+        let mut statuses = Vec::new();
+        for _ in 0..3 {
+            let (response, _) = timed_get(&app, "/", PEER, &[("x-client", "a")]).await;
+            statuses.push(response.status().as_u16());
+        }
+        assert_eq!(statuses, [200, 200, 429]);
+    });
+    assert_eq!(
+        value(&metrics, "ratelimit_delay_seconds{plan=,rule=api}"),
+        1
+    );
+    assert_eq!(
+        value(
+            &metrics,
+            "ratelimit_decisions_total{outcome=allowed,plan=,rule=api}"
+        ),
+        2
+    );
+}

@@ -124,6 +124,10 @@ pub struct LimitExtensions {
     /// Any period (`"90s"`, `"15min"`) instead of `unit`.
     #[serde(default, with = "humantime_serde_option")]
     pub period: Option<std::time::Duration>,
+    /// Read only to be refused by name: Envoy's protocol answers at once, `OK` or `OVER_LIMIT`,
+    /// and cannot make Envoy hold a request (a route's `max_delay` smooths bursts elsewhere).
+    #[serde(default)]
+    pub max_delay: Option<serde::de::IgnoredAny>,
 }
 
 /// Reads `path`: a YAML file, or a directory whose `.yaml` and `.yml` files are read in name

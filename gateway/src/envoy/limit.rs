@@ -188,6 +188,14 @@ pub(super) fn limit(
             requests_per_unit: file.requests_per_unit,
             unit,
         };
+        if extensions.max_delay.is_some() {
+            return Err(at.error(
+                format!("{field}.extensions.max_delay"),
+                "Envoy's rate limit service answers at once and cannot make Envoy wait: smooth \
+                 bursts with a route's max_delay in `proxy`, or in `serve` for nginx, Traefik \
+                 and Caddy",
+            ));
+        }
         let name = extensions.algorithm.as_deref().unwrap_or("fixed_window");
         let algorithm =
             Algorithm::named(name, extensions.sub_intervals.unwrap_or(60)).ok_or_else(|| {

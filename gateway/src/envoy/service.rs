@@ -58,6 +58,12 @@ impl RateLimitService {
         })
     }
 
+    /// Exports its failure counter at 0 (before its first failure) in the recorder installed
+    /// now: called once the admin address has installed the process's.
+    pub fn export_metrics(&self) {
+        super::status::export_failures();
+    }
+
     /// The service as tonic serves it: a tower service of HTTP/2 requests under
     /// [`PATH_PREFIX`].
     pub fn grpc(&self) -> RateLimitServiceServer<RateLimitService> {

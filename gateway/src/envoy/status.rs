@@ -19,6 +19,18 @@ use super::limit::{LimitKind, Reported};
 use super::matching::Found;
 use crate::config::EnvoySettings;
 
+/// Envoy's questions answered by `failure_mode`: the reference's counter, which the alert
+/// `RatelimitEnvoyErrors` (gateway/prometheus/alerts.yml) reads.
+fn failures() -> metrics::Counter {
+    metrics::counter!("ratelimit_service_should_rate_limit_error", "err_type" => "redis_error")
+}
+
+/// Exports [`failures`] before the first failure, so that a dashboard or an alert tells "none
+/// yet" from "not exported". Adds 0: a reload that calls it again never sets a count back.
+pub(super) fn export_failures() {
+    failures().increment(0);
+}
+
 /// A store that failed: every counted descriptor OK (`Open`) or OVER_LIMIT (`Closed`, with
 /// `Retry-After: 1`).
 pub(super) fn failed(
@@ -28,8 +40,7 @@ pub(super) fn failed(
     err: &StoreError,
 ) -> RateLimitResponse {
     tracing::warn!(error = %err, failure_mode = if matches!(settings.failure_mode, FailureMode::Closed) { "closed" } else { "open" }, "the store failed");
-    metrics::counter!("ratelimit_service_should_rate_limit_error", "err_type" => "redis_error")
-        .increment(1);
+    failures().increment(1);
     let closed = matches!(settings.failure_mode, FailureMode::Closed);
     for (status, found) in statuses.iter_mut().zip(found) {
         if let Some(LimitKind::Counted { .. }) = found.as_ref().map(|found| &found.limit.kind) {
@@ -58,11 +69,10 @@ pub(super) fn fill(
     let Some(found) = found else { return };
     status.code = if denied { Code::OverLimit } else { Code::Ok }.into();
     status.current_limit = Some(current_limit(found, reported));
-    status.limit_remaining = if denied {
-        0
-    } else {
-        u32::try_from(own.remaining()).unwrap_or(u32::MAX)
-    };
+    // What remains, refused or not: a refusal counted nothing, so a request of 5 refused by a
+    // fresh limit of 3 leaves 3, as the `RateLimit` header of the same answer says (`r=3`).
+    // The reference says 0, having counted the refused hits.
+    status.limit_remaining = u32::try_from(own.remaining()).unwrap_or(u32::MAX);
     status.duration_until_reset = Some(proto(own.full_after()));
 }
 

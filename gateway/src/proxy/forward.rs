@@ -22,7 +22,7 @@ use super::tunnel;
 use super::upload::{Progress, Upload};
 use super::upstream::Upstream;
 use crate::runtime::logs::sentence;
-use crate::runtime::{InFlight, Shutdown, problem, status_class};
+use crate::runtime::{InFlight, Shutdown, problem, status_class, waited};
 
 /// How a request is forwarded: to which upstream, with which bounds.
 #[derive(Clone)]
@@ -67,6 +67,7 @@ impl tower::Service<Request<Body>> for Forward {
             // Admitted by a limit that decided (rather than skipped it: a store failing open,
             // a request without a key under `missing_key = "skip"`, an allowed key).
             let decided = request.extensions().get::<Decision>().is_some();
+            let waited = waited(request.extensions());
             let mut response = this.forward(request).await;
             let status = response
                 .extensions()
@@ -75,6 +76,7 @@ impl tower::Service<Request<Body>> for Forward {
             response.extensions_mut().insert(Forwarded {
                 upstream_status: status,
                 decided,
+                waited,
             });
             Ok(response)
         })
@@ -88,6 +90,8 @@ pub(crate) struct Forwarded {
     pub(crate) upstream_status: Option<u16>,
     /// Whether a limit decided to admit it.
     pub(crate) decided: bool,
+    /// How long its limits made it wait before it was forwarded (routes' `max_delay`).
+    pub(crate) waited: Duration,
 }
 
 /// The upstream's answer's status, marked on it before its headers are changed.

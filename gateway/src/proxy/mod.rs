@@ -236,6 +236,7 @@ async fn handle(shared: &Shared, log: &AccessLog, request: Request<Incoming>) ->
             route,
             key: key.as_deref(),
             decision,
+            delay: forwarded.map_or(std::time::Duration::ZERO, |forwarded| forwarded.waited),
             latency,
             upstream_status: forwarded.and_then(|forwarded| forwarded.upstream_status),
             envoy: None,

@@ -38,6 +38,9 @@ pub struct Entry<'a> {
     /// What the limits decided: `allowed`, `denied`, `skipped` (a limit could not decide and let
     /// it through) or `unlimited` (no route).
     pub decision: &'a str,
+    /// How long its routes' limits made it wait before it was served (`max_delay`), part of
+    /// the latency.
+    pub delay: Duration,
     /// From the request's head read to its response's head ready.
     pub latency: Duration,
     /// The upstream's status, when it answered.
@@ -134,6 +137,17 @@ impl AccessLog {
     }
 }
 
+/// How long the rate limits of a request with these `extensions` made it wait before it was
+/// served: what the access log's `delay_ms` says.
+pub fn waited(extensions: &http::Extensions) -> Duration {
+    extensions
+        .get::<tower_redis_ratelimit::rate::Waited>()
+        .map_or(
+            Duration::ZERO,
+            tower_redis_ratelimit::rate::Waited::duration,
+        )
+}
+
 fn json(entry: &Entry<'_>) -> String {
     let mut object = serde_json::json!({
         "time": humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
@@ -146,6 +160,7 @@ fn json(entry: &Entry<'_>) -> String {
         "key": entry.key,
         "decision": entry.decision,
         "latency_ms": milliseconds(entry.latency),
+        "delay_ms": milliseconds(entry.delay),
         "upstream_status": entry.upstream_status,
     });
     if let (Some(envoy), Some(object)) = (&entry.envoy, object.as_object_mut()) {
@@ -175,7 +190,7 @@ fn text(entry: &Entry<'_>) -> String {
     });
     format!(
         "time={} request_id={} client={} method={} path={:?} status={} route={} key={} \
-         decision={} latency_ms={:.3} upstream_status={}{envoy}\n",
+         decision={} latency_ms={:.3} delay_ms={:.3} upstream_status={}{envoy}\n",
         humantime::format_rfc3339_millis(std::time::SystemTime::now()),
         entry.request_id,
         dash(entry.peer.map(|peer| peer.to_string())),
@@ -186,6 +201,7 @@ fn text(entry: &Entry<'_>) -> String {
         entry.key.unwrap_or("-"),
         entry.decision,
         entry.latency.as_secs_f64() * 1000.0,
+        entry.delay.as_secs_f64() * 1000.0,
         dash(entry.upstream_status.map(|status| status.to_string())),
     )
 }

@@ -71,6 +71,15 @@ impl AdminAccess {
         })
     }
 
+    /// Who may `POST /reset`, in words for `check`.
+    pub fn describe(&self) -> &'static str {
+        if self.token.is_some() {
+            "POST /reset with the admin_token as a bearer token"
+        } else {
+            "POST /reset by anyone who reaches this loopback address (no admin_token)"
+        }
+    }
+
     /// Whether a request with `headers` may reset: any, without a token; with one, only a
     /// request that sends it as `Authorization: Bearer <token>`.
     pub fn allows(&self, headers: &HeaderMap) -> bool {

@@ -24,7 +24,7 @@ mod text;
 pub mod tls;
 mod workers;
 
-pub use self::access_log::{AccessLog, Entry, EnvoyQuestion};
+pub use self::access_log::{AccessLog, Entry, EnvoyQuestion, waited};
 pub use self::admin::{Admin, Readiness, count_request, status_class};
 pub use self::admin_access::AdminAccess;
 pub use self::boxed::{Boxed, behind};

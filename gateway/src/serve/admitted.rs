@@ -3,6 +3,7 @@
 //! `proxy` gives.
 
 use std::convert::Infallible;
+use std::time::Duration;
 
 use axum::body::Body;
 use http::{Request, Response};
@@ -15,14 +16,20 @@ use crate::runtime::Boxed;
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Admitted {
     pub(crate) decided: bool,
+    /// How long its limits made it wait before it was admitted (routes' `max_delay`): the
+    /// answer to the gateway waits as long, as nginx's own `limit_req` would.
+    pub(crate) waited: Duration,
 }
 
 /// The service behind the layers: every request that reaches it is admitted.
 pub(crate) fn admitted() -> Boxed {
     Boxed::new(tower::service_fn(|request: Request<Body>| {
         let decided = request.extensions().get::<Decision>().is_some();
+        let waited = crate::runtime::waited(request.extensions());
         let mut response = Response::new(Body::empty());
-        response.extensions_mut().insert(Admitted { decided });
+        response
+            .extensions_mut()
+            .insert(Admitted { decided, waited });
         std::future::ready(Ok::<_, Infallible>(response))
     }))
 }

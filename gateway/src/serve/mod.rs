@@ -83,6 +83,9 @@ impl Serve {
         let tls = loaded.tls.is_some();
         let workers = Workers::start(loaded.connections.workers)?;
         let admin = Admin::bind(loaded.table.admin, loaded.admin_access.clone()).await?;
+        if let Some(envoy) = &loaded.envoy {
+            envoy.export_metrics();
+        }
         let log = AccessLog::new(loaded.table.access_log);
         let state = State {
             loaded: Reloadable::new(loaded),
@@ -270,10 +273,11 @@ async fn answer(state: &State, mut question: Request<Incoming>) -> Response<Body
             }
         }
     };
-    let decision = match (route, answer.extensions().get::<Admitted>()) {
+    let admitted = answer.extensions().get::<Admitted>().copied();
+    let decision = match (route, admitted) {
         (None, _) => "unlimited",
-        (Some(_), Some(Admitted { decided: true })) => "allowed",
-        (Some(_), Some(Admitted { decided: false })) => "skipped",
+        (Some(_), Some(Admitted { decided: true, .. })) => "allowed",
+        (Some(_), Some(Admitted { decided: false, .. })) => "skipped",
         (Some(_), None) => "denied",
     };
     let mut response = match endpoint {
@@ -296,6 +300,7 @@ async fn answer(state: &State, mut question: Request<Incoming>) -> Response<Body
             route,
             key: key.as_deref(),
             decision,
+            delay: admitted.map_or(std::time::Duration::ZERO, |admitted| admitted.waited),
             latency,
             upstream_status: None,
             envoy: None,
@@ -333,6 +338,7 @@ fn record_envoy(
         route: None,
         key: None,
         decision,
+        delay: std::time::Duration::ZERO,
         latency,
         upstream_status: None,
         envoy: asked.map(|asked| EnvoyQuestion {

@@ -21,6 +21,9 @@ pub(crate) struct GatewayProcess {
     // Shared by test binaries, not all of which read the messages.
     #[allow(dead_code)]
     pub(crate) stderr: Output,
+    /// The messages before the start-up line (what building the limits logged).
+    #[allow(dead_code)]
+    pub(crate) before: Vec<String>,
 }
 
 impl GatewayProcess {
@@ -54,7 +57,12 @@ impl GatewayProcess {
                 None => before.push(message),
             }
         };
-        (Self { child, stderr }, line, stdout)
+        let process = Self {
+            child,
+            stderr,
+            before,
+        };
+        (process, line, stdout)
     }
 
     /// Waits for the process to exit with status 0, failing the test after `within`.
@@ -71,6 +79,19 @@ impl GatewayProcess {
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
         assert!(status.success(), "{status}");
+    }
+
+    /// Its next message (on standard error) that contains `text`, the ones before it skipped;
+    /// fails the test if none comes within [`LINE_TIMEOUT`] of the one before.
+    // Shared by test binaries, not all of which read the messages.
+    #[allow(dead_code)]
+    pub(crate) fn message_containing(&self, text: &str) -> String {
+        loop {
+            let message = self.stderr.next_line();
+            if message.contains(text) {
+                return message;
+            }
+        }
     }
 
     /// Sends it `signal` (`-HUP`, `-TERM`).
@@ -166,4 +187,14 @@ pub(crate) async fn stdout_of(command: Command) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     stdout
+}
+
+/// A free loopback port's address, for a listener the process binds itself (an admin address).
+// Shared by test binaries, not all of which bind one.
+#[allow(dead_code)]
+pub(crate) fn free_addr() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
 }

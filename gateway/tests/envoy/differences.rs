@@ -106,6 +106,13 @@ async fn hits_addend_is_the_cost_and_zero_is_one() {
     heavy.descriptors = vec![descriptor(&[("route", "/bulk")])];
     let answer = ask(&service, &heavy).await;
     assert_eq!(codes(&answer).1, Code::OverLimit, "51 > 50 left");
+    // The status and the header tell one story: 50 remain (the refusal counted nothing).
+    assert_eq!(remaining(&answer), vec![50]);
+    assert_eq!(
+        header(&answer, "ratelimit").map(|line| line.starts_with("\"route\";r=50;t=")),
+        Some(true),
+        "{answer:?}"
+    );
     heavy.hits_addend = 50;
     assert_eq!(
         codes(&ask(&service, &heavy).await).1,
@@ -174,6 +181,17 @@ async fn a_descriptors_own_limit_overrides_the_files() {
 async fn the_crates_headers_go_to_envoy_and_retry_after_on_a_refusal() {
     let rules = Files::new(&[("api.yaml", TWO_LIMITS)], "");
     let service = rules.service(FailureMode::Open);
+    // A request of 5 against a fresh limit of 3 is never admitted, and leaves all 3.
+    let mut five = request("api", &[&[("user", "dave")]]);
+    five.hits_addend = 5;
+    let never = ask(&service, &five).await;
+    assert_eq!(codes(&never).1, Code::OverLimit);
+    assert_eq!(remaining(&never), vec![3]);
+    assert_eq!(
+        header(&never, "ratelimit").map(|line| line.starts_with("\"user\";r=3;t=")),
+        Some(true),
+        "{never:?}"
+    );
     let user = request("api", &[&[("user", "carol")]]);
     let answer = ask(&service, &user).await;
     assert_eq!(

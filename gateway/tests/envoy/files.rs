@@ -78,6 +78,13 @@ fn invalid_files_are_refused_with_the_file_the_field_and_the_references_message(
         (
             vec![(
                 "a.yaml",
+                "domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: second, requests_per_unit: 1, extensions: { algorithm: gcra, max_delay: 1s } }\n",
+            )],
+            "a.yaml: `descriptors[0].rate_limit.extensions.max_delay`: Envoy's rate limit service answers at once and cannot make Envoy wait",
+        ),
+        (
+            vec![(
+                "a.yaml",
                 "domain: d\ndescriptors:\n  - key: k\n    shadow: true\n",
             )],
             "a.yaml: descriptors[0]: unknown field `shadow`",

@@ -119,10 +119,7 @@ async fn serve_resets_a_descriptor_through_the_admin_address_and_the_command_lin
     let redis = RedisServer::start();
     let dir = TempDir::new("envoy-reset").unwrap();
     std::fs::write(dir.path().join("api.yaml"), RULES).unwrap();
-    let admin = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let admin = crate::process::free_addr();
     let config = dir.path().join("serve.toml");
     std::fs::write(
         &config,

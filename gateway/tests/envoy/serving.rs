@@ -189,3 +189,35 @@ async fn questions_are_logged_and_an_unknown_domain_is_warned_of_once() {
     assert_eq!(warning["domain"], "nope", "{warning}");
     assert_eq!(warning["level"], "WARN", "{warning}");
 }
+
+/// Envoy's failure counter, which the alert `RatelimitEnvoyErrors` reads, is on `/metrics` at 0
+/// before any failure (docs/operations.md, "Alerts"), and a reload does not set it back.
+#[tokio::test]
+async fn an_envoy_service_exports_its_failure_count_from_the_start() {
+    let dir = TempDir::new("envoy-metrics").unwrap();
+    std::fs::create_dir(dir.path().join("rules")).unwrap();
+    std::fs::write(dir.path().join("rules").join("api.yaml"), rules(5)).unwrap();
+    let admin = crate::process::free_addr();
+    let config = dir.path().join("serve.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[serve]\nlisten = \"127.0.0.1:0\"\nadmin = \"{admin}\"\n\n[serve.envoy]\nfiles = \"rules\"\n"
+        ),
+    )
+    .unwrap();
+    let (process, _, _) = start_serve(&config, None);
+    let scrape = async || {
+        reqwest::get(format!("http://{admin}/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    };
+    let zero = "ratelimit_service_should_rate_limit_error{err_type=\"redis_error\"} 0\n";
+    assert!(scrape().await.contains(zero), "{}", scrape().await);
+    process.signal("-HUP");
+    process.message_containing("configuration reloaded");
+    assert!(scrape().await.contains(zero), "{}", scrape().await);
+}

@@ -55,7 +55,7 @@ async fn decisions_are_served_as_prometheus_metrics() {
 }
 
 /// What the admin address at `admin` serves at `/metrics`.
-async fn metrics_text(admin: std::net::SocketAddr) -> String {
+pub(crate) async fn metrics_text(admin: std::net::SocketAddr) -> String {
     let response = client().get(format!("http://{admin}/metrics")).send().await;
     response.unwrap().text().await.unwrap()
 }

@@ -7,15 +7,18 @@ mod admin;
 mod certificates;
 mod files;
 mod http2;
+mod ledger;
 mod lifecycle;
 mod limits;
 mod logs;
+mod operations;
 mod paths;
 #[path = "../common/process.rs"]
 mod process;
 mod redis_tls;
 mod reset;
 mod routes;
+mod smoothing;
 mod streaming;
 mod support;
 mod systemd;

@@ -50,23 +50,27 @@ async fn post_reset(admin: &str, token: Option<&str>, body: &str) -> (u16, Strin
     (response.status().as_u16(), response.text().await.unwrap())
 }
 
-/// The commands of docs/operations.md's "Lifting a ban in the gateway" (its first `sh` block),
-/// each a line (continued with `\\`) after a comment.
-fn walkthrough() -> Vec<String> {
+/// The commands of docs/operations.md's "Lifting a ban in the gateway" (its first `sh` block):
+/// one through the admin address `admin`, one from the command line with `file`.
+fn walkthrough(admin: std::net::SocketAddr, file: &std::path::Path) -> Vec<String> {
     let page = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../docs/operations.md"
     ))
     .unwrap();
-    let section = &page[page.find("## Lifting a ban in the gateway").unwrap()..];
-    let block = &section[section.find("```sh\n").unwrap() + 6..];
-    let block = &block[..block.find("```").unwrap()];
-    block
-        .replace("\\\n", " ")
-        .lines()
-        .filter(|line| !line.trim_start().starts_with('#') && !line.trim().is_empty())
-        .map(str::to_owned)
-        .collect()
+    testkit::peer::documented_commands(
+        &page,
+        "ratelimit-gateway reset /etc/ratelimit-gateway/proxy.toml",
+        &[
+            ("http://127.0.0.1:9000", format!("http://{admin}")),
+            (
+                "/etc/ratelimit-gateway/proxy.toml",
+                file.to_str().unwrap().to_owned(),
+            ),
+            ("ratelimit-gateway reset", format!("{BINARY} reset")),
+        ],
+    )
+    .unwrap()
 }
 
 /// A key locked out on both proxies (each remembers the denial) is admitted on both after one
@@ -75,8 +79,6 @@ fn walkthrough() -> Vec<String> {
 /// binary's path. A wrong token resets nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ban_is_lifted_on_every_proxy_sharing_redis() {
-    let commands = walkthrough();
-    assert_eq!(commands.len(), 2, "{commands:?}");
     let curl = Command::new("curl").arg("--version").output();
     assert!(
         curl.is_ok_and(|output| output.status.success()),
@@ -98,6 +100,8 @@ async fn a_ban_is_lifted_on_every_proxy_sharing_redis() {
     let admin = free_addr();
     let first = Proxy::start(&config(admin));
     let second = Proxy::start(&config(free_addr()));
+    let commands = walkthrough(admin, &first.config);
+    assert_eq!(commands.len(), 2, "{commands:?}");
     let key = "k-123";
     let locked_out = async || {
         // Three asks each use up the limit of 2, whatever the other proxy used: each ends
@@ -121,13 +125,6 @@ async fn a_ban_is_lifted_on_every_proxy_sharing_redis() {
     assert_eq!(status(&first, key).await, 429);
 
     for command in commands {
-        let command = command
-            .replace("http://127.0.0.1:9000", &format!("http://{admin}"))
-            .replace(
-                "/etc/ratelimit-gateway/proxy.toml",
-                first.config.to_str().unwrap(),
-            )
-            .replace("ratelimit-gateway reset", &format!("{BINARY} reset"));
         let mut shell = Command::new("sh");
         shell
             .args(["-c", &command])

@@ -12,7 +12,7 @@ use axum::http::HeaderMap;
 use axum::routing::{any, get, post};
 use futures_util::StreamExt;
 
-pub(crate) use crate::process::BINARY;
+pub(crate) use crate::process::{BINARY, free_addr};
 use crate::process::{GatewayProcess, Output};
 
 /// The upstream: echoes forwarding headers and the request id, streams, counts uploads, fails, echoes WebSockets.
@@ -114,15 +114,12 @@ pub(crate) fn config_text(upstream: SocketAddr, limit: u32) -> String {
 
 /// The test configuration, with `extra` lines in its `[proxy]` table.
 pub(crate) fn config_with(upstream: SocketAddr, limit: u32, extra: &str) -> String {
+    let proxy = proxy_table(
+        upstream,
+        &format!("{extra}\nwebsockets = {{ max_per_key = 1, key = {{ header = \"x-user\" }} }}"),
+    );
     format!(
-        r#"
-        [proxy]
-        listen = "127.0.0.1:0"
-        upstream = "http://{upstream}"
-        access_log = "off"
-        {extra}
-        websockets = {{ max_per_key = 1, key = {{ header = "x-user" }} }}
-
+        r#"{proxy}
         [policies.api]
         rules = [{{ name = "api", algorithm = "fixed_window", limit = {limit}, period = "1min" }}]
 
@@ -134,12 +131,18 @@ pub(crate) fn config_with(upstream: SocketAddr, limit: u32, extra: &str) -> Stri
     )
 }
 
-/// A free loopback port's address, for a listener the proxy binds itself.
-pub(crate) fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+/// The `[proxy]` table of a proxy in front of `upstream` on a free port, without an access log,
+/// with `extra` lines.
+pub(crate) fn proxy_table(upstream: SocketAddr, extra: &str) -> String {
+    format!(
+        r#"
+        [proxy]
+        listen = "127.0.0.1:0"
+        upstream = "http://{upstream}"
+        access_log = "off"
+        {extra}
+        "#
+    )
 }
 
 /// A temporary file named `*.<extension>` holding `text`, removed when dropped.
@@ -208,14 +211,18 @@ impl Proxy {
         self.process.signal(signal);
     }
 
+    /// Its first message that contains `text`: said before its start-up line, or the next one
+    /// after (the ones before it skipped).
+    pub(crate) fn said(&self, text: &str) -> String {
+        match self.process.before.iter().find(|line| line.contains(text)) {
+            Some(line) => line.clone(),
+            None => self.message_containing(text),
+        }
+    }
+
     /// Its next message (on standard error) that contains `text`, the ones before it skipped.
     pub(crate) fn message_containing(&self, text: &str) -> String {
-        loop {
-            let message = self.process.stderr.next_line();
-            if message.contains(text) {
-                return message;
-            }
-        }
+        self.process.message_containing(text)
     }
 }
 

@@ -44,10 +44,29 @@ fn check_prints_the_serve_table_and_refuses_concurrency_limits() {
         ),
         "{printed}"
     );
+    // Who may reset is part of what runs: here anyone on this host.
     assert!(
-        printed.contains("  admin: http://127.0.0.1:9000"),
+        printed.contains(
+            "  admin: http://127.0.0.1:9000 (/healthz, /readyz, /metrics; POST /reset by anyone \
+             who reaches this loopback address (no admin_token))\n"
+        ),
         "{printed}"
     );
+    let guarded = check(&format!(
+        "[serve]\nlisten = \"127.0.0.1:8081\"\nadmin = \"0.0.0.0:9000\"\n\
+         admin_token = \"0123456789abcdef0123\"\n{}",
+        limits(5)
+    ));
+    let printed = String::from_utf8(guarded.stdout).unwrap();
+    assert!(guarded.status.success(), "{printed}");
+    assert!(
+        printed.contains(
+            "  admin: http://0.0.0.0:9000 (/healthz, /readyz, /metrics; POST /reset with the \
+             admin_token as a bearer token)\n"
+        ),
+        "{printed}"
+    );
+    assert!(!printed.contains("0123456789abcdef"), "{printed}");
 
     let refused = check(&format!(
         r#"
@@ -96,10 +115,7 @@ fn help_lists_serve() {
 /// The admin address, the access log line of a question, and a reload that keeps the counts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_access_log_and_a_reload_that_keeps_counts() {
-    let admin = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let admin = crate::process::free_addr();
     let config = |limit: u32| {
         format!(
             "[serve]\nlisten = \"127.0.0.1:0\"\nadmin = \"{admin}\"\naccess_log = \"json\"\n{}",

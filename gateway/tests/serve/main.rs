@@ -20,6 +20,7 @@ mod process;
 mod reset;
 mod routes;
 mod scenarios;
+mod smoothing;
 mod support;
 mod traefik;
 #[path = "../common/web.rs"]

@@ -140,10 +140,7 @@ pub(crate) enum Outage {
 pub(crate) async fn redis_down(kind: Kind, outage: Outage) {
     let mut redis = RedisServer::start();
     let upstream = upstream().await;
-    let admin = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let admin = crate::process::free_addr();
     let routes = [("open", "open", "50ms"), ("closed", "closed", "50ms")];
     let serve = Serve::start(&behind_gateways(&format!(
         "admin = \"{admin}\"\n{}",

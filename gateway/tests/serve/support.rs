@@ -119,12 +119,7 @@ impl Serve {
 
     /// Its next message (on standard error) that contains `text`, the ones before it skipped.
     pub(crate) fn message_containing(&self, text: &str) -> String {
-        loop {
-            let message = self.process.stderr.next_line();
-            if message.contains(text) {
-                return message;
-            }
-        }
+        self.process.message_containing(text)
     }
 }
 

@@ -87,7 +87,60 @@ const BUCKET_CLOCK_FAR_BACK: &[Req] = &[
     allow(10 * S, 0, 4, 0, 0),
 ];
 
+const BUCKET_SMOOTHED: &[Req] = &[
+    // Burst 2, 2 per second (500 ms a request), up to 1 s of delay: the burst passes, the next
+    // two wait 500 ms and 1 s (their places in the schedule taken now), the fifth is refused
+    // until it would wait no more than 1 s.
+    allow(0, 1, 1, 1, 500 * MS),
+    allow(0, 1, 0, 2, S),
+    allow(0, 1, 0, 3, 1_500 * MS).waiting(500 * MS),
+    allow(0, 1, 0, 4, 2 * S).waiting(S),
+    deny(0, 1, 0, 4, 2 * S, 500 * MS),
+    // A peek takes no place: admitted, it waits for nothing.
+    allow(0, 0, 0, 4, 2 * S),
+    deny(250 * MS, 1, 0, 4, 1_750 * MS, 250 * MS),
+    // Exactly its retry-after later, admitted to wait the whole max_delay.
+    allow(500 * MS, 1, 0, 4, 2 * S).waiting(S),
+    // Drained: a cost above the burst fits within the delay, waits for its excess; one past
+    // burst and delay together can never pass.
+    allow(10 * S, 3, 0, 3, 1_500 * MS).waiting(500 * MS),
+    never(10 * S, 5, 0, 3, 1_500 * MS),
+    allow(20 * S, 0, 2, 0, 0),
+];
+
+const BUCKET_SMOOTHED_THIRDS: &[Req] = &[
+    // 3 per 10 s (one every 3.33 s), burst 1, up to 5 s of delay: waits round up like retries.
+    allow(0, 1, 0, 1, 3_333_334),
+    allow(0, 1, 0, 2, 6_666_667).waiting(3_333_334),
+    deny(0, 1, 0, 2, 6_666_667, 1_666_667),
+    allow(1_666_667, 1, 0, 3, 8_333_333).waiting(5 * S),
+    // Time going back: the bucket stays at its time, and waits count from now.
+    deny(1_166_667, 1, 0, 3, 8_833_333, 3_833_333),
+    allow(10 * S, 1, 0, 1, 3_333_334),
+    allow(9_500 * MS, 1, 0, 2, 7_166_667).waiting(3_833_334),
+];
+
 pub(super) const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "tb-smoothed",
+        rules: &[bucket(Algo::TokenBucket, 2, S, 2).delaying(S)],
+        requests: BUCKET_SMOOTHED,
+    },
+    Scenario {
+        name: "gcra-smoothed",
+        rules: &[bucket(Algo::Gcra, 2, S, 2).delaying(S)],
+        requests: BUCKET_SMOOTHED,
+    },
+    Scenario {
+        name: "tb-smoothed-thirds",
+        rules: &[bucket(Algo::TokenBucket, 3, 10 * S, 1).delaying(5 * S)],
+        requests: BUCKET_SMOOTHED_THIRDS,
+    },
+    Scenario {
+        name: "gcra-smoothed-thirds",
+        rules: &[bucket(Algo::Gcra, 3, 10 * S, 1).delaying(5 * S)],
+        requests: BUCKET_SMOOTHED_THIRDS,
+    },
     Scenario {
         name: "tb-four-at-two-per-second",
         rules: &[bucket(Algo::TokenBucket, 2, S, 4)],

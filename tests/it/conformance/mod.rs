@@ -63,6 +63,8 @@ struct RuleSpec {
     limit: u32,
     period_us: u64,
     burst: Option<u32>,
+    /// The rule's `max_delay` in µs; 0 for none.
+    max_delay_us: u64,
 }
 
 const fn rule(name: &'static str, algo: Algo, limit: u32, period_us: u64) -> RuleSpec {
@@ -72,6 +74,7 @@ const fn rule(name: &'static str, algo: Algo, limit: u32, period_us: u64) -> Rul
         limit,
         period_us,
         burst: None,
+        max_delay_us: 0,
     }
 }
 
@@ -82,6 +85,15 @@ const fn bucket(algo: Algo, limit: u32, period_us: u64, burst: u32) -> RuleSpec 
         limit,
         period_us,
         burst: Some(burst),
+        max_delay_us: 0,
+    }
+}
+
+impl RuleSpec {
+    /// The same rule, admitting requests to wait up to `max_delay_us`.
+    const fn delaying(mut self, max_delay_us: u64) -> RuleSpec {
+        self.max_delay_us = max_delay_us;
+        self
     }
 }
 
@@ -112,12 +124,16 @@ impl RuleSpec {
         if let Some(burst) = self.burst {
             quota = quota.with_burst(burst);
         }
-        match self.algo {
+        let rule = match self.algo {
             Algo::FixedWindow => Rule::fixed_window(self.name, quota),
             Algo::SlidingLog => Rule::sliding_log(self.name, quota),
             Algo::SlidingWindow(n) => Rule::sliding_window(self.name, quota, n),
             Algo::TokenBucket => Rule::token_bucket(self.name, quota),
             Algo::Gcra => Rule::gcra(self.name, quota),
+        };
+        match self.max_delay_us {
+            0 => rule,
+            us => rule.with_max_delay(Duration::from_micros(us)),
         }
     }
 }
@@ -134,6 +150,9 @@ struct Req {
     full_after: u64,
     /// 0 unless denied.
     retry_after: u64,
+    /// How long an admitted request waits before it is served: 0 unless a rule with a
+    /// `max_delay` queued it.
+    delay: u64,
     /// The reported rule (multi-rule policies).
     rule: usize,
 }
@@ -147,6 +166,7 @@ const fn allow(at: u64, cost: u32, remaining: u64, used: u64, full_after: u64) -
         used,
         full_after,
         retry_after: 0,
+        delay: 0,
         rule: 0,
     }
 }
@@ -160,6 +180,7 @@ const fn deny(at: u64, cost: u32, remaining: u64, used: u64, reset: u64, retry: 
         used,
         full_after: reset,
         retry_after: retry,
+        delay: 0,
         rule: 0,
     }
 }
@@ -173,11 +194,18 @@ const fn never(at: u64, cost: u32, remaining: u64, used: u64, full_after: u64) -
         used,
         full_after,
         retry_after: 0,
+        delay: 0,
         rule: 0,
     }
 }
 
 impl Req {
+    /// The same admission, served after waiting `delay` µs.
+    const fn waiting(mut self, delay: u64) -> Req {
+        self.delay = delay;
+        self
+    }
+
     const fn reported(mut self, rule: usize) -> Req {
         self.rule = rule;
         self

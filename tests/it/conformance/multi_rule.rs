@@ -1,6 +1,6 @@
 //! Policies of several rules at once: all or nothing, and the most restrictive rule reported.
 
-use super::{Algo, MIN, Req, RuleSpec, S, Scenario, allow, deny, rule};
+use super::{Algo, MIN, MS, Req, RuleSpec, S, Scenario, allow, deny, rule};
 
 const MULTI_RULES: &[RuleSpec] = &[
     bucket_named("second", Algo::Gcra, 2, S, 2),
@@ -21,6 +21,7 @@ const fn bucket_named(
         limit,
         period_us,
         burst: Some(burst),
+        max_delay_us: 0,
     }
 }
 
@@ -39,8 +40,29 @@ const MULTI_ALL_OR_NOTHING: &[Req] = &[
     deny(MIN + S, 1, 0, 4, 74 * MIN - S, 3_764 * S).reported(2),
 ];
 
-pub(super) const SCENARIOS: &[Scenario] = &[Scenario {
-    name: "multi-all-or-nothing",
-    rules: MULTI_RULES,
-    requests: MULTI_ALL_OR_NOTHING,
-}];
+const MULTI_DELAYED: &[Req] = &[
+    // A GCRA rule of 2 per second, burst 1, waiting up to 1 s, with 2 per second in fixed
+    // windows: the second request waits 500 ms; the third, which the GCRA rule would queue for
+    // 1 s, is refused by the window and takes no place in the schedule.
+    allow(0, 1, 0, 1, 500 * MS).reported(0),
+    allow(0, 1, 0, 2, S).reported(0).waiting(500 * MS),
+    deny(0, 1, 0, 2, S, S).reported(1),
+    // In the next window the GCRA rule has drained the two it admitted, and only those.
+    allow(1_100 * MS, 1, 0, 1, 500 * MS).reported(0),
+];
+
+pub(super) const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "multi-all-or-nothing",
+        rules: MULTI_RULES,
+        requests: MULTI_ALL_OR_NOTHING,
+    },
+    Scenario {
+        name: "multi-delayed",
+        rules: &[
+            bucket_named("rate", Algo::Gcra, 2, S, 1).delaying(S),
+            rule("window", Algo::FixedWindow, 2, S),
+        ],
+        requests: MULTI_DELAYED,
+    },
+];

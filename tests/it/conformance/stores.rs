@@ -157,6 +157,7 @@ fn unexpected(decision: &Decision, req: &Req) -> Option<String> {
         req.used,
         Duration::from_micros(req.full_after),
         retry_after,
+        Duration::from_micros(req.delay),
     );
     let got = (
         decision.outcome(),
@@ -165,10 +166,11 @@ fn unexpected(decision: &Decision, req: &Req) -> Option<String> {
         decision.used(),
         decision.full_after(),
         decision.retry_after(),
+        decision.delay(),
     );
     (got != expected).then(|| {
         format!(
-            "expected (outcome, rule, remaining, used, full_after, retry_after) = {expected:?}, got {got:?}"
+            "expected (outcome, rule, remaining, used, full_after, retry_after, delay) = {expected:?}, got {got:?}"
         )
     })
 }

@@ -126,6 +126,32 @@ async fn instances_sharing_a_key_never_admit_more_than_the_quota() {
     }
 }
 
+/// `return_leases` right after a request whose lease ran low: the slice that request asked for
+/// in the background has not even started (one thread: its task runs only once the test
+/// waits), yet it is waited for and its units come back, so Redis counts exactly what was
+/// admitted after every round, however many requests the round had.
+#[tokio::test]
+async fn return_leases_takes_back_a_slice_asked_for_just_before() {
+    let server = RedisServer::start();
+    let clock = ManualClock::new(T0);
+    let store = store(&server, &clock, QuotaLeases::default());
+    let policy = policy(Rule::gcra(
+        "api",
+        Quota::per_hour(100_000).with_burst(100_000),
+    ));
+    let mut total = 0;
+    for requests in 1..=40 {
+        total += admitted(&store, "round", &policy, requests).await;
+        store.return_leases().await.unwrap();
+        assert_eq!(
+            used_in_redis(&server, &clock, "round", &policy).await,
+            total,
+            "after a round of {requests}"
+        );
+    }
+    assert_eq!(total, (1..=40).sum::<u64>());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unspent_units_go_back_when_a_lease_expires() {
     let server = RedisServer::start();

@@ -74,3 +74,25 @@ async fn a_region_whose_redis_restarts_empty_takes_allotments_again() {
         assert!(window.iter().sum::<u64>() >= Q * 9 / 10, "{windows:?}");
     }
 }
+
+/// A region's Redis killed at 70 % of a window and back 0.5 s later, with demand at twice the
+/// quota, through layers of the default failure mode (open): a global policy fails closed
+/// while its region's Redis cannot answer, so no window admits more than the quota worldwide.
+/// (Failing open let 342–344 through in a window of 300.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_region_whose_redis_is_killed_mid_window_never_admits_past_the_quota() {
+    let ledger = RedisServer::start();
+    let world = World::start(Setup::default(), ledger.addr()).await;
+    let drive = world.drive(4.0, |_, _| 2.0 * Q as f64 / 3.0);
+    let kill = async {
+        world.sleep_until(1.7).await;
+        tokio::task::block_in_place(|| world.sites[1].redis.lock().unwrap().kill());
+        world.sleep_until(2.2).await;
+        tokio::task::block_in_place(|| world.sites[1].redis.lock().unwrap().restart());
+    };
+    tokio::join!(drive, kill);
+    let windows = world.assert_at_most(Q);
+    // The other regions go on admitting meanwhile, and the region comes back.
+    assert!(windows[1][0] + windows[1][2] >= Q / 3, "{windows:?}");
+    assert!(windows[3][1] > 0, "{windows:?}");
+}

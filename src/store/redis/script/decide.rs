@@ -169,14 +169,16 @@ pub(in crate::store::redis) fn decision(
 }
 
 /// Each rule's wait in µs, by rule index, in one request's integers (0 for a rule that admitted
-/// it): what the denial cache keeps of a refusal by several rules.
+/// it, whose wait is a delay): what the denial cache keeps of a refusal by several rules.
 pub(in crate::store::redis) fn rule_waits(values: &[i64]) -> impl Iterator<Item = u64> + '_ {
-    values
-        .chunks_exact(REPLY_WIDTH)
-        .map(|rule| u64::try_from(rule[4]).unwrap_or(0))
+    values.chunks_exact(REPLY_WIDTH).map(|rule| match rule[0] {
+        0 => u64::try_from(rule[4]).unwrap_or(0),
+        _ => 0,
+    })
 }
 
-/// One rule's verdict, from its five integers.
+/// One rule's verdict, from its five integers (the last a refusal's retry-after or an admitted
+/// request's delay).
 pub(in crate::store::redis) fn verdict(values: &[i64]) -> Result<RuleVerdict, StoreError> {
     let outcome = match values[0] {
         1 => Outcome::Allowed,
@@ -188,13 +190,13 @@ pub(in crate::store::redis) fn verdict(values: &[i64]) -> Result<RuleVerdict, St
         u64::try_from(value)
             .map_err(|_| StoreError::bad_reply(format!("negative value {value} in a verdict")))
     };
-    Ok(RuleVerdict {
+    Ok(RuleVerdict::from_wait(
         outcome,
-        remaining: unsigned(values[1])?,
-        used: unsigned(values[2])?,
-        full_after_us: unsigned(values[3])?,
-        retry_after_us: unsigned(values[4])?,
-    })
+        unsigned(values[1])?,
+        unsigned(values[2])?,
+        unsigned(values[3])?,
+        unsigned(values[4])?,
+    ))
 }
 
 #[cfg(test)]

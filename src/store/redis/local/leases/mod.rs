@@ -41,7 +41,9 @@
 //!   spent and give it back a whole period later; a slice would record its units at the grant,
 //!   and a refund would have to find and remove them from a log, or from a sub-window of a
 //!   weighted count, of which neither keeps track by whom. A policy with such a rule is decided
-//!   by Redis, exactly, one call per request.
+//!   by Redis, exactly, one call per request. Nor a policy with a rule that has a `max_delay`:
+//!   a slice spends a unit only once it conforms and refuses the request before, where Redis
+//!   admits it to wait; such a policy is decided by Redis too, which queues it.
 
 mod config;
 mod entry;
@@ -55,7 +57,7 @@ use std::time::Duration;
 
 pub use self::config::QuotaLeases;
 pub(in crate::store::redis) use self::table::Leases;
-use self::table::{LeaseStep, Refund};
+use self::table::{InFlight, LeaseStep, Refund};
 use crate::decision::Decision;
 use crate::key::Key;
 use crate::policy::Policy;
@@ -92,7 +94,8 @@ pub(in crate::store::redis) fn decide(
         }
         LeaseStep::Local { decision, prefetch } => {
             if let Some(want) = prefetch {
-                let task = grant(inner.clone(), key.clone(), policy.clone(), 0, want, asked);
+                let started = Started::now(inner, leases, asked);
+                let task = grant(inner.clone(), started, key.clone(), policy.clone(), 0, want);
                 if spawn(task).is_none() {
                     leases.abandon(key, policy);
                 }
@@ -100,13 +103,14 @@ pub(in crate::store::redis) fn decide(
             Some(StoreFuture::ready(Ok(decision)))
         }
         LeaseStep::Grant { want } => {
+            let started = Started::now(inner, leases, asked);
             let task = grant(
                 inner.clone(),
+                started,
                 key.clone(),
                 policy.clone(),
                 cost,
                 want,
-                asked,
             );
             // A task of its own: a request dropped at its deadline leaves the grant to finish and
             // land, rather than reserved in Redis and lost here.
@@ -154,25 +158,47 @@ pub(in crate::store::redis) fn forget_all(inner: &Arc<Inner>) {
     }
 }
 
+/// What a grant knows from the moment it was decided on, before its task first runs. It counts
+/// in flight from then, so `return_leases` waits for it; and it belongs to the epochs of then,
+/// so a reset or a `return_leases` that comes before the task runs makes it give its units back
+/// as it lands, rather than keep them in a table that was just emptied.
+struct Started {
+    _in_flight: InFlight,
+    /// When the request that asked for it was asked (µs, this process's clock).
+    asked: u64,
+    /// The leases' epoch and the denial cache's.
+    epochs: (u64, u64),
+}
+
+impl Started {
+    fn now(inner: &Inner, leases: &Leases, asked: u64) -> Self {
+        Self {
+            _in_flight: leases.in_flight(),
+            asked,
+            epochs: (
+                leases.epoch(),
+                inner.denials.as_ref().map_or(0, Denials::epoch),
+            ),
+        }
+    }
+}
+
 /// Reserves up to `want` units for a request of `cost` (0: a slice asked for in the background)
 /// and answers that request.
 async fn grant(
     inner: Arc<Inner>,
+    started: Started,
     key: Key,
     policy: Policy,
     cost: u32,
     want: u64,
-    asked: u64,
 ) -> Result<Decision, StoreError> {
     let leases = inner.leases.as_ref().expect("a store with leases");
-    let _in_flight = leases.in_flight();
     if let Some(listener) = &inner.listener {
         listener.first_tried().await;
     }
-    let epochs = (
-        leases.epoch(),
-        inner.denials.as_ref().map_or(0, Denials::epoch),
-    );
+    // `started` lives to the end: the grant counts in flight until its refund, if any, is sent.
+    let (asked, epochs) = (started.asked, started.epochs);
     let client = StorageKey::new(&key);
     let invocation = script::grant(
         &inner.prefix,
@@ -228,13 +254,16 @@ async fn grant(
 }
 
 /// Sends `refunds` from a task of their own; a failed refund leaves its units in Redis until
-/// time returns them, which is logged, once per sweep at most.
+/// time returns them, which is logged, once per sweep at most. `return_leases` waits for them.
 fn give_back(inner: &Arc<Inner>, refunds: Vec<Refund>) {
     if refunds.is_empty() {
         return;
     }
     let owner = inner.clone();
+    // Counted from now: `return_leases` waits for these refunds too.
+    let in_flight = inner.leases.as_ref().map(Leases::in_flight);
     spawn(async move {
+        let _in_flight = in_flight;
         let mut failed = 0_usize;
         let mut last = None;
         for refund in &refunds {

@@ -3,7 +3,7 @@
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use hashbrown::HashTable;
 use tokio::sync::watch;
@@ -39,17 +39,26 @@ pub(in crate::store::redis) struct Leases {
     /// Moves on with every reset: a grant asked in an earlier epoch is not kept (Redis may have
     /// taken it from the state the reset deleted).
     epoch: AtomicU64,
-    /// Grants in flight, and who waits for them to settle (`RedisStore::return_leases`).
-    in_flight: AtomicUsize,
+    /// Grants and refunds in flight, and who waits for them to settle
+    /// (`RedisStore::return_leases`).
+    in_flight: Arc<Settling>,
+}
+
+/// Calls in flight (grants, refunds), and who waits for them to settle.
+#[derive(Default)]
+struct Settling {
+    count: AtomicUsize,
     settled: tokio::sync::Notify,
 }
 
-/// A grant in flight, counted until it is dropped.
-pub(super) struct InFlight<'a>(&'a Leases);
+/// A grant or refund in flight, counted from the moment it was started (before its task first
+/// runs: `return_leases` right after a request must wait for the grant that request began)
+/// until it is dropped.
+pub(super) struct InFlight(Arc<Settling>);
 
-impl Drop for InFlight<'_> {
+impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.0.count.fetch_sub(1, Ordering::AcqRel);
         self.0.settled.notify_waiters();
     }
 }
@@ -96,23 +105,22 @@ impl Leases {
             max_share: settings.max_share,
             sweeping: AtomicBool::new(false),
             epoch: AtomicU64::new(0),
-            in_flight: AtomicUsize::new(0),
-            settled: tokio::sync::Notify::new(),
+            in_flight: Arc::default(),
         }
     }
 
-    /// Counts a grant in flight until the guard is dropped.
-    pub(super) fn in_flight(&self) -> InFlight<'_> {
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
-        InFlight(self)
+    /// Counts a grant or refund in flight until the guard is dropped.
+    pub(super) fn in_flight(&self) -> InFlight {
+        self.in_flight.count.fetch_add(1, Ordering::AcqRel);
+        InFlight(Arc::clone(&self.in_flight))
     }
 
-    /// Waits until no grant is in flight.
+    /// Waits until no grant or refund is in flight.
     pub(super) async fn settled(&self) {
         loop {
-            let mut notified = std::pin::pin!(self.settled.notified());
+            let mut notified = std::pin::pin!(self.in_flight.settled.notified());
             notified.as_mut().enable();
-            if self.in_flight.load(Ordering::Acquire) == 0 {
+            if self.in_flight.count.load(Ordering::Acquire) == 0 {
                 return;
             }
             notified.await;
@@ -150,13 +158,15 @@ impl Leases {
 
     /// Whether `policy` can be leased: every rule's capacity comes back either all at once, at
     /// a window's end (fixed window), or by the same measure as it is used (GCRA, token bucket),
-    /// so that units given back can be returned exactly.
+    /// so that units given back can be returned exactly; and no rule delays a request (a
+    /// lessee refuses a unit that is not due yet, where Redis would admit it to wait).
     pub(super) fn leasable(policy: &Policy) -> bool {
         policy.rules().iter().all(|rule| {
-            matches!(
-                rule.algorithm(),
-                Algorithm::FixedWindow | Algorithm::Gcra | Algorithm::TokenBucket
-            )
+            rule.max_delay().is_none()
+                && matches!(
+                    rule.algorithm(),
+                    Algorithm::FixedWindow | Algorithm::Gcra | Algorithm::TokenBucket
+                )
         })
     }
 
@@ -248,11 +258,14 @@ impl Leases {
             entry.land();
         }
         let Some(entry) = entry else {
-            // Nowhere to keep the units: every one goes back, and the request is answered as
+            // Nowhere to keep the units: every one goes back, but those of the request, if
+            // one asked (a slice asked in the background spends none), which is answered as
             // Redis decided the reservation only if its own units conform now.
             let mut alone = Entry::new(hash, key, policy, 0, landed);
             alone.take(grant, u64::from(cost).max(1));
-            let answer = alone.spend(u64::from(cost).max(1), landed);
+            let answer = (cost > 0)
+                .then(|| alone.spend(u64::from(cost), landed))
+                .flatten();
             let refund = alone
                 .grants
                 .pop()

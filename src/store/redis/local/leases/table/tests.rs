@@ -33,6 +33,7 @@ fn granted(units: u64, before: u64) -> Granted {
             used: before + units,
             full_after_us: (before + units) * MS,
             retry_after_us: 0,
+            delay_us: 0,
         }]
         .into_iter()
         .collect(),
@@ -127,15 +128,18 @@ fn units_reserved_for_a_forgotten_key_go_back() {
 }
 
 #[test]
-fn sliding_algorithms_are_not_leased() {
+fn sliding_algorithms_and_delaying_rules_are_not_leased() {
     let leases = Leases::new(&QuotaLeases::default());
-    let policy = Policy::try_from(Rule::sliding_log("log", Quota::per_second(10))).unwrap();
-    let mut refunds = Vec::new();
-    for _ in 0..10 {
-        assert!(matches!(
-            leases.plan(&Key::from("k"), &policy, 1, 0, &mut refunds),
-            LeaseStep::Exact
-        ));
+    let delaying = Rule::gcra("gcra", Quota::per_second(10)).with_max_delay(Duration::from_secs(1));
+    for rule in [Rule::sliding_log("log", Quota::per_second(10)), delaying] {
+        let policy = Policy::try_from(rule).unwrap();
+        let mut refunds = Vec::new();
+        for _ in 0..10 {
+            assert!(matches!(
+                leases.plan(&Key::from("k"), &policy, 1, 0, &mut refunds),
+                LeaseStep::Exact
+            ));
+        }
     }
 }
 
@@ -152,6 +156,7 @@ fn granted_ahead(units: u64) -> Granted {
             used: 1_000 + units,
             full_after_us: (1_000 + units) * MS,
             retry_after_us: 0,
+            delay_us: 0,
         }]
         .into_iter()
         .collect(),
