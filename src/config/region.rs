@@ -49,14 +49,17 @@ pub struct RegionConfig {
     pub partition_after: Option<Duration>,
 }
 
-/// The ledger's Redis: one server (`url`), or the primary that Sentinels name (`sentinels` and
-/// `master`); not a Cluster (a take touches keys of several hash slots).
+/// The ledger's Redis: one server (`url`), the primary that Sentinels name (`sentinels` and
+/// `master`), or a Redis Cluster (`nodes`).
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct LedgerConfig {
     /// `redis://[user:password@]host[:port][/db]`.
     #[serde(default)]
     pub url: Option<String>,
+    /// A Redis Cluster's node URLs (one is enough; more survive one being down).
+    #[serde(default)]
+    pub nodes: Option<Vec<String>>,
     /// Sentinel URLs.
     #[serde(default)]
     pub sentinels: Option<Vec<String>>,
@@ -73,10 +76,19 @@ pub struct LedgerConfig {
 
 impl LedgerConfig {
     fn build(&self, field: &str) -> Result<RedisStore, ConfigError> {
-        let builder = match (&self.url, &self.sentinels, &self.master) {
-            (Some(url), None, None) => RedisStore::builder(url),
+        let builder = match (&self.url, &self.nodes, &self.sentinels, &self.master) {
+            (Some(url), None, None, None) => RedisStore::builder(url),
+            #[cfg(feature = "cluster")]
+            (None, Some(nodes), None, None) => RedisStore::cluster(nodes),
+            #[cfg(not(feature = "cluster"))]
+            (None, Some(_), None, None) => {
+                return Err(invalid(
+                    format!("{field}.nodes"),
+                    SettingError::FeatureMissing { feature: "cluster" },
+                ));
+            }
             #[cfg(feature = "sentinel")]
-            (None, Some(sentinels), Some(master)) => RedisStore::sentinel(sentinels, master),
+            (None, None, Some(sentinels), Some(master)) => RedisStore::sentinel(sentinels, master),
             _ => return Err(invalid(field.to_owned(), SettingError::LedgerAddress)),
         };
         let builder = match &self.prefix {

@@ -60,8 +60,9 @@ pub enum SettingError {
         /// The rule's algorithm, as the file names it (`fixed_window`, ...).
         algorithm: &'static str,
     },
-    /// A ledger whose Redis is not named by `url` alone, or by `sentinels` and `master`.
-    #[error("names no one Redis: give `url`, or `sentinels` and `master`")]
+    /// A ledger whose Redis is not named by `url` alone, `nodes` alone, or by `sentinels` and
+    /// `master`.
+    #[error("names no one Redis: give `url`, `nodes` (a Cluster), or `sentinels` and `master`")]
     LedgerAddress,
     /// A policy with no rule.
     #[error("is empty: a policy needs at least one rule")]

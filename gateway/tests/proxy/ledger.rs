@@ -1,6 +1,7 @@
 //! A region's proxy before and after its ledger is declared from the command line
 //! (`ratelimit-gateway ledger`, docs/regions.md's "Operating the ledger"): 503s, `/readyz` and
-//! the log saying "ledger not declared", then 200s; what `ledger show` prints.
+//! the log saying "ledger not declared", then 200s; what `ledger show` prints. And a ledger on
+//! a Redis Cluster of three primaries, declared and spent the same way.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -16,17 +17,36 @@ fn config(
     ledger: &str,
     skew: &str,
 ) -> String {
+    config_with(
+        upstream,
+        admin,
+        region,
+        &format!("url = \"{ledger}\""),
+        skew,
+        1000,
+    )
+}
+
+/// [`config`], the ledger's table holding `ledger`, the policy's quota `limit` a second.
+fn config_with(
+    upstream: std::net::SocketAddr,
+    admin: std::net::SocketAddr,
+    region: &str,
+    ledger: &str,
+    skew: &str,
+    limit: u32,
+) -> String {
     let proxy = proxy_table(upstream, &format!("admin = \"{admin}\""));
     format!(
         r#"{proxy}
         [stores.eu]
         type = "redis"
         url = "{region}"
-        region = {{ name = "eu-west", ledger = {{ url = "{ledger}" }}, max_skew = "{skew}" }}
+        region = {{ name = "eu-west", ledger = {{ {ledger} }}, max_skew = "{skew}" }}
 
         [policies.api]
         global = true
-        rules = [{{ name = "api", algorithm = "fixed_window", limit = 1000, period = "1s" }}]
+        rules = [{{ name = "api", algorithm = "fixed_window", limit = {limit}, period = "1s" }}]
 
         [routes.api]
         paths = ["/api/"]
@@ -219,4 +239,128 @@ async fn a_region_refuses_with_503_until_its_ledger_is_declared_from_the_command
         .message_containing("ledger not declared")
         .contains("eu-west")
     {}
+}
+
+/// A region's proxy whose ledger is a Redis Cluster of three primaries (`ledger = { nodes =
+/// [...] }`): declared from the command line (a birth in every hash slot), then granting each
+/// of many keys its quota and never more, the keys' ledger windows spread over the primaries,
+/// and `ledger show` reading them from every primary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ledger_on_a_redis_cluster_is_declared_and_spent_from_the_binary() {
+    const LIMIT: u64 = 5;
+    const KEYS: usize = 12;
+    let upstream = upstream().await;
+    let region = testkit::RedisServer::start();
+    let cluster = testkit::cluster::RedisCluster::start();
+    let nodes = cluster
+        .urls()
+        .iter()
+        .map(|url| format!("{url:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let admin = free_addr();
+    let proxy = Proxy::start(&config_with(
+        upstream,
+        admin,
+        &region.url(),
+        &format!("nodes = [{nodes}]"),
+        "20ms",
+        LIMIT as u32,
+    ));
+    readyz_until(admin, 503).await;
+
+    let mut declare = Command::new(BINARY);
+    declare.args(["ledger", "declare", proxy.config.to_str().unwrap()]);
+    let declared = stdout_of(declare).await;
+    assert!(
+        declared.starts_with(&format!(
+            "ledger Redis Cluster {} declared: epoch 20",
+            cluster.urls_joined()
+        )),
+        "{declared}"
+    );
+    let primaries = cluster.primaries();
+    for &primary in &primaries {
+        let births = cluster.node(primary).cli(&["DBSIZE"]);
+        assert_eq!(births, cluster.slot_count(primary).to_string());
+    }
+    readyz_until(admin, 200).await;
+
+    // Every key asked well past its quota, for a few windows: each is granted, never more
+    // than its quota a window (counted over the windows the requests were sent in).
+    let api_url = proxy.url("/api/echo");
+    let key = |index: usize| format!("customer-{index}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while get_with(&api_url, &[("x-api-key", &key(0))]).await.status() != 200 {
+        assert!(Instant::now() < deadline, "never granted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let first = std::time::SystemTime::now();
+    let mut admitted = [0_u64; KEYS];
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let asks = (0..KEYS).map(|index| {
+            let url = api_url.clone();
+            async move {
+                let status = get_with(&url, &[("x-api-key", &key(index))]).await.status();
+                (index, status.as_u16())
+            }
+        });
+        for (index, status) in futures_util::future::join_all(asks).await {
+            assert!(status == 200 || status == 429, "{status}");
+            admitted[index] += u64::from(status == 200);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let seconds =
+        |at: std::time::SystemTime| at.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let windows = seconds(std::time::SystemTime::now()) - seconds(first) + 1;
+    eprintln!("admitted per key over {windows} windows: {admitted:?}");
+    for (index, &count) in admitted.iter().enumerate() {
+        // Key 0's first admission above is in the first window.
+        let bound = LIMIT * windows - u64::from(index == 0);
+        assert!(
+            count <= bound,
+            "key {index}: {count} > {bound}: {admitted:?}"
+        );
+        assert!(count >= LIMIT, "key {index} granted little: {admitted:?}");
+    }
+
+    // The keys' windows on the ledger, per primary: on every one.
+    let spread: Vec<usize> = primaries
+        .iter()
+        .map(|&primary| {
+            cluster
+                .node(primary)
+                .cli(&["KEYS", "ratelimit:ledger:api:*"])
+                .lines()
+                .filter(|name| !name.ends_with(":moves") && !name.is_empty())
+                .filter_map(|name| name.split_once('{')?.1.split_once('}'))
+                .map(|(client, _)| client.to_owned())
+                .collect::<std::collections::BTreeSet<_>>()
+                .len()
+        })
+        .collect();
+    eprintln!("keys per primary: {spread:?}");
+    assert_eq!(spread.iter().sum::<usize>(), KEYS, "{spread:?}");
+    assert!(spread.iter().all(|&keys| keys > 0), "{spread:?}");
+
+    let mut show = Command::new(BINARY);
+    show.args(["ledger", "show", proxy.config.to_str().unwrap()]);
+    let shown = stdout_of(show).await;
+    assert!(shown.starts_with("ledger Redis Cluster "), "{shown}");
+    assert!(
+        shown
+            .lines()
+            .next()
+            .unwrap()
+            .contains(": declared, epoch 20"),
+        "{shown}"
+    );
+    for index in 0..KEYS {
+        assert!(
+            shown.contains(&format!(" {{{}}} window ", key(index))),
+            "{shown}"
+        );
+    }
 }

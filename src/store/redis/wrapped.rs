@@ -2,11 +2,13 @@
 //! `RegionStore` and ledger) uses of it, and nothing more: its own entry points of `lua/`, sent
 //! as [`Call`]s on the store's one shared connection (the library or script loaded as needed),
 //! the store's key prefix, the storage form of client keys ([`StorageKey`]) and the state names
-//! of a policy's rules ([`Names`], found in the store's table of them).
+//! of a policy's rules ([`Names`], found in the store's table of them); on a cluster, the hash
+//! slots (`slot`: a key's, and a tag for each) and a `SCAN` of every primary.
 
 use std::time::Duration;
 
 use super::RedisStore;
+pub(in crate::store) use super::connect::slot;
 pub(in crate::store) use super::key::StorageKey;
 pub(in crate::store) use super::key::names::Names;
 #[cfg(test)]
@@ -31,6 +33,17 @@ impl RedisStore {
         command: &redis::Cmd,
     ) -> Result<T, StoreError> {
         self.inner.connection.query(command).await
+    }
+
+    /// The keys matching `pattern` (a `SCAN MATCH` glob), on every primary of a cluster: for an
+    /// operator's reading, a few keys a step.
+    pub(in crate::store) async fn scan(&self, pattern: &str) -> Result<Vec<String>, StoreError> {
+        self.inner.connection.scan(pattern).await
+    }
+
+    /// Whether the store is on a Redis Cluster, where every call touches one hash slot.
+    pub(in crate::store) fn is_cluster(&self) -> bool {
+        self.inner.cluster
     }
 
     /// Sends `call`, then waits for `replicas` replicas to acknowledge it, for at most `timeout`;

@@ -42,35 +42,22 @@ pub struct RegionHolding {
 impl Ledger {
     /// What the ledger holds now, per key and window (those not expired: the current, the next
     /// and the last), ordered by rule, key and window; only `key`'s when given. Reads with
-    /// `SCAN`, a few keys at a time: for an operator, not for a request's path.
+    /// `SCAN` (on every primary of a cluster), a few keys at a time: for an operator, not for a
+    /// request's path.
     pub async fn holdings(&self, key: Option<&Key>) -> Result<Vec<Holding>, StoreError> {
         let prefix = format!("{}:ledger:", self.store.prefix());
         let pattern = format!("{}*", glob_escaped(&prefix));
-        let mut cursor = 0u64;
         let mut holdings = Vec::new();
-        loop {
-            let mut scan = redis::cmd("SCAN");
-            scan.arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(100);
-            let (next, names): (u64, Vec<String>) = self.store.query(&scan).await?;
-            for name in names {
-                let Some((rule, client, window)) = parse(&name[prefix.len()..]) else {
-                    continue;
-                };
-                if key.is_some_and(|key| !StorageKey::names(client, key)) {
-                    continue;
-                }
-                let fields: BTreeMap<String, u64> =
-                    self.store.query(redis::cmd("HGETALL").arg(&name)).await?;
-                holdings.push(holding(rule, client, window, &fields));
+        for name in self.store.scan(&pattern).await? {
+            let Some((rule, client, window)) = parse(&name[prefix.len()..]) else {
+                continue;
+            };
+            if key.is_some_and(|key| !StorageKey::names(client, key)) {
+                continue;
             }
-            if next == 0 {
-                break;
-            }
-            cursor = next;
+            let fields: BTreeMap<String, u64> =
+                self.store.query(redis::cmd("HGETALL").arg(&name)).await?;
+            holdings.push(holding(rule, client, window, &fields));
         }
         holdings.sort_by(|a, b| (&a.rule, &a.key, a.window).cmp(&(&b.rule, &b.key, b.window)));
         Ok(holdings)
@@ -138,5 +125,6 @@ mod tests {
         );
         assert_eq!(parse("api:fw1:{customer-1}:442352:moves"), None);
         assert_eq!(parse("birth"), None);
+        assert_eq!(parse("birth:{3560}"), None);
     }
 }

@@ -1,11 +1,11 @@
 //! [`Ledger`]: which region holds how much of each global key's window quota, in one Redis
-//! (standalone, or a primary that Sentinel follows), moved only by moves with ids
-//! (`lua/ledger.lua`).
+//! (standalone, a primary that Sentinel follows, or a Redis Cluster), moved only by moves with
+//! ids (`lua/ledger.lua`).
 
 use std::fmt;
 use std::time::Duration;
 
-use crate::store::redis::wrapped::{Call, Entry};
+use crate::store::redis::wrapped::{Call, Entry, slot};
 use crate::store::{RedisStore, StoreError};
 
 use super::global_key::GlobalKey;
@@ -16,7 +16,9 @@ use super::window::Window;
 /// request waits on it.
 ///
 /// It lives in one Redis, reached through a [`RedisStore`] (so a Sentinel-managed primary is
-/// followed across failovers). A take counts only once `replicas` replicas hold it (`WAIT`):
+/// followed across failovers), or in a Redis Cluster ([`RedisStore::cluster`]): a key's window,
+/// the window before and its moves share the client key's hash tag, and the declaration is
+/// kept in every hash slot, so that each take is one call in one slot. A take counts only once `replicas` replicas hold it (`WAIT`):
 /// a failover to one of them cannot forget it and hand the units out again. A ledger whose Redis
 /// restarted empty, or was never declared, grants nothing until it is declared with
 /// [`declare`](Self::declare) (`ratelimit-gateway ledger declare FILE`), which fences the
@@ -84,8 +86,37 @@ impl Ledger {
         self.store.ping().await
     }
 
-    pub(super) fn birth_key(&self) -> String {
-        format!("{}:ledger:birth", self.store.prefix())
+    /// Where the declaration a take of `key` reads is: the ledger's one birth, or on a cluster
+    /// the birth of the key's slot.
+    fn birth_key_of(&self, key: &GlobalKey) -> String {
+        let slot = self
+            .store
+            .is_cluster()
+            .then(|| slot::of(key.client.as_str()));
+        self.birth_key(slot)
+    }
+
+    /// The birth `<prefix>:ledger:birth` (`None`: one server), or on a cluster the birth of
+    /// `slot`, `<prefix>:ledger:birth:{<tag>}` with a tag that falls in that slot.
+    pub(super) fn birth_key(&self, slot: Option<u16>) -> String {
+        match slot {
+            None => format!("{}:ledger:birth", self.store.prefix()),
+            Some(slot) => format!(
+                "{}:ledger:birth:{{{}}}",
+                self.store.prefix(),
+                slot::tag(slot)
+            ),
+        }
+    }
+
+    /// The slots whose births the declaration writes: the one birth (`None`) on one server,
+    /// every slot's on a cluster.
+    pub(super) fn birth_slots(&self) -> Vec<Option<u16>> {
+        if self.store.is_cluster() {
+            (0..slot::SLOTS).map(Some).collect()
+        } else {
+            vec![None]
+        }
     }
 
     fn call(&self, key: &GlobalKey, window: Window, op: &str, now_us: u64) -> Call {
@@ -100,7 +131,7 @@ impl Ledger {
         );
         let moves = format!("{hash}:moves");
         let mut call = Call::new(Entry::Ledger, 0, 4);
-        call.key(self.birth_key())
+        call.key(self.birth_key_of(key))
             .key(hash)
             .key(previous)
             .key(moves)

@@ -133,8 +133,8 @@ pub(crate) async fn run(shared: Weak<Shared>) {
             // Until the ledger is known declared, asked every tick (one read): `/readyz` and
             // the log say so before the first request, and turn as soon as it is declared.
             // Once it is, a take that finds it gone says so.
-            if let Ok(birth) = shared.within("birth", shared.ledger.birth()).await {
-                shared.note_declared(birth.is_some());
+            if let Ok(declared) = shared.within("birth", shared.ledger.declared()).await {
+                shared.note_declared(declared);
             }
         }
         tick(&shared, &mut tracks).await;

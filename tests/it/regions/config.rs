@@ -110,6 +110,13 @@ fn mistakes_of_global_policies_and_regions_name_their_field() {
         field_of(&store(r#"{ name = "eu", ledger = { master = "ledger" } }"#)),
         "stores.eu.region.ledger"
     );
+    // A Cluster's nodes, or one server: not both.
+    assert_eq!(
+        field_of(&store(
+            r#"{ name = "eu", ledger = { url = "redis://127.0.0.1:2", nodes = ["redis://127.0.0.1:3"] } }"#
+        )),
+        "stores.eu.region.ledger"
+    );
     let memory = format!(
         "[stores.eu]\ntype = \"memory\"\nregion = {{ name = \"eu\", ledger = {ledger} }}\n{}",
         policy(window)

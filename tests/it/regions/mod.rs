@@ -5,6 +5,8 @@
 //! documented bound), and that the regions did admit what the scenario should let through.
 //! Windows are one second, so the whole module takes tens of seconds.
 
+#[cfg(feature = "cluster")]
+mod cluster;
 mod config;
 mod demand;
 mod failures;

@@ -61,6 +61,8 @@ use crate::sync::lock;
 
 mod call;
 mod link;
+#[cfg(feature = "regions")]
+mod scan;
 
 use self::call::dialect_code;
 #[cfg(test)]

@@ -20,7 +20,7 @@ pub(super) mod connection;
 mod endpoint;
 #[cfg(feature = "sentinel")]
 mod sentinel;
-pub(super) mod slot;
+pub(in crate::store) mod slot;
 mod standalone;
 pub(super) mod subscribe;
 mod target;

@@ -25,6 +25,28 @@ impl Link {
             Link::Cluster(_) => true,
         }
     }
+
+    /// Runs `command` on the one server, or on a cluster's primary of `slot` (a keyless command
+    /// that redis-rs would send to any node).
+    #[cfg(feature = "regions")]
+    pub(in crate::store::redis) async fn query_at<T: redis::FromRedisValue>(
+        &mut self,
+        command: &Cmd,
+        slot: Option<u16>,
+    ) -> redis::RedisResult<T> {
+        match (self, slot) {
+            #[cfg(feature = "cluster")]
+            (Link::Cluster(connection), Some(slot)) => {
+                use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+                let route = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
+                let value = connection
+                    .route_command(command.clone(), RoutingInfo::SingleNode(route))
+                    .await?;
+                Ok(redis::from_redis_value(value)?)
+            }
+            (link, _) => command.query_async(link).await,
+        }
+    }
 }
 
 impl ConnectionLike for Link {

@@ -1,0 +1,215 @@
+//! A ledger on a Redis Cluster of three primaries: declared in every hash slot, two regions
+//! taking for many keys, never above any key's quota, the keys' windows spread over the
+//! primaries; a primary that loses its slots' declaration says so, and is declared again.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use tower_redis_ratelimit::clock::{Clock, SystemClock};
+use tower_redis_ratelimit::key::Key;
+use tower_redis_ratelimit::store::region::{Declared, Ledger, RegionStore};
+use tower_redis_ratelimit::{Policy, Quota, RedisStore, Rule, Store};
+
+use super::world::MAX_SKEW;
+use crate::support::RedisServer;
+use crate::support::cluster::RedisCluster;
+
+/// Each key's quota: `Q` units per one-second window, worldwide.
+const Q: u32 = 20;
+const PERIOD_US: u64 = 1_000_000;
+/// Keys enough to land on every primary.
+const KEYS: usize = 24;
+
+fn ledger(cluster: &RedisCluster) -> Ledger {
+    Ledger::new(
+        RedisStore::cluster(cluster.urls())
+            .build()
+            .expect("the ledger's store"),
+    )
+}
+
+/// The ledger's keys on the node at `index` (`KEYS`, as an operator would list them).
+fn keys_on(cluster: &RedisCluster, index: usize) -> Vec<String> {
+    cluster
+        .node(index)
+        .cli(&["KEYS", "ratelimit:ledger:*"])
+        .lines()
+        .filter(|line| !line.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ledger_on_a_cluster_holds_every_keys_quota_and_spreads_over_the_primaries() {
+    let cluster = RedisCluster::start();
+    let ledger = ledger(&cluster);
+    assert_eq!(ledger.birth().await.unwrap(), None);
+    let started = std::time::Instant::now();
+    let epoch = ledger.declare_new(MAX_SKEW).await.unwrap();
+    let declaring = started.elapsed();
+    let started = std::time::Instant::now();
+    let birth = ledger.birth().await.unwrap().expect("declared");
+    eprintln!("declared in {declaring:?}, read in {:?}", started.elapsed());
+    assert_eq!(birth.max_skew, MAX_SKEW);
+    assert!(birth.epoch >= epoch, "{birth:?} {epoch}");
+    // One birth per slot: each primary holds as many as it serves slots.
+    let primaries = cluster.primaries();
+    assert_eq!(primaries.len(), 3);
+    for &primary in &primaries {
+        eprintln!("births on a primary: {}", cluster.slot_count(primary));
+        assert_eq!(
+            keys_on(&cluster, primary).len(),
+            cluster.slot_count(primary) as usize
+        );
+    }
+
+    // Two regions, each its Redis and one instance, asked every key at the quota's rate each:
+    // twice the quota worldwide.
+    let policy = Policy::global(Rule::fixed_window(
+        "api",
+        Quota::new(Q, Duration::from_secs(1)),
+    ))
+    .unwrap();
+    let redis: Vec<RedisServer> = (0..2).map(|_| RedisServer::start()).collect();
+    let regions: Vec<RegionStore> = redis
+        .iter()
+        .enumerate()
+        .map(|(index, redis)| {
+            RegionStore::builder(
+                format!("region-{index}"),
+                RedisStore::open(&redis.url()).unwrap(),
+                ledger.clone(),
+            )
+            .max_skew(MAX_SKEW)
+            .sync_every(Duration::from_millis(50))
+            .build()
+            .unwrap()
+        })
+        .collect();
+    let clock = SystemClock::new();
+    let fence = epoch + PERIOD_US + 2 * MAX_SKEW.as_micros() as u64;
+    let t0 = (fence / PERIOD_US + 1) * PERIOD_US;
+    let end = t0 + 4 * PERIOD_US;
+    let keys: Vec<Key> = (0..KEYS)
+        .map(|i| Key::from(format!("customer-{i}")))
+        .collect();
+    // (window, key) → admitted, per region.
+    let mut admitted: BTreeMap<(u64, usize), [u64; 2]> = BTreeMap::new();
+    let tick = PERIOD_US / u64::from(Q);
+    let mut at = t0 - PERIOD_US / 2;
+    while at < end {
+        let now = clock.now_micros();
+        if now < at {
+            tokio::time::sleep(Duration::from_micros(at - now)).await;
+        }
+        let policy = &policy;
+        let checks = regions.iter().enumerate().flat_map(|(region, store)| {
+            keys.iter().enumerate().map(move |(index, key)| async move {
+                let at = SystemClock::new().now_micros();
+                let allowed = store
+                    .check(key, policy, 1)
+                    .await
+                    .is_ok_and(|decision| decision.is_allowed());
+                (region, index, at, allowed)
+            })
+        });
+        for (region, index, at, allowed) in futures_util::future::join_all(checks).await {
+            if allowed {
+                admitted.entry((at / PERIOD_US, index)).or_default()[region] += 1;
+            }
+        }
+        at += tick;
+    }
+
+    // Never above a key's quota in any window, worldwide.
+    for (&(window, index), counts) in &admitted {
+        assert!(
+            counts.iter().sum::<u64>() <= u64::from(Q),
+            "window {window}, key {index}: {counts:?}"
+        );
+    }
+    // And the quota is used: every key in the full windows gets most of it.
+    let used: u64 = admitted
+        .iter()
+        .filter(|((window, _), _)| *window > t0 / PERIOD_US && *window < end / PERIOD_US)
+        .map(|(_, counts)| counts.iter().sum::<u64>())
+        .sum();
+    let offered = u64::from(Q) * KEYS as u64 * (end / PERIOD_US - t0 / PERIOD_US - 1);
+    eprintln!("a cluster ledger: {used} admitted of {offered} quota in the full windows");
+    assert!(used * 10 >= offered * 8, "{used} of {offered}");
+
+    // The keys' windows spread over the three primaries, each key's on its slot's primary.
+    let mut spread = Vec::new();
+    for &primary in &primaries {
+        let windows: BTreeSet<String> = keys_on(&cluster, primary)
+            .into_iter()
+            .filter(|name| !name.contains(":birth:") && !name.ends_with(":moves"))
+            .filter_map(|name| Some(name[name.find('{')? + 1..name.find('}')?].to_owned()))
+            .collect();
+        for client in &windows {
+            assert_eq!(cluster.primary_for(&format!("{{{client}}}")), primary);
+        }
+        spread.push(windows.len());
+    }
+    eprintln!("keys per primary: {spread:?}");
+    assert_eq!(spread.iter().sum::<usize>(), KEYS, "{spread:?}");
+    assert!(spread.iter().all(|&keys| keys > 0), "{spread:?}");
+    // `ledger show` reads every primary.
+    let shown: BTreeSet<String> = ledger
+        .holdings(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|holding| holding.key)
+        .collect();
+    assert_eq!(shown.len(), KEYS, "{shown:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_that_loses_its_declaration_is_named_and_declared_again() {
+    let cluster = RedisCluster::start();
+    let ledger = ledger(&cluster);
+    let Declared::Now { epoch } = ledger.declare(MAX_SKEW).await.unwrap() else {
+        panic!("a new ledger is declared now");
+    };
+    assert_eq!(
+        ledger.declare(MAX_SKEW).await.unwrap(),
+        Declared::Already { epoch }
+    );
+    // Another max_skew conflicts, and writes nothing.
+    let conflict = ledger.declare(Duration::from_millis(50)).await.unwrap_err();
+    assert!(
+        conflict
+            .to_string()
+            .contains("declared with max_skew 2000 us"),
+        "{conflict}"
+    );
+    assert_eq!(ledger.birth().await.unwrap().unwrap().max_skew, MAX_SKEW);
+
+    // One primary loses its keys (as if restarted empty): its slots, and only they, are not
+    // declared.
+    let primary = cluster.primaries()[1];
+    cluster.node(primary).cli(&["FLUSHALL"]);
+    let error = ledger.birth().await.unwrap_err().to_string();
+    let declared = 16_384 - cluster.slot_count(primary);
+    assert!(
+        error.contains(&format!("declared in {declared} of 16384 hash slots only")),
+        "{error}"
+    );
+    // Another max_skew is refused before any slot is written, the missing ones too.
+    let conflict = ledger.declare(Duration::from_millis(50)).await.unwrap_err();
+    assert!(
+        conflict
+            .to_string()
+            .contains("declared with max_skew 2000 us"),
+        "{conflict}"
+    );
+    assert_eq!(ledger.birth().await.unwrap_err().to_string(), error);
+    // Declared again: the slots without a birth get a new epoch, the others are left.
+    let Declared::Now { epoch: again } = ledger.declare(MAX_SKEW).await.unwrap() else {
+        panic!("the missing births are written");
+    };
+    assert!(again > epoch);
+    let birth = ledger.birth().await.unwrap().expect("declared");
+    assert_eq!((birth.epoch, birth.max_skew), (again, MAX_SKEW));
+}
