@@ -1,6 +1,7 @@
 //! A ledger on a Redis Cluster of three primaries: declared in every hash slot, two regions
 //! taking for many keys, never above any key's quota, the keys' windows spread over the
-//! primaries; a primary that loses its slots' declaration says so, and is declared again.
+//! primaries; a primary killed and failed over loses no take; a primary that loses its slots'
+//! declaration says so, and is declared again.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -39,6 +40,101 @@ fn keys_on(cluster: &RedisCluster, index: usize) -> Vec<String> {
         .collect()
 }
 
+/// Two regions, each its Redis and one instance, spending `ledger`, asked `keys` keys.
+struct Regions {
+    stores: Vec<RegionStore>,
+    _redis: Vec<RedisServer>,
+    policy: Policy,
+    keys: Vec<Key>,
+    /// The first window the ledger grants (µs): the ledger was declared at `epoch`.
+    t0: u64,
+}
+
+/// (window, key) → admitted, per region.
+type Admitted = BTreeMap<(u64, usize), [u64; 2]>;
+
+impl Regions {
+    fn start(ledger: &Ledger, epoch: u64, keys: usize) -> Self {
+        let policy = Policy::global(Rule::fixed_window(
+            "api",
+            Quota::new(Q, Duration::from_secs(1)),
+        ))
+        .unwrap();
+        let redis: Vec<RedisServer> = (0..2).map(|_| RedisServer::start()).collect();
+        let stores = redis
+            .iter()
+            .enumerate()
+            .map(|(index, redis)| {
+                RegionStore::builder(
+                    format!("region-{index}"),
+                    RedisStore::open(&redis.url()).unwrap(),
+                    ledger.clone(),
+                )
+                .max_skew(MAX_SKEW)
+                .sync_every(Duration::from_millis(50))
+                .build()
+                .unwrap()
+            })
+            .collect();
+        let fence = epoch + PERIOD_US + 2 * MAX_SKEW.as_micros() as u64;
+        Self {
+            stores,
+            _redis: redis,
+            policy,
+            keys: (0..keys)
+                .map(|i| Key::from(format!("customer-{i}")))
+                .collect(),
+            t0: (fence / PERIOD_US + 1) * PERIOD_US,
+        }
+    }
+
+    /// Asks every key in each region at the quota's rate (twice the quota worldwide), from
+    /// half a window before `t0` until `end` (µs); what was admitted.
+    async fn drive(&self, end: u64) -> Admitted {
+        let clock = SystemClock::new();
+        let mut admitted = Admitted::new();
+        let tick = PERIOD_US / u64::from(Q);
+        let mut at = self.t0 - PERIOD_US / 2;
+        while at < end {
+            let now = clock.now_micros();
+            if now < at {
+                tokio::time::sleep(Duration::from_micros(at - now)).await;
+            }
+            let policy = &self.policy;
+            let checks = self.stores.iter().enumerate().flat_map(|(region, store)| {
+                self.keys
+                    .iter()
+                    .enumerate()
+                    .map(move |(index, key)| async move {
+                        let at = SystemClock::new().now_micros();
+                        let allowed = store
+                            .check(key, policy, 1)
+                            .await
+                            .is_ok_and(|decision| decision.is_allowed());
+                        (region, index, at, allowed)
+                    })
+            });
+            for (region, index, at, allowed) in futures_util::future::join_all(checks).await {
+                if allowed {
+                    admitted.entry((at / PERIOD_US, index)).or_default()[region] += 1;
+                }
+            }
+            at += tick;
+        }
+        admitted
+    }
+}
+
+/// Never above a key's quota in any window, worldwide.
+fn assert_within_quota(admitted: &Admitted) {
+    for (&(window, index), counts) in admitted {
+        assert!(
+            counts.iter().sum::<u64>() <= u64::from(Q),
+            "window {window}, key {index}: {counts:?}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ledger_on_a_cluster_holds_every_keys_quota_and_spreads_over_the_primaries() {
     let cluster = RedisCluster::start();
@@ -63,72 +159,12 @@ async fn a_ledger_on_a_cluster_holds_every_keys_quota_and_spreads_over_the_prima
         );
     }
 
-    // Two regions, each its Redis and one instance, asked every key at the quota's rate each:
-    // twice the quota worldwide.
-    let policy = Policy::global(Rule::fixed_window(
-        "api",
-        Quota::new(Q, Duration::from_secs(1)),
-    ))
-    .unwrap();
-    let redis: Vec<RedisServer> = (0..2).map(|_| RedisServer::start()).collect();
-    let regions: Vec<RegionStore> = redis
-        .iter()
-        .enumerate()
-        .map(|(index, redis)| {
-            RegionStore::builder(
-                format!("region-{index}"),
-                RedisStore::open(&redis.url()).unwrap(),
-                ledger.clone(),
-            )
-            .max_skew(MAX_SKEW)
-            .sync_every(Duration::from_millis(50))
-            .build()
-            .unwrap()
-        })
-        .collect();
-    let clock = SystemClock::new();
-    let fence = epoch + PERIOD_US + 2 * MAX_SKEW.as_micros() as u64;
-    let t0 = (fence / PERIOD_US + 1) * PERIOD_US;
-    let end = t0 + 4 * PERIOD_US;
-    let keys: Vec<Key> = (0..KEYS)
-        .map(|i| Key::from(format!("customer-{i}")))
-        .collect();
-    // (window, key) → admitted, per region.
-    let mut admitted: BTreeMap<(u64, usize), [u64; 2]> = BTreeMap::new();
-    let tick = PERIOD_US / u64::from(Q);
-    let mut at = t0 - PERIOD_US / 2;
-    while at < end {
-        let now = clock.now_micros();
-        if now < at {
-            tokio::time::sleep(Duration::from_micros(at - now)).await;
-        }
-        let policy = &policy;
-        let checks = regions.iter().enumerate().flat_map(|(region, store)| {
-            keys.iter().enumerate().map(move |(index, key)| async move {
-                let at = SystemClock::new().now_micros();
-                let allowed = store
-                    .check(key, policy, 1)
-                    .await
-                    .is_ok_and(|decision| decision.is_allowed());
-                (region, index, at, allowed)
-            })
-        });
-        for (region, index, at, allowed) in futures_util::future::join_all(checks).await {
-            if allowed {
-                admitted.entry((at / PERIOD_US, index)).or_default()[region] += 1;
-            }
-        }
-        at += tick;
-    }
-
-    // Never above a key's quota in any window, worldwide.
-    for (&(window, index), counts) in &admitted {
-        assert!(
-            counts.iter().sum::<u64>() <= u64::from(Q),
-            "window {window}, key {index}: {counts:?}"
-        );
-    }
-    // And the quota is used: every key in the full windows gets most of it.
+    let regions = Regions::start(&ledger, epoch, KEYS);
+    let end = regions.t0 + 4 * PERIOD_US;
+    let admitted = regions.drive(end).await;
+    assert_within_quota(&admitted);
+    let t0 = regions.t0;
+    // The quota is used: every key in the full windows gets most of it.
     let used: u64 = admitted
         .iter()
         .filter(|((window, _), _)| *window > t0 / PERIOD_US && *window < end / PERIOD_US)
@@ -212,4 +248,66 @@ async fn a_primary_that_loses_its_declaration_is_named_and_declared_again() {
     assert!(again > epoch);
     let birth = ledger.birth().await.unwrap().expect("declared");
     assert_eq!((birth.epoch, birth.max_skew), (again, MAX_SKEW));
+}
+
+/// A primary of the ledger killed mid-window: its replica takes over, holding the births and
+/// every take that counted (a take counts once the replica holds it), so no key goes above its
+/// quota; once the old primary is back as the new one's replica, takes count again and the keys
+/// of its slots are granted again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_of_the_ledger_killed_and_failed_over_loses_no_take() {
+    const KEYS: usize = 12;
+    let mut cluster = RedisCluster::start();
+    let ledger = ledger(&cluster).replicas(1, Duration::from_millis(200));
+    let epoch = ledger.declare_new(MAX_SKEW).await.unwrap();
+    let regions = Regions::start(&ledger, epoch, KEYS);
+    let victim = cluster.primaries()[0];
+    let on_victim: Vec<usize> = (0..KEYS)
+        .filter(|index| cluster.primary_for(&format!("{{customer-{index}}}")) == victim)
+        .collect();
+    assert!(!on_victim.is_empty());
+    let t0 = regions.t0;
+    let end = t0 + 10 * PERIOD_US;
+    let kill = async move {
+        let at = t0 + 3 * PERIOD_US / 2;
+        let now = SystemClock::new().now_micros();
+        tokio::time::sleep(Duration::from_micros(at.saturating_sub(now))).await;
+        // On a thread of its own: the drivers go on meanwhile.
+        tokio::task::spawn_blocking(move || {
+            let since_t0 = || (SystemClock::new().now_micros() - t0) as f64 / 1e6;
+            cluster.kill(victim);
+            cluster.wait_until_ready(Duration::from_secs(30));
+            let promoted = since_t0();
+            cluster.restart(victim);
+            cluster.wait_until_ready(Duration::from_secs(30));
+            eprintln!("killed at 1.5 s, replica promoted by {promoted:.1} s, back as its replica by {:.1} s", since_t0());
+            cluster
+        })
+        .await
+        .expect("the failover")
+    };
+    let (admitted, _cluster) = tokio::join!(regions.drive(end), kill);
+    assert_within_quota(&admitted);
+    let last = end / PERIOD_US - 1;
+    let granted: Vec<u64> = (0..KEYS)
+        .map(|index| {
+            admitted
+                .get(&(last, index))
+                .map_or(0, |counts| counts.iter().sum())
+        })
+        .collect();
+    let per_window: Vec<u64> = (t0 / PERIOD_US..=last)
+        .map(|window| {
+            on_victim
+                .iter()
+                .filter_map(|&index| admitted.get(&(window, index)))
+                .map(|counts| counts.iter().sum::<u64>())
+                .sum()
+        })
+        .collect();
+    eprintln!("the killed primary's keys, admitted per window: {per_window:?}");
+    eprintln!("the last window, per key: {granted:?} (on the killed primary: {on_victim:?})");
+    for &index in &on_victim {
+        assert!(granted[index] > 0, "key {index}: {granted:?}");
+    }
 }
