@@ -2,10 +2,10 @@
 //! never more than the quota worldwide (feature `regions`).
 //!
 //! Each region runs its instances and its own Redis, and wraps that Redis's store in a
-//! [`RegionStore`]. A [`Ledger`], in one Redis that every region reaches, hands out
-//! *allotments*: units of a key's window quota that one region may spend. A region decides every
-//! request from what it holds, in its own Redis, with no call across regions; in the
-//! background, the instance that leads the region reports its demand to the ledger and moves
+//! [`RegionStore`]. A [`Ledger`], in one Redis (or a Redis Cluster) that every region reaches,
+//! hands out *allotments*: units of a key's window quota that one region may spend. A region
+//! decides every request from what it holds, in its own Redis, with no call across regions; in
+//! the background, the instance that leads the region reports its demand to the ledger and moves
 //! units between them (take, apply, surrender, credit: each idempotent, by a move id). Units of
 //! a window are only spent in that window, so an allotment ends with its window.
 //!
