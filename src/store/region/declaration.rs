@@ -237,7 +237,7 @@ fn agreed(slots: &[Option<u16>], births: &[Option<Birth>]) -> Result<Option<Birt
     Ok(Some(*latest))
 }
 
-/// `slots` (ascending) as ranges: `0-5460, 10923`.
+/// `slots` (ascending) as ranges: `slots 0-5460, slot 10923`.
 fn ranges(slots: &[u16]) -> String {
     let mut out: Vec<String> = Vec::new();
     let mut start = 0;
