@@ -256,4 +256,11 @@ async fn a_request_of_three_descriptors_is_one_script_call_and_no_read() {
     assert_eq!(remaining(&refused), [0, 98, 48]);
     let ran = ran_since(&redis, &before);
     assert_eq!(script(&ran), 1, "one call, no read: {ran:?}");
+    // A denial the store remembers knows the refusing limit only: the two others are read.
+    let before = redis.command_calls();
+    let remembered = ask(&service, &three).await;
+    assert_eq!(codes(&remembered), codes(&refused));
+    assert_eq!(remaining(&remembered), [0, 98, 48]);
+    let ran = ran_since(&redis, &before);
+    assert_eq!(script(&ran), 2, "two reads: {ran:?}");
 }

@@ -66,3 +66,58 @@ async fn a_rule_that_would_admit_a_refused_request_tells_what_it_has_left_on_bot
     }
     assert_eq!(answers[0], answers[1], "memory and Redis");
 }
+
+/// A store that implements `check` alone, counting its calls.
+struct DecisionsOnly {
+    inner: MemoryStore,
+    calls: std::sync::atomic::AtomicU64,
+}
+
+impl Store for DecisionsOnly {
+    fn check(
+        &self,
+        key: &Key,
+        policy: &Policy,
+        cost: u32,
+    ) -> tower_redis_ratelimit::store::StoreFuture<tower_redis_ratelimit::Decision> {
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.check(key, policy, cost)
+    }
+}
+
+#[tokio::test]
+async fn a_store_that_keeps_only_the_decision_reads_each_other_rule_after_it() {
+    let clock = ManualClock::new(T0);
+    let only = Arc::new(DecisionsOnly {
+        inner: MemoryStore::builder().clock(clock.clone()).build(),
+        calls: Default::default(),
+    });
+    let memory = Arc::new(MemoryStore::builder().clock(clock.clone()).build());
+    let policy = Policy::new([
+        Rule::fixed_window("wide", Quota::per_hour(10)),
+        Rule::gcra("gcra", Quota::per_minute(60).with_burst(5)),
+        Rule::sliding_log("narrow", Quota::per_hour(2)),
+    ])
+    .unwrap();
+    let key = Key::from("client");
+    for (cost, admitted) in [(1, true), (1, true), (1, false)] {
+        let read = Arc::clone(&only)
+            .check_verdicts(&key, &policy, cost)
+            .await
+            .unwrap();
+        let decided = Arc::clone(&memory)
+            .check_verdicts(&key, &policy, cost)
+            .await
+            .unwrap();
+        assert_eq!(read.decision().is_allowed(), admitted);
+        assert_eq!(read.rules().len(), 3);
+        let counts = |answer: &tower_redis_ratelimit::Verdicts| -> Vec<(u64, u64)> {
+            let rules = answer.rules().iter();
+            rules.map(|rule| (rule.remaining(), rule.used())).collect()
+        };
+        assert_eq!(counts(&read), counts(&decided), "cost {cost}");
+    }
+    // A decision and two reads per request.
+    assert_eq!(only.calls.load(std::sync::atomic::Ordering::Relaxed), 9);
+}
