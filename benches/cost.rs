@@ -21,9 +21,10 @@
 //! - `gcra`, `fixed` or `denied`: a `MemoryStore` decision on one key (GCRA admitted, fixed
 //!   window admitted, GCRA refused);
 //! - `governor`: governor's keyed `check_key` on one key, admitted: `gcra`'s baseline;
-//! - `contended`: not for callgrind: `gcra` and `governor` on two threads at once, one key, timed
-//!   by the wall clock (three rounds each, alternated), printing the time per decision: what a
-//!   contended shard lock costs against governor's compare-and-swap;
+//! - `contended`: not for callgrind: `gcra` and `governor` on two threads at once (or as many as
+//!   a third argument says), one key, timed by the wall clock (three rounds each, alternated),
+//!   printing the time per decision: what a contended shard lock costs against governor's
+//!   compare-and-swap;
 //! - `redis-keys`: `layer-keys` on a `RedisStore` without its denial cache (the HTTP bench's
 //!   `redis-exact` on `allowed`), 32 requests in flight, on a `redis-server` of its own: the
 //!   instructions of this process per request (Redis's own are not counted); `redis-keys-alone`
@@ -82,7 +83,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "governor" => governor_store(n),
         "contended" => {
             let _inside = runtime.enter();
-            contended(n)?
+            let threads = args.next().map_or(Ok(2), |threads| threads.parse())?;
+            contended(n, threads)?
         }
         other => {
             let known = "layer, layer-keys, layer-keys-bare, layer-denied, layer-counting, governor-keys, \
@@ -253,11 +255,10 @@ fn governor_store(n: u64) -> u64 {
         .sum()
 }
 
-/// `contended`: `n` decisions on each of two threads at once, one key, for the memory store and
-/// for governor in turn, three rounds; returns the decisions admitted per thread and round (`n`
-/// when all were).
-fn contended(n: u64) -> Result<u64, Box<dyn std::error::Error>> {
-    const THREADS: u64 = 2;
+/// `contended`: `n` decisions on each of `threads` threads at once, one key, for the memory store
+/// and for governor in turn, three rounds; returns the decisions admitted per thread and round
+/// (`n` when all were).
+fn contended(n: u64, threads: u64) -> Result<u64, Box<dyn std::error::Error>> {
     const ROUNDS: u64 = 3;
     let policy = Policy::try_from(Rule::gcra("api", unreachable_quota()))?;
     let store = MemoryStore::new();
@@ -267,14 +268,14 @@ fn contended(n: u64) -> Result<u64, Box<dyn std::error::Error>> {
     let timed = |decide: &(dyn Fn() -> bool + Sync)| {
         let started = std::time::Instant::now();
         std::thread::scope(|scope| {
-            for _ in 0..THREADS {
+            for _ in 0..threads {
                 scope.spawn(|| {
                     let passed = (0..n).filter(|_| decide()).count() as u64;
                     admitted.fetch_add(passed, std::sync::atomic::Ordering::Relaxed);
                 });
             }
         });
-        started.elapsed().as_nanos() as f64 / (n * THREADS) as f64
+        started.elapsed().as_nanos() as f64 / (n * threads) as f64
     };
     let key = Key::from("client-1");
     let governor_key = "client-1".to_owned();
@@ -286,9 +287,9 @@ fn contended(n: u64) -> Result<u64, Box<dyn std::error::Error>> {
         let governor = timed(&|| limiter.check_key(&governor_key).is_ok());
         println!(
             "round {round}: memory {memory:.1} ns, governor {governor:.1} ns per decision \
-             ({THREADS} threads, one key): {:.2}",
+             ({threads} threads, one key): {:.2}",
             memory / governor
         );
     }
-    Ok(admitted.into_inner() / (2 * THREADS * ROUNDS))
+    Ok(admitted.into_inner() / (2 * threads * ROUNDS))
 }
