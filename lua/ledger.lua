@@ -2,9 +2,9 @@
 -- quota. Stands alone: no helper, no algorithm. Every write is a move with an id, applied once.
 --
 -- KEYS[1]:  the ledger's birth, a string "<epoch> <declared at, µs> <max skew, µs>", written
---           only by 'declare' (`region::Ledger::declare_new`). A ledger without it (a Redis that
---           restarted empty, or was never declared) grants nothing: it cannot know what was
---           granted before it.
+--           only by 'declare' (`ratelimit-gateway ledger declare`, `region::Ledger::declare`).
+--           A ledger without it (a Redis that restarted empty, or was never declared) grants
+--           nothing: it cannot know what was granted before it.
 -- KEYS[2]:  (take, credit) the key's window, a hash { f = units free (absent: the whole quota),
 --           g:<region> = units the region holds, n:<region> = the region's demand, in units per
 --           window, as it last reported it }.
@@ -12,7 +12,7 @@
 --           not heard from yet in this window, so that the first taker does not take everything.
 -- KEYS[4]:  (take, credit) the window's moves, a hash { <move id> = units }, so that a retried
 --           or reordered take or credit applies once.
--- ARGV[1]:  'take', 'credit' or 'declare'.
+-- ARGV[1]:  'take', 'credit', 'declare' or 'birth'.
 -- ARGV[2]:  the TTL in ms of what is written (the window's end and one period more).
 -- take:     ARGV[3] region, ARGV[4] move id, ARGV[5] units wanted now (0: none), ARGV[6] the
 --           region's demand (units per window), ARGV[7] quota, ARGV[8] window start (µs since
@@ -24,7 +24,12 @@
 --           life of the ledger may have granted (it starts no later than one period and twice
 --           the skew after the declaration) is fenced: nothing is granted.
 -- credit:   ARGV[3] region, ARGV[4] move id, ARGV[5] units surrendered. Reply the units free.
--- declare:  ARGV[3] max skew (µs). Reply the new epoch (the Redis time of the declaration, µs).
+-- declare:  ARGV[3] max skew (µs), ARGV[4] 'once' or 'anew'. 'anew' writes a new birth (a new
+--           epoch: the Redis time of the declaration, µs, which fences the windows an earlier life
+--           may have granted). 'once' writes one only where there is none: a ledger declared
+--           with the same max skew is left as it is, one declared with another is an error
+--           (CONFLICT) and left as it is. Reply {epoch, 1 if written now else 0}.
+-- birth:    no more arguments. Reply the birth string, or '' for a ledger never declared.
 local op, ttl = ARGV[1], tonumber(ARGV[2])
 
 local function now_micros()
@@ -32,16 +37,30 @@ local function now_micros()
   return tonumber(time[1]) * 1000000 + tonumber(time[2])
 end
 
+local birth = redis.call('GET', KEYS[1])
+if op == 'birth' then
+  return birth or ''
+end
 if op == 'declare' then
+  local skew = tonumber(ARGV[3])
+  if birth and ARGV[4] == 'once' then
+    local epoch, _, was = string.match(birth, '^(%d+) (%d+) (%d+)$')
+    if tonumber(was) == skew then
+      return {tonumber(epoch), 0}
+    end
+    return redis.error_reply(string.format('CONFLICT this ledger was declared with max_skew %d us, '
+      .. 'not %d us: it is left as it is (declare it anew to change it, which fences the windows '
+      .. 'an earlier declaration may have granted)', tonumber(was), skew))
+  end
   local epoch = now_micros()
-  redis.call('SET', KEYS[1], string.format('%d %d %d', epoch, epoch, tonumber(ARGV[3])))
-  return epoch
+  redis.call('SET', KEYS[1], string.format('%d %d %d', epoch, epoch, skew))
+  return {epoch, 1}
 end
 
-local birth = redis.call('GET', KEYS[1])
 if not birth then
-  return redis.error_reply('UNBORN this ledger was never declared, or its Redis restarted empty: '
-    .. 'declare it with region::Ledger::declare_new')
+  return redis.error_reply('UNBORN ledger not declared: this ledger was never declared, or its '
+    .. 'Redis restarted empty: declare it (ratelimit-gateway ledger declare FILE, or '
+    .. 'region::Ledger::declare)')
 end
 local epoch, declared, skew = string.match(birth, '^(%d+) (%d+) (%d+)$')
 epoch, declared, skew = tonumber(epoch), tonumber(declared), tonumber(skew)

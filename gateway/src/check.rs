@@ -198,7 +198,7 @@ fn describe_limits(out: &mut String, limits: &LimitsConfig) {
     for (name, policy) in &limits.policies {
         let rules: Vec<String> = policy.rules.iter().map(rule).collect();
         let global = if policy.global {
-            ", global (one quota across regions)"
+            ", global (one quota across regions; fails closed whatever the failure_mode)"
         } else {
             ""
         };
@@ -289,6 +289,9 @@ fn store(store: &StoreConfig) -> String {
     }
     if let Some(master) = &store.master {
         let _ = write!(text, ", master {master}");
+    }
+    if let Some(tls) = &store.tls {
+        let _ = write!(text, ", tls: {}", tls.describe());
     }
     if let Some(region) = &store.region {
         let ledger = &region.ledger;

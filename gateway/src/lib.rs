@@ -24,6 +24,7 @@ pub mod check;
 pub mod config;
 pub mod envoy;
 pub mod guide;
+pub mod ledger;
 pub mod paths;
 pub mod proxy;
 pub mod reset;

@@ -39,6 +39,10 @@ enum Command {
     /// every running process that shares it. A file whose limits count in an in-process store
     /// cannot be reached from here: POST /reset to the running process's admin address.
     Reset(ratelimit_gateway::reset::ResetArgs),
+    /// The ledger of global policies that the file's region store spends from: `declare` it
+    /// (a ledger grants nothing until declared), `show` what it holds per key and window.
+    #[command(subcommand)]
+    Ledger(ratelimit_gateway::ledger::LedgerCommand),
     /// Validates a configuration file without starting anything and prints what it would run
     /// (listeners, stores, policies, routes); exits 1 with the mistake on a bad file.
     Check {
@@ -70,6 +74,11 @@ fn main() -> ExitCode {
                 .ok_or("name --route and --key, or --domain and --descriptor")?;
             let done = ratelimit_gateway::reset::run(&args.config, target).await?;
             println!("{done}");
+            Ok(())
+        }),
+        Command::Ledger(command) => run(async move {
+            ratelimit_gateway::runtime::logs::init(ratelimit_gateway::config::LogFormat::Text);
+            print!("{}", ratelimit_gateway::ledger::run(command).await?);
             Ok(())
         }),
     }

@@ -60,6 +60,14 @@ pub trait Admit: Sealed + Send + Sync + 'static {
     /// `RateLimit-Policy` to announce on a response without a decision.
     fn failed(&self, pending: Self::Pending, error: &StoreError) -> Option<HeaderValue>;
 
+    /// Whether a failed check must be refused whatever the layer's failure mode: a global
+    /// policy's (`store::region`), whose worldwide bound a request let through unchecked would
+    /// break.
+    #[inline]
+    fn fails_closed(&self, _pending: &Self::Pending) -> bool {
+        false
+    }
+
     /// The static `RateLimit-Policy` of a request refused before its check (no key).
     fn announced(&self) -> Option<HeaderValue>;
 

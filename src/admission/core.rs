@@ -18,21 +18,27 @@ use crate::respond::{HeaderFamilies, Report, Responder, Stamp, Undecided};
 use crate::store::StoreError;
 
 /// What the layer does when its store fails.
-pub(crate) enum OnFailure<R> {
-    /// Let the request pass unlimited.
-    Open,
-    /// Refuse it with this rejection.
-    Closed(fn(StoreError) -> R),
+pub(crate) struct OnFailure<R> {
+    /// Whether the layer fails closed (else open, unless a check must fail closed).
+    closed: bool,
+    /// The refusal of a request whose check failed closed; none for a middleware that asks no
+    /// store, and so never fails.
+    unavailable: Option<fn(StoreError) -> R>,
 }
 
 impl<R> OnFailure<R> {
-    /// The failure mode `mode`, refusing with `unavailable` when it fails closed (a middleware
-    /// that asks no store, and so never fails, has no such refusal).
+    /// The failure mode `mode`, refusing with `unavailable` when it fails closed.
     pub(crate) fn new(mode: FailureMode, unavailable: Option<fn(StoreError) -> R>) -> Self {
-        match (mode, unavailable) {
-            (FailureMode::Closed, Some(unavailable)) => OnFailure::Closed(unavailable),
-            _ => OnFailure::Open,
+        OnFailure {
+            closed: mode == FailureMode::Closed,
+            unavailable,
         }
+    }
+
+    /// The refusal of a failed check, or `None` to let it pass: a check that must fail closed
+    /// (`forced`, a global policy's) is refused whatever the mode.
+    fn refusal(&self, forced: bool) -> Option<fn(StoreError) -> R> {
+        self.unavailable.filter(|_| self.closed || forced)
     }
 }
 
@@ -132,6 +138,7 @@ impl<A: Admit> Core<A> {
                 if tracing::level_enabled!(tracing::Level::DEBUG) {
                     tracing::debug!(error = %err, "the store failed");
                 }
+                let refusal = self.on_failure.refusal(self.admit.fails_closed(&pending));
                 let policy = self.admit.failed(pending, &err);
                 if self.admit.shadowed() {
                     // Whatever the failure mode: a limit in shadow mode refuses nothing, and a
@@ -139,13 +146,13 @@ impl<A: Admit> Core<A> {
                     self.warn(&err, false);
                     return Next::Pass(request, None, None);
                 }
-                match &self.on_failure {
-                    OnFailure::Open => {
+                match refusal {
+                    None => {
                         self.warn(&err, false);
                         let report = Report::undecided(Undecided::Skipped, policy);
                         Next::Pass(request, Some(self.stamp(report)), None)
                     }
-                    OnFailure::Closed(unavailable) => {
+                    Some(unavailable) => {
                         self.warn(&err, true);
                         let stamp =
                             Some(self.stamp(Report::undecided(Undecided::Unavailable, policy)));
@@ -201,7 +208,8 @@ impl<A: Admit> Core<A> {
                     error = %err,
                     suppressed,
                     ?policy,
-                    "request refused: the store failed and the layer fails closed"
+                    "request refused: the store failed and the layer fails closed (or its policy \
+                     is global)"
                 );
             } else {
                 tracing::warn!(
@@ -219,7 +227,7 @@ impl<A: Admit> Core<A> {
 impl<A: Admit + fmt::Debug> fmt::Debug for Core<A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let missing_key = self.keys.as_ref().map(|keys| keys.missing);
-        let fails_closed = matches!(self.on_failure, OnFailure::Closed(_));
+        let fails_closed = self.on_failure.closed && self.on_failure.unavailable.is_some();
         f.debug_struct("Core")
             .field("admit", &self.admit)
             .field("missing_key", &missing_key)

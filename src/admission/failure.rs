@@ -12,7 +12,8 @@
 )]
 #[non_exhaustive]
 pub enum FailureMode {
-    /// Let the request pass unlimited, tell the client with `Rate-Limiting-State: Skipped` (and
+    /// Let the request pass unlimited (except under a [global policy](crate::Policy::global),
+    /// which fails closed whatever the mode: its worldwide bound must hold), tell the client with `Rate-Limiting-State: Skipped` (and
     /// the static `RateLimit-Policy`; no header that needs a decision), and log a warning (at most
     /// one per second per layer, with a count of the others). The default: a rate limiter outage
     /// should not become a service outage. Such a request carries no

@@ -66,9 +66,14 @@ pub struct ConfigFile<T> {
 
 impl<T: DeserializeOwned> ConfigFile<T> {
     /// Reads the file at `path` in the format its extension names, as
-    /// [`LimitsConfig::from_file`] does.
+    /// [`LimitsConfig::from_file`] does (the limits' paths relative to its directory; the
+    /// program's tables are the program's to resolve).
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, LoadError> {
-        read(path.as_ref())
+        let path = path.as_ref();
+        let mut file: Self = read(path)?;
+        file.limits
+            .resolve_paths(path.parent().unwrap_or(Path::new("")));
+        Ok(file)
     }
 
     /// Parses `text` written in `format`.

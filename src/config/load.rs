@@ -117,7 +117,8 @@ fn prefix(path: Option<&Path>, line_column: Option<(usize, usize)>) -> String {
 
 impl LimitsConfig {
     /// Reads the file at `path` in the format its extension names (`.toml`, `.yaml` or `.yml`,
-    /// `.json`). Its mistakes of syntax and of shape (a misspelled field, a bad duration) carry
+    /// `.json`); the paths it names (a store's `tls` files) are relative to its directory. Its
+    /// mistakes of syntax and of shape (a misspelled field, a bad duration) carry
     /// the path, line and column; then [`build`](Self::build) checks the values.
     ///
     /// ```no_run
@@ -127,7 +128,10 @@ impl LimitsConfig {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn from_file(path: impl AsRef<Path>) -> Result<LimitsConfig, LoadError> {
-        read(path.as_ref())
+        let path = path.as_ref();
+        let mut limits: LimitsConfig = read(path)?;
+        limits.resolve_paths(path.parent().unwrap_or(Path::new("")));
+        Ok(limits)
     }
 
     /// Parses `text` written in `format`.

@@ -57,6 +57,7 @@ mod region;
 mod route;
 mod shadow;
 mod store;
+mod store_tls;
 mod stores;
 
 use std::collections::BTreeMap;
@@ -75,7 +76,9 @@ pub use self::route::{ListConfig, RouteConfig};
 use self::shadow::Shadows;
 use self::store::BuiltStore;
 pub use self::store::{AuthConfig, FallbackConfig, LeasesConfig, StoreConfig, StoreKind};
+pub use self::store_tls::StoreTlsConfig;
 pub use self::stores::IN_PROCESS_STORE;
+use crate::admission::FailureMode;
 #[cfg(feature = "concurrency")]
 use crate::concurrency::ConcurrencyLimitLayer;
 pub use crate::error::SettingError;
@@ -135,7 +138,8 @@ impl LimitsConfig {
     /// Builds as [`build`](Self::build) does, but keeps each store of `previous` whose settings
     /// are unchanged (same name, same settings, or no store named in either): its counts, its
     /// connections, its denial cache and its leases go on, so reloading a file neither hands
-    /// every client a fresh quota nor reconnects to Redis.
+    /// every client a fresh quota nor reconnects to Redis. A store's `tls` files are read again:
+    /// a store whose files now hold other certificates (rotated) is built again with them.
     ///
     /// It keeps the shadow switches whose setting in the file is unchanged too (the top-level
     /// `shadow`, a route's own `shadow`), in the position they were turned to at run time: a
@@ -153,7 +157,9 @@ impl LimitsConfig {
             .map(|(name, store)| {
                 let kept = previous
                     .and_then(|previous| previous.stores.get(name))
-                    .filter(|(built_from, _)| built_from == store)
+                    .filter(|(built_from, built)| {
+                        built_from == store && built.same_certificates(store)
+                    })
                     .map(|(_, built)| built.clone());
                 let built = match kept {
                     Some(built) => built,
@@ -292,6 +298,19 @@ fn build_route(
     let policy = policies
         .get(&route.policy)
         .ok_or_else(|| unknown(format!("{field}.policy"), &route.policy))?;
+    if route.failure_mode == Some(FailureMode::Open) {
+        let global = std::iter::once(&route.policy)
+            .chain(route.plans.values())
+            .find(|name| policies.get(*name).is_some_and(Policy::is_global));
+        if let Some(policy) = global {
+            return Err(invalid(
+                format!("{field}.failure_mode"),
+                SettingError::GlobalFailsClosed {
+                    policy: policy.clone(),
+                },
+            ));
+        }
+    }
     let delayed = |name: &String, policy: &Policy| {
         route::delayed(policy, route.max_delay).map_err(|err| route::delay_error(field, name, err))
     };

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use super::{SettingError, duration, error, invalid};
 use crate::error::{ConfigError, StoreConfigError};
 use crate::store::RedisStore;
-use crate::store::region::{Ledger, PartitionMode, RegionStore};
+use crate::store::region::{DEFAULT_MAX_SKEW, Ledger, PartitionMode, RegionStore};
 
 /// `store::region::RegionStore::builder`: in TOML,
 ///
@@ -66,6 +66,9 @@ pub struct LedgerConfig {
     /// The key prefix (default `ratelimit`).
     #[serde(default)]
     pub prefix: Option<String>,
+    /// A `rediss://` ledger's CA and client certificate, as a store's `tls`.
+    #[serde(default)]
+    pub tls: Option<super::StoreTlsConfig>,
 }
 
 impl LedgerConfig {
@@ -80,7 +83,37 @@ impl LedgerConfig {
             Some(prefix) => builder.prefix(prefix.clone()),
             None => builder,
         };
+        let builder = match &self.tls {
+            #[cfg(feature = "tls")]
+            Some(tls) => builder.tls(tls.read(&format!("{field}.tls"))?),
+            #[cfg(not(feature = "tls"))]
+            Some(_) => {
+                return Err(invalid(
+                    format!("{field}.tls"),
+                    SettingError::FeatureMissing { feature: "tls" },
+                ));
+            }
+            None => builder,
+        };
         builder.build().map_err(|err| err.at(field))
+    }
+}
+
+impl RegionConfig {
+    /// The ledger this table names (the table at `field`), as its region store reaches it: for
+    /// an operator's commands (`ratelimit-gateway ledger declare FILE`). Builds, does not
+    /// connect.
+    pub fn ledger(&self, field: &str) -> Result<Ledger, ConfigError> {
+        let store = self.ledger.build(&format!("{field}.ledger"))?;
+        Ok(Ledger::new(store).replicas(
+            self.replicas.unwrap_or(0),
+            self.replica_timeout.unwrap_or(Duration::from_millis(200)),
+        ))
+    }
+
+    /// The bound on clock skew the region runs with: `max_skew`, or its default.
+    pub fn skew(&self) -> Duration {
+        self.max_skew.unwrap_or(DEFAULT_MAX_SKEW)
     }
 }
 
@@ -91,11 +124,7 @@ pub(super) fn build(
     field: &str,
 ) -> Result<RegionStore, ConfigError> {
     let field = format!("{field}.region");
-    let ledger = config.ledger.build(&format!("{field}.ledger"))?;
-    let ledger = Ledger::new(ledger).replicas(
-        config.replicas.unwrap_or(0),
-        config.replica_timeout.unwrap_or(Duration::from_millis(200)),
-    );
+    let ledger = config.ledger(&field)?;
     let mut builder = RegionStore::builder(config.name.clone(), store, ledger);
     if let Some(mode) = config.partition {
         builder = builder.partition(mode);

@@ -32,6 +32,11 @@ use crate::store::{MemoryStore, Store};
 /// master = "limits"
 /// primary_auth = { password = "s3cret" }   # the servers' password, none on the sentinels
 /// fallback = { instances = 4 }
+///
+/// [stores.managed]
+/// type = "redis"
+/// url = "rediss://app:s3cret@redis.example.com:6380"
+/// tls = { ca = "ca.pem", certificate = "client.pem", private_key = "client.key" }
 /// ```
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -73,6 +78,10 @@ pub struct StoreConfig {
     /// Redis stores: a local fallback while Redis fails (off unless set).
     #[serde(default)]
     pub fallback: Option<FallbackConfig>,
+    /// Redis stores on `rediss://` URLs: the CA that verifies the servers and a client
+    /// certificate (PEM files; unset, Mozilla's roots and no client certificate).
+    #[serde(default)]
+    pub tls: Option<super::StoreTlsConfig>,
     /// Redis stores: the store is a region's, spending allotments of global policies
     /// (`store::region::RegionStore`; off unless set).
     #[cfg(feature = "regions")]
@@ -166,6 +175,10 @@ pub(super) struct BuiltStore {
     /// A Redis store, kept as itself too, to be pinged ([`Limits::ping_stores`](super::Limits::ping_stores)).
     #[cfg(feature = "redis")]
     pub(super) redis: Option<crate::store::RedisStore>,
+    /// The certificates its `tls` files held when it was built: a reload whose files hold
+    /// others (a rotated CA or client certificate) builds the store again.
+    #[cfg(feature = "tls")]
+    pub(super) tls: Option<crate::store::RedisTls>,
 }
 
 impl BuiltStore {
@@ -177,6 +190,8 @@ impl BuiltStore {
             rate: store,
             #[cfg(feature = "redis")]
             redis: None,
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 
@@ -186,6 +201,24 @@ impl BuiltStore {
             rate: Arc::new(store),
             #[cfg(feature = "redis")]
             redis: None,
+            #[cfg(feature = "tls")]
+            tls: None,
+        }
+    }
+
+    /// Whether `config`'s `tls` files hold the certificates this store was built with (so a
+    /// reload may keep it); a file that cannot be read now does not.
+    pub(super) fn same_certificates(&self, config: &StoreConfig) -> bool {
+        #[cfg(feature = "tls")]
+        return match (&config.tls, &self.tls) {
+            (Some(files), Some(built)) => files.read("").is_ok_and(|now| now == *built),
+            (None, None) => true,
+            _ => false,
+        };
+        #[cfg(not(feature = "tls"))]
+        {
+            let _ = config;
+            true
         }
     }
 }
@@ -243,6 +276,7 @@ impl StoreConfig {
             ("denial_cache", self.denial_cache.is_some(), redis),
             ("quota_leases", self.quota_leases.is_some(), redis),
             ("fallback", self.fallback.is_some(), redis),
+            ("tls", self.tls.is_some(), redis),
             #[cfg(feature = "regions")]
             ("region", self.region.is_some(), redis),
         ];
@@ -306,6 +340,23 @@ mod redis {
                 ));
             }
         };
+        #[cfg(feature = "tls")]
+        let tls = match &config.tls {
+            Some(files) => Some(files.read(&format!("{field}.tls"))?),
+            None => None,
+        };
+        #[cfg(feature = "tls")]
+        let builder = match &tls {
+            Some(tls) => builder.tls(tls.clone()),
+            None => builder,
+        };
+        #[cfg(not(feature = "tls"))]
+        if config.tls.is_some() {
+            return Err(invalid(
+                format!("{field}.tls"),
+                SettingError::FeatureMissing { feature: "tls" },
+            ));
+        }
         let store = apply(builder, config)
             .build()
             .map_err(|err| error::at(field, err, setting))?;
@@ -320,10 +371,14 @@ mod redis {
                 #[cfg(feature = "concurrency")]
                 permits: std::sync::Arc::new(store.clone()),
                 redis: Some(store),
+                #[cfg(feature = "tls")]
+                tls,
             });
         }
         Ok(BuiltStore {
             redis: Some(store.clone()),
+            #[cfg(feature = "tls")]
+            tls,
             ..BuiltStore::new(store)
         })
     }
@@ -355,6 +410,12 @@ mod redis {
         Some(match error {
             E::InvalidUrl { setting, .. } | E::NoUrls { setting } => setting,
             E::NoHost { .. } | E::Unsupported { .. } => "url",
+            E::TlsWithoutRediss { .. } => "tls",
+            E::InvalidTls { part, .. } => match *part {
+                "ca" => "tls.ca",
+                "certificate" => "tls.certificate",
+                _ => "tls.private_key",
+            },
             E::NoMaster => "master",
             E::PrimaryAuthWithoutSentinel => "primary_auth",
             E::InvalidPrefix { .. } => "prefix",

@@ -18,7 +18,9 @@ pub const IN_PROCESS_STORE: &str = "in-process";
 
 impl Limits {
     /// Asks every store whether it answers: a Redis store is sent a `PING` (connecting first if
-    /// it has no connection), an in-process one always answers. Each store's name (the file's,
+    /// it has no connection), an in-process one always answers; a store that knows it cannot
+    /// decide ([`Store::unready`], e.g. a region store whose ledger is not declared) answers
+    /// why. Each store's name (the file's,
     /// or [`IN_PROCESS_STORE`]) with its answer, the stores asked at once. Bound the call with
     /// a timeout of your own: a store that cannot connect answers within its connect timeout,
     /// one that hangs may not.
@@ -33,7 +35,11 @@ impl Limits {
                 let answer = match &built.redis {
                     Some(redis) => redis.ping().await,
                     None => Ok(()),
-                };
+                }
+                .and_then(|()| match built.rate.unready() {
+                    Some(why) => Err(StoreError::error_reply(why)),
+                    None => Ok(()),
+                });
                 (name.clone(), answer)
             });
             answers.extend(futures_util::future::join_all(pings).await);

@@ -66,6 +66,16 @@ pub enum SettingError {
     /// A policy with no rule.
     #[error("is empty: a policy needs at least one rule")]
     NoRules,
+    /// `failure_mode = "open"` on a route of a global policy, which fails closed.
+    #[error(
+        "is \"open\", but the route's policy {policy:?} is global: a global policy fails closed \
+         (503) when its region's Redis cannot answer, or the world would admit past its quota; \
+         remove this or set it to \"closed\""
+    )]
+    GlobalFailsClosed {
+        /// The global policy.
+        policy: String,
+    },
     /// A path prefix that does not start with `/`.
     #[error("{path:?} is not a path: it must start with `/`")]
     NotAPath {
@@ -85,6 +95,23 @@ pub enum SettingError {
     /// A route's `plan_header` without `plans` to choose among.
     #[error("chooses a plan, but the route has no `plans`: add them or remove this")]
     NoPlans,
+    /// A TLS file (`tls.ca`, `tls.certificate`, `tls.private_key`) that cannot be read or holds
+    /// no PEM of its kind.
+    #[error("{path}: {reason}")]
+    TlsFile {
+        /// The file.
+        path: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
+    /// A client certificate without its private key, or the reverse.
+    #[error("is required with `{given}`: a client certificate is presented with its key")]
+    TlsPair {
+        /// The field missing: `certificate` or `private_key`.
+        missing: &'static str,
+        /// The field given.
+        given: &'static str,
+    },
     /// A setting this build cannot honour.
     #[error("this build lacks the crate's `{feature}` feature: turn it on in Cargo.toml")]
     FeatureMissing {

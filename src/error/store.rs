@@ -36,14 +36,46 @@ pub enum StoreConfigError {
     /// A `deadpool_redis::Config` that sets both `url` and `connection`.
     #[error("the deadpool_redis::Config sets both `url` and `connection`: set one of them")]
     UrlAndConnection,
-    /// An address this build of redis-rs cannot reach.
-    #[error(
-        "cannot connect to {address} with this build of redis-rs (TLS needs its `tls-rustls` or \
-         `tls-native-tls` feature; Unix sockets need a Unix platform)"
-    )]
+    /// An address this build of redis-rs cannot reach (a Unix socket off Unix).
+    #[error("cannot connect to {address} on this platform (Unix sockets need a Unix platform)")]
     Unsupported {
         /// The address, its password shown as `***`.
         address: String,
+    },
+    /// A `rediss://` address in a build without the crate's `tls` feature.
+    #[error(
+        "cannot connect to {address}: TLS to Redis (rediss://) needs the `tls` feature of \
+         tower-redis-ratelimit"
+    )]
+    TlsFeature {
+        /// The address, its password shown as `***`.
+        address: String,
+    },
+    /// A `rediss://…#insecure` address: the server's certificate would go unverified.
+    #[error(
+        "{address} asks for TLS without verifying the server (#insecure), which this crate never \
+         does: give the CA that signed the server's certificate instead (`tls.ca`)"
+    )]
+    InsecureTls {
+        /// The address, its password shown as `***`.
+        address: String,
+    },
+    /// Certificates given to a store whose address is not `rediss://`.
+    #[error(
+        "TLS certificates are given for {address}, which is not a TLS address: write rediss:// \
+         to connect with TLS"
+    )]
+    TlsWithoutRediss {
+        /// The address, its password shown as `***`.
+        address: String,
+    },
+    /// A TLS certificate or private key that does not parse.
+    #[error("invalid TLS {part}: {reason}")]
+    InvalidTls {
+        /// `ca`, `certificate` or `private_key`.
+        part: &'static str,
+        /// What is wrong with it.
+        reason: String,
     },
     /// redis-rs refused the connection settings as a whole.
     #[error("invalid {what} settings: {reason}")]

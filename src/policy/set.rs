@@ -90,7 +90,9 @@ impl Policy {
     /// a region store so that every region counts the same windows.
     ///
     /// A store that is not a `store::region::RegionStore` counts a global policy as any other: one
-    /// Redis, or one process, is then the whole world.
+    /// Redis, or one process, is then the whole world. A rate-limit layer fails closed (503) on a
+    /// global policy whatever its [failure mode](crate::admission::FailureMode): a request let
+    /// through unchecked would spend quota no region was granted.
     ///
     /// ```
     /// use tower_redis_ratelimit::{ConfigError, Policy, Quota, Rule};

@@ -102,6 +102,10 @@ impl Admit for RateLimiter {
         Some(self.plans.get(plan).header.clone())
     }
 
+    fn fails_closed(&self, (_, plan, _): &Self::Pending) -> bool {
+        self.plans.get(*plan).policy.is_global()
+    }
+
     fn announced(&self) -> Option<HeaderValue> {
         Some(self.plans.default_policy().header.clone())
     }

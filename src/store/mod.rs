@@ -38,6 +38,11 @@ pub use self::future::StoreFuture;
 pub use self::memory::{MemoryStore, MemoryStoreBuilder};
 #[cfg(feature = "sentinel")]
 pub use self::redis::RedisAuth;
+#[cfg(feature = "tls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+pub use self::redis::RedisTls;
+#[cfg(all(feature = "tls", feature = "config"))]
+pub(crate) use self::redis::check_tls;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::{Fallback, QuotaLeases, RedisStore, RedisStoreBuilder, redact_url};
@@ -100,6 +105,14 @@ pub trait Store: Send + Sync + 'static {
     fn fallback_timeout(&self) -> Option<Duration> {
         None
     }
+
+    /// Why this store cannot decide now, as far as it knows without a call: a region store
+    /// whose ledger is not declared (`store::region`) can grant no quota of a global policy.
+    /// `None` (the default) when nothing is known against it. A readiness check says it (the
+    /// `config` feature's `Limits::ping_stores`).
+    fn unready(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 impl<S: Store + ?Sized> Store for Arc<S> {
@@ -122,6 +135,10 @@ impl<S: Store + ?Sized> Store for Arc<S> {
 
     fn fallback_timeout(&self) -> Option<Duration> {
         (**self).fallback_timeout()
+    }
+
+    fn unready(&self) -> Option<&'static str> {
+        (**self).unready()
     }
 }
 

@@ -5,6 +5,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::tls::ServerTls;
 use crate::{RedisServer, TempDir, find_binary};
 
 /// How long a primary may be unreachable before its replica takes over: short, so failover tests
@@ -16,31 +17,48 @@ const NODE_TIMEOUT_MS: u64 = 1_000;
 #[derive(Debug)]
 pub struct RedisCluster {
     nodes: Vec<RedisServer>,
+    /// TLS alone, on every node and on the cluster bus.
+    tls: Option<ServerTls>,
 }
 
 impl RedisCluster {
     /// Three primaries with one replica each, every slot served, every replica in sync.
     pub fn start() -> Self {
+        Self::start_with(None)
+    }
+
+    /// [`start`](Self::start), every node speaking TLS alone as `tls` says, the cluster bus and
+    /// replication too (`--tls-cluster yes`): the nodes announce their TLS ports, and the
+    /// [`urls`](Self::urls) are `rediss://`.
+    pub fn start_tls(tls: &ServerTls) -> Self {
+        Self::start_with(Some(tls.clone()))
+    }
+
+    fn start_with(tls: Option<ServerTls>) -> Self {
         let node_timeout = NODE_TIMEOUT_MS.to_string();
-        let arguments = [
+        let mut arguments = vec![
             "--cluster-enabled",
             "yes",
             "--cluster-node-timeout",
             &node_timeout,
         ];
+        if tls.is_some() {
+            arguments.extend(["--tls-cluster", "yes"]);
+        }
         let nodes: Vec<RedisServer> = (0..6)
             .map(|_| {
-                RedisServer::try_start_on(&arguments, cluster_port)
+                RedisServer::try_start_tls_on(&arguments, cluster_port, tls.clone())
                     .unwrap_or_else(|err| panic!("{err}"))
             })
             .collect();
-        let cluster = RedisCluster { nodes };
+        let cluster = RedisCluster { nodes, tls };
         let addresses: Vec<String> = cluster
             .nodes
             .iter()
             .map(|node| format!("127.0.0.1:{}", node.port()))
             .collect();
-        let output = Command::new(redis_cli())
+        let output = cluster
+            .redis_cli()
             .arg("--cluster")
             .arg("create")
             .args(&addresses)
@@ -132,7 +150,8 @@ impl RedisCluster {
         let dir = TempDir::new("reshard").expect("a directory for redis-cli's log");
         let log = dir.path().join("reshard.log");
         let file = std::fs::File::create(&log).expect("a log file for redis-cli");
-        let mut child = Command::new(redis_cli())
+        let mut child = self
+            .redis_cli()
             .args(["--cluster", "reshard"])
             .arg(format!("127.0.0.1:{}", self.nodes[to].port()))
             .args(["--cluster-from", &self.node_id(from)])
@@ -185,6 +204,15 @@ impl RedisCluster {
             let replication = node.cli(&["INFO", "replication"]);
             replication.contains("role:master") || replication.contains("master_link_status:up")
         })
+    }
+
+    /// `redis-cli`, over TLS for a TLS cluster.
+    fn redis_cli(&self) -> Command {
+        let mut command = Command::new(redis_cli());
+        if let Some(tls) = &self.tls {
+            command.args(tls.cli_args());
+        }
+        command
     }
 
     fn any_live(&self) -> &RedisServer {

@@ -4,6 +4,7 @@
 //! - private Redis servers: a standalone [`RedisServer`], a [`cluster::RedisCluster`] and a
 //!   [`sentinel::RedisSentinels`] set, each on free loopback ports, with saving off and in a
 //!   temporary directory of its own, stopped and removed when dropped;
+//! - [`tls`]: a test CA and its certificates, for servers that speak TLS alone;
 //! - [`commands`]: how many commands a server ran, read on a connection of the caller's own;
 //! - [`load`]: a closed-loop HTTP/1.1 load generator, and [`app_process`]: apps in processes of
 //!   their own for it to drive;
@@ -27,6 +28,7 @@ pub mod peer;
 pub mod sentinel;
 mod server;
 mod temp_dir;
+pub mod tls;
 pub mod traces;
 pub mod wan;
 

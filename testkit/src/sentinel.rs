@@ -5,6 +5,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::server::cli;
+use crate::tls::ServerTls;
 use crate::{RedisServer, TempDir, find_binary, free_port};
 
 /// The name the sentinels know the primary by.
@@ -29,6 +30,8 @@ pub struct RedisSentinels {
     sentinels: Vec<SentinelProcess>,
     /// The sentinels' own password.
     sentinel_password: Option<String>,
+    /// TLS alone, on the servers and the sentinels, replication and monitoring too.
+    tls: Option<ServerTls>,
     /// The sentinels' config files, which they rewrite, and their working directory: held for
     /// its removal on drop.
     _dir: TempDir,
@@ -49,23 +52,39 @@ impl RedisSentinels {
 
     /// [`start`](Self::start), the servers and the sentinels asking for `passwords`.
     pub fn start_with(passwords: &Passwords) -> Self {
+        Self::start_set(passwords, None)
+    }
+
+    /// [`start`](Self::start), the servers and the sentinels speaking TLS alone as `tls` says,
+    /// replication and the sentinels' connections too (`tls-replication yes`): the
+    /// [`urls`](Self::urls) are `rediss://`.
+    pub fn start_tls(tls: &ServerTls) -> Self {
+        Self::start_set(&Passwords::default(), Some(tls.clone()))
+    }
+
+    fn start_set(passwords: &Passwords, tls: Option<ServerTls>) -> Self {
         let dir = TempDir::new("sentinel").expect("a directory for the sentinels' config files");
         let auth: Vec<&str> = match &passwords.servers {
             Some(password) => vec!["--requirepass", password, "--masterauth", password],
             None => Vec::new(),
         };
-        let primary = RedisServer::start_with(&auth);
+        let server = |args: &[&str]| {
+            RedisServer::try_start_tls_on(args, free_port, tls.clone())
+                .unwrap_or_else(|err| panic!("{err}"))
+        };
+        let primary = server(&auth);
         let primary_port = primary.port().to_string();
         let mut replica_args = vec!["--replicaof", "127.0.0.1", &primary_port];
         replica_args.extend(&auth);
-        let replica = RedisServer::start_with(&replica_args);
+        let replica = server(&replica_args);
         let sentinels = (0..3)
-            .map(|index| start_sentinel(dir.path(), index, primary.port(), passwords))
+            .map(|index| start_sentinel(dir.path(), index, primary.port(), passwords, tls.as_ref()))
             .collect();
         let set = RedisSentinels {
             servers: [primary, replica],
             sentinels,
             sentinel_password: passwords.sentinels.clone(),
+            tls,
             _dir: dir,
         };
         set.wait(
@@ -95,14 +114,24 @@ impl RedisSentinels {
             Some(password) => format!(":{password}@"),
             None => String::new(),
         };
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
         self.sentinels
             .iter()
-            .map(|sentinel| format!("redis://{auth}127.0.0.1:{}", sentinel.port))
+            .map(|sentinel| format!("{scheme}://{auth}127.0.0.1:{}", sentinel.port))
             .collect()
     }
 
     fn sentinel_cli(&self, port: u16, args: &[&str]) -> String {
-        cli(port, self.sentinel_password.as_deref(), args)
+        cli(
+            port,
+            self.sentinel_password.as_deref(),
+            self.tls.as_ref(),
+            args,
+        )
     }
 
     /// The port of the server the sentinels name as primary.
@@ -210,6 +239,7 @@ fn start_sentinel(
     index: usize,
     primary_port: u16,
     passwords: &Passwords,
+    tls: Option<&ServerTls>,
 ) -> SentinelProcess {
     // `auth-pass` after `monitor`, which it refers to.
     let mut auth = String::new();
@@ -223,10 +253,14 @@ fn start_sentinel(
         let port = free_port();
         // Sentinel rewrites its config file, so each has its own.
         let config = dir.join(format!("sentinel-{index}-{port}.conf"));
+        let listen = match tls {
+            Some(tls) => tls.config_file(port),
+            None => format!("port {port}\n"),
+        };
         std::fs::write(
             &config,
             format!(
-                "port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {dir}\n\
+                "{listen}bind 127.0.0.1\nprotected-mode no\ndir {dir}\n\
                  sentinel monitor {MASTER} 127.0.0.1 {primary_port} 2\n\
                  sentinel down-after-milliseconds {MASTER} 1000\n\
                  sentinel failover-timeout {MASTER} 5000\n\
@@ -248,7 +282,7 @@ fn start_sentinel(
             if let Ok(Some(_)) = child.try_wait() {
                 break;
             }
-            if crate::server::answers_ping(port) {
+            if crate::server::answers_ping(port, tls) {
                 return SentinelProcess { child, port };
             }
             std::thread::sleep(Duration::from_millis(20));

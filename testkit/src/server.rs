@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::tls::ServerTls;
 use crate::{BoxError, TempDir};
 
 /// A `redis-server` child process, killed (SIGKILL) and its directory removed when dropped.
@@ -27,6 +28,8 @@ pub struct RedisServer {
     extra: Vec<String>,
     /// The `--requirepass` of `extra`, which [`cli`](Self::cli) gives.
     password: Option<String>,
+    /// TLS only, on `port`: clients (and [`cli`](Self::cli)) speak TLS.
+    tls: Option<ServerTls>,
     dir: TempDir,
 }
 
@@ -47,8 +50,24 @@ impl RedisServer {
         Self::try_start_on(&[], free_port)
     }
 
+    /// [`start_with`](Self::start_with), speaking TLS alone (`--port 0 --tls-port`) as `tls`
+    /// says: its [`url`](Self::url) is `rediss://`.
+    pub fn start_tls(tls: &ServerTls, extra: &[&str]) -> Self {
+        Self::try_start_tls_on(extra, free_port, Some(tls.clone()))
+            .unwrap_or_else(|err| panic!("{err}"))
+    }
+
     /// Starts a server with `extra` arguments on a port from `port`, trying 20 ports in turn.
     pub(crate) fn try_start_on(extra: &[&str], port: fn() -> u16) -> Result<Self, BoxError> {
+        Self::try_start_tls_on(extra, port, None)
+    }
+
+    /// [`try_start_on`](Self::try_start_on), over TLS alone when `tls` is given.
+    pub(crate) fn try_start_tls_on(
+        extra: &[&str],
+        port: fn() -> u16,
+        tls: Option<ServerTls>,
+    ) -> Result<Self, BoxError> {
         let binary = find_binary("redis-server")?;
         let dir = TempDir::new("redis")
             .map_err(|err| format!("cannot create a directory for redis-server: {err}"))?;
@@ -61,6 +80,7 @@ impl RedisServer {
                 .windows(2)
                 .find(|pair| pair[0] == "--requirepass")
                 .map(|pair| pair[1].to_owned()),
+            tls,
             dir,
         };
         for _ in 0..20 {
@@ -74,9 +94,19 @@ impl RedisServer {
         Err("could not start redis-server on a free port after 20 attempts".into())
     }
 
-    /// `redis://127.0.0.1:<port>`.
+    /// `redis://127.0.0.1:<port>`, or `rediss://` for a TLS server.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    /// How it speaks TLS, if it does.
+    pub fn tls(&self) -> Option<&ServerTls> {
+        self.tls.as_ref()
     }
 
     /// `127.0.0.1:<port>`.
@@ -134,7 +164,7 @@ impl RedisServer {
 
     /// Runs `redis-cli` against this server and returns its output.
     pub fn cli(&self, args: &[&str]) -> String {
-        cli(self.port, self.password.as_deref(), args)
+        cli(self.port, self.password.as_deref(), self.tls.as_ref(), args)
     }
 
     /// Every key in the server.
@@ -198,8 +228,13 @@ impl RedisServer {
     /// Starts the process and waits until it answers PING: false if it exited (its port was
     /// taken) or stayed silent for 5 s.
     fn spawn(&mut self) -> Result<bool, BoxError> {
+        let port = match &self.tls {
+            Some(tls) => tls.server_args(self.port),
+            None => vec!["--port".to_owned(), self.port.to_string()],
+        };
         let child = Command::new(&self.binary)
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(port)
+            .args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(self.dir.path())
@@ -216,7 +251,7 @@ impl RedisServer {
                 self.child = None;
                 return Ok(false);
             }
-            if answers_ping(self.port) {
+            if answers_ping(self.port, self.tls.as_ref()) {
                 return Ok(true);
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -234,8 +269,12 @@ impl Drop for RedisServer {
 }
 
 /// Whether a Redis server on `port` answers `PING` (spoken directly: starting needs no
-/// `redis-cli`). A server with a password answers `-NOAUTH`: it is up too.
-pub(crate) fn answers_ping(port: u16) -> bool {
+/// `redis-cli`, except over TLS). A server with a password answers `-NOAUTH`: it is up too.
+pub(crate) fn answers_ping(port: u16, tls: Option<&ServerTls>) -> bool {
+    if tls.is_some() {
+        let answer = cli(port, None, tls, &["PING"]);
+        return answer == "PONG" || answer.starts_with("NOAUTH");
+    }
     let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
         return false;
     };
@@ -246,14 +285,22 @@ pub(crate) fn answers_ping(port: u16) -> bool {
         && (&reply == b"+PONG\r\n" || &reply == b"-NOAUTH")
 }
 
-/// Runs `redis-cli -p <port> <args>`, authenticated with `password` when given, and returns its
-/// output, trimmed.
-pub(crate) fn cli(port: u16, password: Option<&str>, args: &[&str]) -> String {
+/// Runs `redis-cli -p <port> <args>`, authenticated with `password` when given, over TLS with
+/// the client certificate for a TLS server, and returns its output, trimmed.
+pub(crate) fn cli(
+    port: u16,
+    password: Option<&str>,
+    tls: Option<&ServerTls>,
+    args: &[&str],
+) -> String {
     let binary = find_binary("redis-cli").unwrap_or_else(|err| panic!("{err}"));
     let mut command = Command::new(binary);
     // The environment rather than `-a`: no warning on stderr, no password in `ps`.
     if let Some(password) = password {
         command.env("REDISCLI_AUTH", password);
+    }
+    if let Some(tls) = tls {
+        command.args(tls.cli_args());
     }
     let output = command
         .args(["-p", &port.to_string()])

@@ -21,6 +21,9 @@ pub(crate) struct GatewayProcess {
     // Shared by test binaries, not all of which read the messages.
     #[allow(dead_code)]
     pub(crate) stderr: Output,
+    /// The messages before the start-up line (what building the limits logged).
+    #[allow(dead_code)]
+    pub(crate) before: Vec<String>,
 }
 
 impl GatewayProcess {
@@ -54,7 +57,12 @@ impl GatewayProcess {
                 None => before.push(message),
             }
         };
-        (Self { child, stderr }, line, stdout)
+        let process = Self {
+            child,
+            stderr,
+            before,
+        };
+        (process, line, stdout)
     }
 
     /// Waits for the process to exit with status 0, failing the test after `within`.

@@ -148,13 +148,29 @@ fn check_says_which_store_is_a_region_s_and_which_policy_global() {
     );
     for line in [
         "  eu: redis redis://127.0.0.1:6379, region eu-west (ledger redis://:***@ledger:6379, partition refuse, max_skew the default)",
-        "  api: api: fixed_window, limit 600 per 1m, global (one quota across regions)",
+        "  api: api: fixed_window, limit 600 per 1m, global (one quota across regions; fails closed whatever the failure_mode)",
     ] {
         assert!(
             stdout.lines().any(|l| l == line),
             "no line {line:?} in:\n{stdout}"
         );
     }
+    // Failing open would admit past the world's quota: refused.
+    let text = std::fs::read_to_string(&file.0).unwrap();
+    let open = TempFile::new("toml", &format!("{text}failure_mode = \"open\"\n"));
+    let output = Command::new(BINARY)
+        .arg("check")
+        .arg(&open.0)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "`routes.api.failure_mode`: is \"open\", but the route's policy \"api\" is global"
+        ),
+        "{stderr}"
+    );
 }
 
 /// `check` on bad files: exit 1, and the mistake named by its line or its field.
@@ -239,7 +255,7 @@ fn version_and_help() {
     );
     let help = Command::new(BINARY).arg("--help").output().unwrap();
     let help = String::from_utf8(help.stdout).unwrap();
-    for command in ["proxy", "check"] {
+    for command in ["proxy", "check", "ledger"] {
         assert!(
             help.lines()
                 .any(|line| line.trim_start().starts_with(command)),

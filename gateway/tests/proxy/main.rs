@@ -7,6 +7,7 @@ mod admin;
 mod certificates;
 mod files;
 mod http2;
+mod ledger;
 mod lifecycle;
 mod limits;
 mod logs;
@@ -14,6 +15,7 @@ mod operations;
 mod paths;
 #[path = "../common/process.rs"]
 mod process;
+mod redis_tls;
 mod reset;
 mod routes;
 mod smoothing;

@@ -114,15 +114,12 @@ pub(crate) fn config_text(upstream: SocketAddr, limit: u32) -> String {
 
 /// The test configuration, with `extra` lines in its `[proxy]` table.
 pub(crate) fn config_with(upstream: SocketAddr, limit: u32, extra: &str) -> String {
+    let proxy = proxy_table(
+        upstream,
+        &format!("{extra}\nwebsockets = {{ max_per_key = 1, key = {{ header = \"x-user\" }} }}"),
+    );
     format!(
-        r#"
-        [proxy]
-        listen = "127.0.0.1:0"
-        upstream = "http://{upstream}"
-        access_log = "off"
-        {extra}
-        websockets = {{ max_per_key = 1, key = {{ header = "x-user" }} }}
-
+        r#"{proxy}
         [policies.api]
         rules = [{{ name = "api", algorithm = "fixed_window", limit = {limit}, period = "1min" }}]
 
@@ -130,6 +127,20 @@ pub(crate) fn config_with(upstream: SocketAddr, limit: u32, extra: &str) -> Stri
         paths = ["/api/"]
         policy = "api"
         key = {{ header = "x-api-key" }}
+        "#
+    )
+}
+
+/// The `[proxy]` table of a proxy in front of `upstream` on a free port, without an access log,
+/// with `extra` lines.
+pub(crate) fn proxy_table(upstream: SocketAddr, extra: &str) -> String {
+    format!(
+        r#"
+        [proxy]
+        listen = "127.0.0.1:0"
+        upstream = "http://{upstream}"
+        access_log = "off"
+        {extra}
         "#
     )
 }
@@ -198,6 +209,15 @@ impl Proxy {
 
     pub(crate) fn signal(&self, signal: &str) {
         self.process.signal(signal);
+    }
+
+    /// Its first message that contains `text`: said before its start-up line, or the next one
+    /// after (the ones before it skipped).
+    pub(crate) fn said(&self, text: &str) -> String {
+        match self.process.before.iter().find(|line| line.contains(text)) {
+            Some(line) => line.clone(),
+            None => self.message_containing(text),
+        }
     }
 
     /// Its next message (on standard error) that contains `text`, the ones before it skipped.

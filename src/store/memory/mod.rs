@@ -169,7 +169,12 @@ impl MemoryStore {
             // One rule, the common case. A step writes only when its rule admits the request,
             // which with one rule is every rule: its write lands at once, with nothing buffered
             // (the general path below cost a one-rule GCRA decision a quarter more instructions).
-            let state = found.as_deref().and_then(|entry| entry.state(id, now));
+            // Looked up once, for the step's read and for its write.
+            let position = found.as_deref().and_then(|entry| entry.position(id));
+            let state = found
+                .as_deref()
+                .zip(position)
+                .and_then(|(entry, position)| entry.state_at(position, now));
             // The verdict is taken within the algorithm's branch (see `step_then`).
             let write = algorithm::step_then(params, state, at, cost, |step| {
                 combined.add(step.verdict);
@@ -184,11 +189,12 @@ impl MemoryStore {
                     "a step wrote for a request it refused"
                 );
                 let expires_at = now.saturating_add(ttl);
-                let entry = match found {
-                    Some(entry) => entry,
-                    None => shard.entry(hash, &key, now),
-                };
-                entry.update(id, write, now, expires_at);
+                match found {
+                    Some(entry) => entry.update_at(id, position, write, now, expires_at),
+                    None => shard
+                        .entry(hash, &key, now)
+                        .update_at(id, None, write, now, expires_at),
+                }
                 shard.expires(expires_at);
             }
         } else {

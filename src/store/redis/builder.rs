@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use deadpool_redis::ConnectionInfo;
 
-use super::connect::{self, SharedConnection, Target};
+use super::connect::{self, RedisTls, SharedConnection, Target};
 use super::key::StateNames;
 use super::local::{Batcher, Degraded, Denials, Fallback, Leases, QuotaLeases};
 use super::reset::{self, Listener};
@@ -35,6 +35,7 @@ pub struct RedisStoreBuilder {
     fallback: Option<Fallback>,
     batch: bool,
     functions: bool,
+    tls: Option<RedisTls>,
     /// [`primary_auth`](Self::primary_auth) given to a store not on Sentinel: refused at
     /// `build`, where a builder's mistakes are told.
     #[cfg(feature = "sentinel")]
@@ -58,6 +59,7 @@ impl RedisStoreBuilder {
             fallback: None,
             batch: true,
             functions: true,
+            tls: None,
             #[cfg(feature = "sentinel")]
             misplaced_primary_auth: false,
         }
@@ -289,6 +291,39 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// The certificates of a store on `rediss://` URLs (with the `tls` feature): a CA to verify
+    /// the servers with instead of Mozilla's roots, and a client certificate for servers that
+    /// require one (`tls-auth-clients yes`). Every connection of the store uses them: decisions,
+    /// the reset listener's subscription, and on Sentinel the sentinels and the primary they
+    /// name, on a Cluster every node. The server's certificate is always verified, its name
+    /// (or IP address) against the URL's host; without this call a `rediss://` URL is verified
+    /// against Mozilla's roots.
+    ///
+    /// [`build`](Self::build) refuses certificates that do not parse (naming the part), given to
+    /// a store whose URL is not `rediss://`, or a `rediss://…#insecure` URL, whose server would
+    /// go unverified.
+    ///
+    /// ```no_run
+    /// use tower_redis_ratelimit::store::{RedisStore, RedisTls};
+    ///
+    /// let tls = RedisTls::new()
+    ///     .ca(std::fs::read("/etc/redis/ca.pem")?)
+    ///     .client_certificate(
+    ///         std::fs::read("/etc/redis/client.pem")?,
+    ///         std::fs::read("/etc/redis/client.key")?,
+    ///     );
+    /// let store = RedisStore::builder("rediss://app:s3cret@redis.internal:6380")
+    ///     .tls(tls)
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn tls(mut self, tls: RedisTls) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
     /// The store. Validates the settings; does not connect.
     pub fn build(self) -> Result<RedisStore, ConfigError> {
         #[cfg(feature = "sentinel")]
@@ -319,7 +354,7 @@ impl RedisStoreBuilder {
         let cluster = matches!(self.target, Target::Cluster(_));
         #[cfg(not(feature = "cluster"))]
         let cluster = false;
-        let endpoint = connect::connector(self.target, self.connect_timeout)?;
+        let endpoint = connect::connector(self.target, self.tls.as_ref(), self.connect_timeout)?;
         // A store that remembers nothing (no denial cache, no leases) has nothing to forget on a
         // reset, and needs no listener.
         let listener = (self.denial_cache > 0 || self.quota_leases.is_some()).then(|| {

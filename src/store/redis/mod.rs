@@ -34,7 +34,11 @@ use std::time::Duration;
 pub use self::builder::RedisStoreBuilder;
 #[cfg(feature = "sentinel")]
 pub use self::connect::RedisAuth;
+#[cfg(feature = "tls")]
+pub use self::connect::RedisTls;
 use self::connect::SharedConnection;
+#[cfg(all(feature = "tls", feature = "config"))]
+pub(crate) use self::connect::check_tls;
 pub use self::connect::redact_url;
 use self::key::{StateNames, StorageKey};
 use self::local::{Answer, Batcher, Degraded, Denials, Leases, batch, fallback, leases};

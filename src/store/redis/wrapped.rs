@@ -24,6 +24,15 @@ impl RedisStore {
         self.inner.connection.call(call).await
     }
 
+    /// Runs one plain command on this store's connection (an operator's reading: `SCAN`,
+    /// `HGETALL`).
+    pub(in crate::store) async fn query<T: redis::FromRedisValue>(
+        &self,
+        command: &redis::Cmd,
+    ) -> Result<T, StoreError> {
+        self.inner.connection.query(command).await
+    }
+
     /// Sends `call`, then waits for `replicas` replicas to acknowledge it, for at most `timeout`;
     /// returns the reply and how many did.
     pub(in crate::store) async fn run_and_wait<T: redis::FromRedisValue>(

@@ -5,7 +5,6 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::clock::micros;
 use crate::store::redis::wrapped::{Call, Entry};
 use crate::store::{RedisStore, StoreError};
 
@@ -19,9 +18,9 @@ use super::window::Window;
 /// It lives in one Redis, reached through a [`RedisStore`] (so a Sentinel-managed primary is
 /// followed across failovers). A take counts only once `replicas` replicas hold it (`WAIT`):
 /// a failover to one of them cannot forget it and hand the units out again. A ledger whose Redis
-/// restarted empty, or was never declared, grants nothing until it is declared anew with
-/// [`declare_new`](Self::declare_new), which fences the windows an earlier life may have
-/// granted. Run the ledger's Redis without persistence (a restart then comes back empty and
+/// restarted empty, or was never declared, grants nothing until it is declared with
+/// [`declare`](Self::declare) (`ratelimit-gateway ledger declare FILE`), which fences the
+/// windows an earlier life may have granted. Run the ledger's Redis without persistence (a restart then comes back empty and
 /// fenced) or with `appendfsync always`: a restart from a snapshot older than its last takes
 /// would grant them again.
 ///
@@ -33,16 +32,16 @@ use super::window::Window;
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let ledger = Ledger::new(RedisStore::open("redis://ledger.internal:6379")?)
 ///     .replicas(1, Duration::from_millis(200));
-/// // Once, when the ledger's Redis is new (or came back empty):
-/// ledger.declare_new(Duration::from_millis(50)).await?;
+/// // Once, when the ledger's Redis is new (or came back empty); again, it changes nothing:
+/// ledger.declare(Duration::from_millis(50)).await?;
 /// # Ok(())
 /// # }
 /// ```
 #[derive(Clone)]
 pub struct Ledger {
-    store: RedisStore,
-    replicas: u32,
-    wait: Duration,
+    pub(super) store: RedisStore,
+    pub(super) replicas: u32,
+    pub(super) wait: Duration,
 }
 
 /// What the ledger answered a take.
@@ -75,22 +74,9 @@ impl Ledger {
         self
     }
 
-    /// Declares this ledger new: it grants again, but nothing of any window an earlier life of
-    /// the ledger may have granted (a window starting within one period and twice `max_skew`
-    /// of now, the regions' bound on clock skew). For a ledger whose Redis was lost (restarted
-    /// empty, or replaced); never write its keys by hand. Returns the new epoch (µs since the
-    /// Unix epoch, by the ledger's clock).
-    pub async fn declare_new(&self, max_skew: Duration) -> Result<u64, StoreError> {
-        let mut call = Call::new(Entry::Ledger, 0, 1);
-        call.key(self.birth_key())
-            .arg("declare")
-            .arg(1)
-            .arg(micros(max_skew));
-        let (epoch, _): (u64, u32) = self
-            .store
-            .run_and_wait(&call, self.replicas, self.wait)
-            .await?;
-        Ok(epoch)
+    /// The Redis store the ledger lives in.
+    pub fn store(&self) -> &RedisStore {
+        &self.store
     }
 
     /// Sends a PING to the ledger's Redis, connecting first if needed.
@@ -98,7 +84,7 @@ impl Ledger {
         self.store.ping().await
     }
 
-    fn birth_key(&self) -> String {
+    pub(super) fn birth_key(&self) -> String {
         format!("{}:ledger:birth", self.store.prefix())
     }
 
@@ -219,7 +205,34 @@ mod tests {
             .take(&key(), later(now), "eu", "m1", 10, 10, now)
             .await
             .unwrap_err();
-        assert!(error.to_string().contains("declare_new"), "{error}");
+        assert!(error.to_string().contains("ledger not declared"), "{error}");
+    }
+
+    /// An error reply of a take (here: a ledger not declared) is read in the round trip that
+    /// sent it, beside WAIT's: the call is not sent again. Two round trips at 150 ms one way
+    /// would pass a move's 500 ms timeout.
+    #[tokio::test]
+    async fn an_error_reply_costs_one_round_trip() {
+        let redis = RedisServer::start();
+        let ledger = Ledger::new(RedisStore::open(&redis.url()).unwrap());
+        let now = now_us();
+        // The first call loads the library (a round trip of its own, once per server).
+        ledger.ping().await.unwrap();
+        let _ = ledger
+            .take(&key(), later(now), "eu", "m1", 10, 10, now)
+            .await;
+        redis.cli(&["CONFIG", "RESETSTAT"]);
+        let error = ledger
+            .take(&key(), later(now), "eu", "m2", 10, 10, now)
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains("ledger not declared"), "{error}");
+        let calls = redis.command_calls();
+        assert_eq!(
+            (redis.script_calls(), calls.get("wait").copied()),
+            (1, Some(1)),
+            "{calls:?}"
+        );
     }
 
     #[tokio::test]

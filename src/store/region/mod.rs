@@ -18,13 +18,15 @@
 //! [emergency mode](PartitionMode::Emergency), a region cut off from the ledger adds
 //! `floor(fraction × Q)` once per window: at most `Q + Σ fraction × Q` in a window.
 //! Failover of the ledger's Redis loses no take that counted (each waits for the replicas),
-//! and a ledger that lost its data grants nothing until [declared new](Ledger::declare_new),
+//! and a ledger that lost its data grants nothing until [declared](Ledger::declare),
 //! which fences the windows it may have granted. `docs/regions.md` has the design, the failure
 //! table and the measurements.
 
 mod allotment;
+mod declaration;
 mod demand;
 mod global_key;
+mod holdings;
 mod ledger;
 mod mover;
 mod partition;
@@ -32,6 +34,8 @@ mod shared;
 mod store;
 mod window;
 
+pub use self::declaration::{Birth, Declared};
+pub use self::holdings::{Holding, RegionHolding};
 pub use self::ledger::Ledger;
 pub use self::partition::PartitionMode;
-pub use self::store::{RegionStore, RegionStoreBuilder};
+pub use self::store::{DEFAULT_MAX_SKEW, RegionStore, RegionStoreBuilder};

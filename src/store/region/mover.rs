@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::mem;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
 use futures_util::future::join_all;
@@ -17,7 +18,7 @@ use tokio::task::JoinHandle;
 
 use super::demand::Asked;
 use super::global_key::{GlobalKey, KeyId};
-use super::shared::Shared;
+use super::shared::{DECLARED, Shared};
 use super::window::Window;
 
 /// One step of a move of units of `window`, named `id`.
@@ -128,6 +129,14 @@ pub(crate) async fn run(shared: Weak<Shared>) {
         let Some(shared) = shared.upgrade() else {
             return;
         };
+        if shared.declared.load(Ordering::Relaxed) != DECLARED {
+            // Until the ledger is known declared, asked every tick (one read): `/readyz` and
+            // the log say so before the first request, and turn as soon as it is declared.
+            // Once it is, a take that finds it gone says so.
+            if let Ok(birth) = shared.within("birth", shared.ledger.birth()).await {
+                shared.note_declared(birth.is_some());
+            }
+        }
         tick(&shared, &mut tracks).await;
     }
 }
@@ -341,6 +350,7 @@ async fn perform(shared: &Arc<Shared>, key: &GlobalKey, step: &Move, now: u64) -
                         .take(key, *window, region, id, *want, *demand, now),
                 )
                 .await;
+            shared.note_answer(&taken);
             let Ok(taken) = shared.ledger_answered(taken) else {
                 return Stepped::Again;
             };

@@ -2,7 +2,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::allotment::Region;
@@ -35,7 +35,22 @@ pub(crate) struct Shared {
     /// Since when (µs) every call to the ledger has failed; 0 while it answers.
     pub(crate) failing_since: AtomicU64,
     pub(crate) mover: AtomicBool,
+    /// What this instance knows of the ledger's declaration: [`UNKNOWN`], [`DECLARED`] or
+    /// [`UNDECLARED`].
+    pub(crate) declared: AtomicU8,
 }
+
+/// Not known yet whether the ledger is declared (before its first answer).
+pub(crate) const UNKNOWN: u8 = 0;
+/// The ledger is declared: it grants.
+pub(crate) const DECLARED: u8 = 1;
+/// The ledger is not declared: it grants nothing, and no quota of a global policy can come.
+pub(crate) const UNDECLARED: u8 = 2;
+
+/// What a region store says while its ledger is not declared (its requests' errors, `/readyz`,
+/// the log).
+pub(crate) const NOT_DECLARED: &str = "ledger not declared: no quota of a global policy can be \
+    granted until an operator declares it (ratelimit-gateway ledger declare FILE)";
 
 impl Shared {
     /// Runs a call of the mover within `move_timeout`, counted in
@@ -79,6 +94,49 @@ impl Shared {
         let since = self.failing_since.load(Ordering::Relaxed);
         since != 0
             && Duration::from_micros(now.saturating_sub(since)) >= self.settings.partition_after
+    }
+
+    /// Notes what the ledger said of its declaration; logs each change (a warning when it is
+    /// not declared: every global request is refused until it is).
+    pub(crate) fn note_declared(&self, declared: bool) {
+        let state = if declared { DECLARED } else { UNDECLARED };
+        let before = self.declared.swap(state, Ordering::Relaxed);
+        if before == state {
+            return;
+        }
+        let region = &*self.settings.name;
+        if declared {
+            if before == UNDECLARED {
+                tracing::info!(region, "ledger declared: global policies are granted quota");
+            }
+        } else {
+            tracing::warn!(region, "{NOT_DECLARED}");
+        }
+    }
+
+    /// Whether the ledger is known not to be declared.
+    pub(crate) fn undeclared(&self) -> bool {
+        self.declared.load(Ordering::Relaxed) == UNDECLARED
+    }
+
+    /// Notes what a take's `answer` says of the declaration: an answer says it is declared;
+    /// the error of a ledger without a birth that it is not, or, where it was known declared,
+    /// that the next tick must ask (a take sent before the declaration may answer after it);
+    /// any other error says nothing.
+    pub(crate) fn note_answer<T>(&self, answer: &Result<T, StoreError>) {
+        match answer {
+            Ok(_) => self.note_declared(true),
+            Err(error) if error.to_string().contains("ledger not declared") => {
+                if self
+                    .declared
+                    .compare_exchange(DECLARED, UNKNOWN, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_err()
+                {
+                    self.note_declared(false);
+                }
+            }
+            Err(_) => {}
+        }
     }
 
     /// A new move's id: this instance's id and a counter.

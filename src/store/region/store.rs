@@ -2,7 +2,7 @@
 //! region holds, and every other policy as the store it wraps.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use super::demand::Demand;
 use super::global_key::GlobalKey;
 use super::ledger::Ledger;
 use super::partition::PartitionMode;
-use super::shared::{Settings, Shared};
+use super::shared::{NOT_DECLARED, Settings, Shared, UNKNOWN};
 use super::window::{Spendable, spendable};
 use crate::algorithm::{Outcome, RuleVerdict};
 use crate::clock::{Clock, SystemClock, micros};
@@ -21,6 +21,10 @@ use crate::key::Key;
 use crate::policy::Policy;
 use crate::store::redis::wrapped::StorageKey;
 use crate::store::{RedisStore, Store, StoreError, StoreFuture};
+
+/// The bound on clock skew of a region store whose builder is not told one
+/// ([`RegionStoreBuilder::max_skew`]).
+pub const DEFAULT_MAX_SKEW: Duration = Duration::from_millis(10);
 
 /// A region's store: global policies ([`Policy::global`]) are decided in the region from the
 /// allotments of their quota that the region holds, with one call to the region's own Redis
@@ -85,7 +89,7 @@ impl RegionStore {
             local,
             ledger,
             partition: PartitionMode::Refuse,
-            max_skew: Duration::from_millis(10),
+            max_skew: DEFAULT_MAX_SKEW,
             sync_every: Duration::from_millis(100),
             move_timeout: Duration::from_millis(500),
             partition_after: None,
@@ -183,6 +187,7 @@ impl RegionStoreBuilder {
                 moves: AtomicU64::new(0),
                 failing_since: AtomicU64::new(0),
                 mover: AtomicBool::new(false),
+                declared: AtomicU8::new(UNKNOWN),
             }),
         };
         // Built on a runtime, the mover starts now and connects to the ledger, rather than with
@@ -219,6 +224,11 @@ impl Store for RegionStore {
         }
         let window = match spendable(now, period, skew) {
             Spendable::In(window) => window,
+            // At a window's edge nothing is spent; while no quota can be granted at all, that
+            // is said rather than a wait (a request there would get 429 where the rest get 503).
+            Spendable::Guard { .. } if shared.undeclared() => {
+                return StoreFuture::ready(Err(StoreError::error_reply(NOT_DECLARED)));
+            }
             Spendable::Guard { wait_us } => {
                 let wait = Duration::from_micros(wait_us);
                 let verdict = RuleVerdict::new(Outcome::Denied, 0, 0, wait, wait);
@@ -231,6 +241,11 @@ impl Store for RegionStore {
         let policy = policy.clone();
         StoreFuture::new(async move {
             let (admitted, counts) = shared.region.spend(&key, window, cost, now).await?;
+            // Units held are spent whatever the ledger's state; a refusal while it cannot
+            // grant any is no quota's verdict: the layer answers it as the store's failure.
+            if !admitted && shared.undeclared() {
+                return Err(StoreError::error_reply(NOT_DECLARED));
+            }
             let full_after = Duration::from_micros(window.end_us().saturating_sub(now));
             let outcome = if admitted {
                 Outcome::Allowed
@@ -263,6 +278,11 @@ impl Store for RegionStore {
 
     fn fallback_timeout(&self) -> Option<Duration> {
         self.shared.region.store.fallback_timeout()
+    }
+
+    /// "ledger not declared" while the ledger is known to have no declaration.
+    fn unready(&self) -> Option<&'static str> {
+        self.shared.undeclared().then_some(NOT_DECLARED)
     }
 }
 

@@ -18,3 +18,4 @@ mod runtime;
 mod scripts;
 #[cfg(feature = "sentinel")]
 mod sentinel;
+mod tls;

@@ -115,6 +115,9 @@ fn mistakes_of_global_policies_and_regions_name_their_field() {
         policy(window)
     );
     assert_eq!(field_of(&memory), "stores.eu.region");
+    // A global policy fails closed: a route that says it fails open is a mistake.
+    let open = format!("{}failure_mode = \"open\"\n", policy(window));
+    assert_eq!(field_of(&open), "routes.api.failure_mode");
 }
 
 /// A layer built in code from a global policy is global; one given another rule besides is a

@@ -3,14 +3,17 @@
 //! latency and cuts on command, drivers that ask each region at a rate a scenario sets, and the
 //! log of every admission with its time.
 
+use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use testkit::wan::WanLink;
+use tower::util::BoxCloneSyncService;
+use tower::{Layer, ServiceExt};
 use tower_redis_ratelimit::clock::{Clock, SystemClock};
-use tower_redis_ratelimit::key::Key;
+use tower_redis_ratelimit::key::GlobalKey;
 use tower_redis_ratelimit::store::region::{Ledger, PartitionMode, RegionStore};
-use tower_redis_ratelimit::{Policy, Quota, RedisStore, Rule, Store};
+use tower_redis_ratelimit::{Policy, Quota, RateLimitLayer, RedisStore, Rule};
 
 use crate::support::RedisServer;
 
@@ -26,7 +29,31 @@ pub(crate) struct Site {
     /// Behind a lock so that a scenario may restart it while the drivers run.
     pub(crate) redis: Mutex<RedisServer>,
     pub(crate) link: WanLink,
-    pub(crate) instances: Vec<RegionStore>,
+    /// Each instance (a region store) as a request meets it: a rate-limit layer over it.
+    fronts: Vec<Front>,
+}
+
+/// A rate-limit layer with the default failure mode (open) over an instance's store, in front
+/// of a service that answers 200: the status of each request.
+type Front = BoxCloneSyncService<http::Request<()>, u16, Infallible>;
+
+fn front(store: &RegionStore, policy: &Policy) -> Front {
+    let layer = RateLimitLayer::builder()
+        .key(GlobalKey::new("customer-7"))
+        .store(store.clone())
+        .policy(policy)
+        // The scenarios are about regions, not a loaded machine's deadline.
+        .deadline(Duration::from_secs(1))
+        .build()
+        .expect("a layer");
+    let ok = tower::service_fn(|_: http::Request<()>| async {
+        Ok::<_, Infallible>(http::Response::new(String::new()))
+    });
+    BoxCloneSyncService::new(
+        layer
+            .layer(ok)
+            .map_response(|response| response.status().as_u16()),
+    )
 }
 
 /// One request's outcome: when (µs since the epoch), in which region, admitted or not.
@@ -40,7 +67,6 @@ pub(crate) struct Admission {
 /// The regions, the ledger's link targets and the admission log.
 pub(crate) struct World {
     pub(crate) sites: Vec<Site>,
-    pub(crate) policy: Policy,
     pub(crate) log: Arc<Mutex<Vec<Admission>>>,
     pub(crate) clock: SystemClock,
     /// The start of the first window the ledger grants (µs): a scenario's time 0.
@@ -89,6 +115,8 @@ impl World {
         ledger_for: impl Fn(&WanLink) -> Ledger,
     ) -> Self {
         let clock = SystemClock::new();
+        let policy = Policy::global(Rule::fixed_window("api", Quota::new(QUOTA, PERIOD)))
+            .expect("a global policy");
         let epoch = declare
             .declare_new(MAX_SKEW)
             .await
@@ -101,7 +129,7 @@ impl World {
                 let redis = RedisServer::start();
                 let link = WanLink::start(target, *latency);
                 let ledger = ledger_for(&link);
-                let instances = (0..2)
+                let instances: Vec<RegionStore> = (0..2)
                     .map(|_| {
                         RegionStore::builder(
                             format!("region-{index}"),
@@ -120,7 +148,10 @@ impl World {
                 Site {
                     redis: Mutex::new(redis),
                     link,
-                    instances,
+                    fronts: instances
+                        .iter()
+                        .map(|store| front(store, &policy))
+                        .collect(),
                 }
             })
             .collect();
@@ -130,8 +161,6 @@ impl World {
         let t0_us = (fence / PERIOD_US + 1) * PERIOD_US;
         let world = Self {
             sites,
-            policy: Policy::global(Rule::fixed_window("api", Quota::new(QUOTA, PERIOD)))
-                .expect("a global policy"),
             log: Arc::default(),
             clock,
             t0_us,
@@ -154,10 +183,10 @@ impl World {
         }
     }
 
-    /// Drives the regions until `until_s`: region `r` is asked `rate(r, t)` units per second at
-    /// scenario time `t`, alternating between its instances; every outcome is logged.
+    /// Drives the regions until `until_s`: region `r` is asked `rate(r, t)` requests per second
+    /// at scenario time `t`, alternating between its instances' layers; every outcome is
+    /// logged (admitted: answered 200).
     pub(crate) async fn drive(&self, until_s: f64, rate: impl Fn(usize, f64) -> f64 + Sync) {
-        let key = Key::from("customer-7");
         let tick = Duration::from_millis(5);
         let mut owed = [0.0_f64; 3];
         let mut turn = 0_usize;
@@ -177,16 +206,13 @@ impl World {
                 }
             }
             let checks = asks.into_iter().map(|(region, instance)| {
-                let store = &self.sites[region].instances[instance];
-                let key = &key;
+                let front = self.sites[region].fronts[instance].clone();
                 async move {
                     let at_us = self.clock.now_micros();
-                    // An error (the region's Redis restarting) is a refusal, as a layer failing
-                    // closed answers; failing open is outside the quota by choice.
-                    let allowed = store
-                        .check(key, &self.policy, 1)
-                        .await
-                        .is_ok_and(|decision| decision.is_allowed());
+                    // Whatever the layer answers: a store's error (the region's Redis
+                    // restarting) is the layer's to turn into a refusal.
+                    let status = front.oneshot(http::Request::new(())).await;
+                    let allowed = status == Ok(200);
                     Admission {
                         at_us,
                         region,

@@ -6,7 +6,7 @@ use super::*;
 use redis::IntoConnectionInfo;
 
 use crate::key::Key;
-use crate::store::redis::connect::{describe, pool, redact_url};
+use crate::store::redis::connect::{describe, pool, redact_url, refusal};
 use crate::{Policy, Quota, Rule};
 
 fn from_json(json: &str) -> Config {
@@ -187,6 +187,44 @@ fn an_address_this_build_cannot_reach_is_a_configuration_error() {
         credentials(0, None, None),
     )));
     assert!(message.contains("no host"), "{message}");
+}
+
+#[test]
+fn a_rediss_url_without_the_tls_feature_names_the_feature() {
+    let url = "rediss://app:s3cret@redis.internal:6380";
+    assert_eq!(
+        refusal(url, "url", "the feature is not enabled".into(), false).to_string(),
+        "invalid store configuration: cannot connect to rediss://app:***@redis.internal:6380: \
+         TLS to Redis (rediss://) needs the `tls` feature of tower-redis-ratelimit"
+    );
+    // Built with it, a URL that does not parse is told as redis-rs says.
+    assert_eq!(
+        refusal(url, "url", "bad".into(), true).to_string(),
+        "invalid store configuration: invalid Redis URL rediss://app:***@redis.internal:6380: \
+         bad (write redis://[user:password@]host[:port][/db])"
+    );
+}
+
+#[test]
+fn a_deadpool_tls_address_is_verified_never_insecure() {
+    let tls = |insecure| ConnectionAddr::TcpTls {
+        host: "redis.internal".into(),
+        port: 6380,
+        insecure,
+    };
+    let store = RedisStore::from_config(connection(tls(false), credentials(0, None, None)));
+    assert_eq!(
+        store.unwrap().redacted_url(),
+        "rediss://redis.internal:6380/0"
+    );
+    let message = error_of(RedisStore::from_config(connection(
+        tls(true),
+        credentials(0, None, None),
+    )));
+    assert!(
+        message.contains("rediss://redis.internal:6380/0#insecure asks for TLS without verifying"),
+        "{message}"
+    );
 }
 
 #[test]

@@ -2,32 +2,58 @@
 
 use deadpool_redis::{ConnectionAddr, ConnectionInfo, ProtocolVersion};
 
-#[cfg(any(feature = "cluster", feature = "sentinel"))]
 use crate::error::{ConfigError, StoreConfigError};
 
+/// The connection settings of `url` (`setting` names it in errors). A `rediss://` URL in a build
+/// without the `tls` feature is told so, rather than as redis-rs's "feature is not enabled".
+pub(in crate::store::redis) fn parse(
+    url: &str,
+    setting: &'static str,
+) -> Result<redis::ConnectionInfo, ConfigError> {
+    use redis::IntoConnectionInfo;
+
+    url.into_connection_info()
+        .map_err(|err| refusal(url, setting, err.to_string(), cfg!(feature = "tls")))
+}
+
+/// Why `url` (of `setting`) does not parse, redis-rs saying `reason`: in a build without the
+/// `tls` feature (`tls_built` false), a `rediss://` URL is told the feature it needs.
+pub(in crate::store::redis) fn refusal(
+    url: &str,
+    setting: &'static str,
+    reason: String,
+    tls_built: bool,
+) -> ConfigError {
+    let shown = redact_url(url);
+    let tls = url
+        .get(..9)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("rediss://"));
+    if tls && !tls_built {
+        return StoreConfigError::TlsFeature { address: shown }.into();
+    }
+    StoreConfigError::InvalidUrl {
+        setting,
+        url: shown,
+        reason,
+    }
+    .into()
+}
+
 /// The connection settings of every URL of `urls` (the nodes of a cluster, the sentinels of a
-/// primary: `setting` names them in errors), and how to show them all without passwords.
+/// primary: `setting` names them in errors), with `tls`'s certificates, and how to show them
+/// all without passwords.
 #[cfg(any(feature = "cluster", feature = "sentinel"))]
 pub(in crate::store::redis) fn parse_all(
     urls: &[String],
     setting: &'static str,
+    tls: Option<&super::tls::RedisTls>,
 ) -> Result<(Vec<redis::ConnectionInfo>, String), ConfigError> {
     if urls.is_empty() {
         return Err(StoreConfigError::NoUrls { setting }.into());
     }
-    use redis::IntoConnectionInfo;
-
     let infos = urls
         .iter()
-        .map(|url| {
-            url.as_str()
-                .into_connection_info()
-                .map_err(|err| StoreConfigError::InvalidUrl {
-                    setting,
-                    url: redact_url(url),
-                    reason: err.to_string(),
-                })
-        })
+        .map(|url| super::tls::secure(parse(url, setting)?, tls, &redact_url(url)))
         .collect::<Result<Vec<_>, _>>()?;
     let shown = urls
         .iter()

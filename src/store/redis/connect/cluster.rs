@@ -16,6 +16,7 @@ use futures_util::FutureExt;
 use redis::cluster::ClusterClientBuilder;
 
 use super::endpoint::Endpoint;
+use super::tls::RedisTls;
 use crate::error::{ConfigError, StoreConfigError};
 use crate::store::redis::connect::address::parse_all;
 use crate::store::redis::connect::connection::{self, Connect, Link};
@@ -29,14 +30,22 @@ const MIN_RETRY_WAIT_MS: u64 = 5;
 const MAX_RETRY_WAIT_MS: u64 = 50;
 
 /// The endpoint of a cluster reached through any of `nodes` (one is enough; the client finds
-/// the others; the reset listener subscribes on the first that answers).
+/// the others; the reset listener subscribes on the first that answers). Over TLS, every node,
+/// found or given, is reached with `tls`'s certificates.
 pub(in crate::store::redis) fn connector(
     nodes: &[String],
+    tls: Option<&RedisTls>,
     connect_timeout: Duration,
 ) -> Result<Endpoint, ConfigError> {
-    let (infos, shown) = parse_all(nodes, "nodes")?;
+    let (infos, shown) = parse_all(nodes, "nodes", tls)?;
     let subscribe = subscribe::to_cluster(infos.clone(), connect_timeout)?;
-    let client = ClusterClientBuilder::new(infos)
+    let builder = ClusterClientBuilder::new(infos);
+    #[cfg(feature = "tls")]
+    let builder = match tls {
+        Some(tls) => builder.certs(tls.certificates()?),
+        None => builder,
+    };
+    let client = builder
         .connection_timeout(connect_timeout)
         .retries(RETRIES)
         .min_retry_wait(MIN_RETRY_WAIT_MS)

@@ -4,30 +4,28 @@
 use std::time::Duration;
 
 use deadpool_redis::{ConnectionAddr, ConnectionInfo, Manager, Pool, Runtime};
-use redis::{AsyncConnectionConfig, IntoConnectionInfo};
+use redis::AsyncConnectionConfig;
 
-use super::address::{describe, redact_url};
+use super::address::{describe, parse, redact_url};
 use super::connection;
 use super::endpoint::Endpoint;
 use super::subscribe;
+use super::tls::{self, RedisTls};
 use crate::error::{ConfigError, StoreConfigError};
 
 /// The endpoint of the server at `url`.
-pub(super) fn from_url(url: &str, connect_timeout: Duration) -> Result<Endpoint, ConfigError> {
-    let shown = redact_url(url);
-    let info = url
-        .into_connection_info()
-        .map_err(|err| StoreConfigError::InvalidUrl {
-            setting: "url",
-            url: shown.clone(),
-            reason: err.to_string(),
-        })?;
-    endpoint(info, shown, connect_timeout)
+pub(super) fn from_url(
+    url: &str,
+    tls: Option<&RedisTls>,
+    connect_timeout: Duration,
+) -> Result<Endpoint, ConfigError> {
+    endpoint(parse(url, "url")?, redact_url(url), tls, connect_timeout)
 }
 
 /// The endpoint of the server that connection settings (a `deadpool_redis::Config`'s) name.
 pub(super) fn from_settings(
     info: ConnectionInfo,
+    tls: Option<&RedisTls>,
     connect_timeout: Duration,
 ) -> Result<Endpoint, ConfigError> {
     let shown = describe(&info);
@@ -37,15 +35,18 @@ pub(super) fn from_settings(
         }
         _ => {}
     }
-    endpoint(info.into(), shown, connect_timeout)
+    endpoint(info.into(), shown, tls, connect_timeout)
 }
 
-/// The endpoint of the server `info` names, shown as `shown`.
+/// The endpoint of the server `info` names, shown as `shown`: decisions and the reset
+/// listener's subscription both over TLS when `info` is a `rediss://` address.
 fn endpoint(
     info: redis::ConnectionInfo,
     shown: String,
+    tls: Option<&RedisTls>,
     connect_timeout: Duration,
 ) -> Result<Endpoint, ConfigError> {
+    let info = tls::secure(info, tls, &shown)?;
     if !info.addr().is_supported() {
         return Err(StoreConfigError::Unsupported { address: shown }.into());
     }

@@ -11,6 +11,7 @@ use super::endpoint::Endpoint;
 #[cfg(feature = "sentinel")]
 use super::sentinel;
 use super::standalone;
+use super::tls::RedisTls;
 use crate::error::{ConfigError, StoreConfigError};
 
 /// Where a store connects.
@@ -35,21 +36,29 @@ pub(in crate::store::redis) enum Target {
 }
 
 /// What makes the connections to `target`, and how to show it without passwords.
+/// Over TLS with `tls`'s certificates when they are given (`rediss://` addresses only).
 pub(in crate::store::redis) fn connector(
     target: Target,
+    tls: Option<&RedisTls>,
     connect_timeout: Duration,
 ) -> Result<Endpoint, ConfigError> {
     match target {
         #[cfg(feature = "cluster")]
-        Target::Cluster(nodes) => cluster::connector(&nodes, connect_timeout),
+        Target::Cluster(nodes) => cluster::connector(&nodes, tls, connect_timeout),
         #[cfg(feature = "sentinel")]
         Target::Sentinel {
             sentinels,
             master,
             primary_auth,
-        } => sentinel::connector(&sentinels, &master, primary_auth.as_ref(), connect_timeout),
-        Target::Url(url) => standalone::from_url(&url, connect_timeout),
-        Target::Connection(info) => standalone::from_settings(info, connect_timeout),
+        } => sentinel::connector(
+            &sentinels,
+            &master,
+            primary_auth.as_ref(),
+            tls,
+            connect_timeout,
+        ),
+        Target::Url(url) => standalone::from_url(&url, tls, connect_timeout),
+        Target::Connection(info) => standalone::from_settings(info, tls, connect_timeout),
         Target::UrlAndConnection => Err(StoreConfigError::UrlAndConnection.into()),
     }
 }

@@ -29,8 +29,10 @@ impl SharedConnection {
 
     /// Sends `call` as [`call`](Self::call) does, then `WAIT replicas timeout` on the same
     /// connection: WAIT counts the replicas that hold this connection's writes, so it must
-    /// follow them on the connection that made them. Both go in one pipeline (one round trip);
-    /// a call that needs the library or its script loaded first is sent alone, then WAIT.
+    /// follow them on the connection that made them. Both go in one pipeline (one round trip),
+    /// and each reply is read on its own: an error reply of the call (a ledger not declared, a
+    /// script's error) is its answer in that round trip, never a reason to send it again. Only a
+    /// call that needs the library or its script loaded first is sent again, alone, then WAIT.
     /// Returns the call's reply and how many replicas acknowledged it.
     #[cfg(feature = "regions")]
     pub(in crate::store::redis) async fn call_and_wait<T: redis::FromRedisValue>(
@@ -46,22 +48,31 @@ impl SharedConnection {
                 .unwrap_or(u64::MAX)
                 .max(1),
         );
+        let dialect = self.dialect();
         let mut pipeline = redis::pipe();
         pipeline
-            .add_command(call.command(self.dialect()).into_owned())
-            .add_command(wait.clone());
+            .add_command(call.command(dialect).into_owned())
+            .add_command(wait.clone())
+            .ignore_errors();
         checkout.health.sending(self.now_ms());
-        if let Ok(both) = pipeline
-            .query_async::<(T, u32)>(&mut checkout.connection)
-            .await
-        {
-            checkout.health.answered();
-            return Ok(both);
+        let both = pipeline
+            .query_async::<(redis::RedisResult<T>, redis::RedisResult<u32>)>(
+                &mut checkout.connection,
+            )
+            .await;
+        let (reply, acknowledged) = self.settle(&checkout, both)?;
+        match reply {
+            Ok(reply) => Ok((reply, self.settle(&checkout, acknowledged)?)),
+            Err(err) if matches!(call.recovery(dialect, &err), Recovery::None) => {
+                Err(self.failed(&checkout, err))
+            }
+            Err(_) => {
+                let reply = self.call_on(&mut checkout, call).await?;
+                checkout.health.sending(self.now_ms());
+                let acknowledged = wait.query_async::<u32>(&mut checkout.connection).await;
+                Ok((reply, self.settle(&checkout, acknowledged)?))
+            }
         }
-        let reply = self.call_on(&mut checkout, call).await?;
-        checkout.health.sending(self.now_ms());
-        let acknowledged = wait.query_async::<u32>(&mut checkout.connection).await;
-        Ok((reply, self.settle(&checkout, acknowledged)?))
     }
 
     async fn call_on<T: redis::FromRedisValue>(
