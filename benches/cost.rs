@@ -10,6 +10,8 @@
 //! - `layer`: a request through a `RateLimitLayer` on a `MemoryStore` (GCRA, one key, admitted);
 //! - `layer-keys`: the same keyed by an `x-key` header cycling through 10,000 keys under
 //!   1,000,000/s with a burst of 1,000,000, as `cargo bench --bench http`'s `allowed` scenario;
+//! - `layer-keys-bare`: `layer-keys` writing no header (`HeaderFamilies::NONE`), as the HTTP
+//!   bench's `memory-bare`;
 //! - `layer-denied`: one key under 100/s with a burst of 100, so all but the first 100 requests
 //!   are refused with a 429, as its `abusive` scenario;
 //! - `layer-counting`: one key under a fixed window far from full, so every response tells another
@@ -18,6 +20,11 @@
 //!   no header on an admitted response), the HTTP bench's in-process baseline;
 //! - `gcra`, `fixed` or `denied`: a `MemoryStore` decision on one key (GCRA admitted, fixed
 //!   window admitted, GCRA refused);
+//! - `governor`: governor's keyed `check_key` on one key, admitted: `gcra`'s baseline;
+//! - `contended`: not for callgrind: `gcra` and `governor` on two threads at once (or as many as
+//!   a third argument says), one key, timed by the wall clock (three rounds each, alternated),
+//!   printing the time per decision: what a contended shard lock costs against governor's
+//!   compare-and-swap;
 //! - `redis-keys`: `layer-keys` on a `RedisStore` without its denial cache (the HTTP bench's
 //!   `redis-exact` on `allowed`), 32 requests in flight, on a `redis-server` of its own: the
 //!   instructions of this process per request (Redis's own are not counted); `redis-keys-alone`
@@ -36,7 +43,9 @@ use tower::{Layer, Service, ServiceExt};
 use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_redis_ratelimit::key::{GlobalKey, HeaderKey, Key};
-use tower_redis_ratelimit::{MemoryStore, Policy, Quota, RateLimitLayer, RedisStore, Rule, Store};
+use tower_redis_ratelimit::{
+    HeaderFamilies, MemoryStore, Policy, Quota, RateLimitLayer, RedisStore, Rule, Store,
+};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = testkit::args().into_iter();
@@ -46,7 +55,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .enable_all()
         .build()?;
     let admitted = match what.as_str() {
-        "layer" | "layer-keys" | "layer-denied" | "layer-counting" => {
+        "layer" | "layer-keys" | "layer-keys-bare" | "layer-denied" | "layer-counting" => {
             runtime.block_on(layer(&what, n, MemoryStore::new()))?
         }
         "redis-denied" => {
@@ -71,10 +80,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let _inside = runtime.enter();
             store(&what, n)?
         }
+        "governor" => governor_store(n),
+        "contended" => {
+            let _inside = runtime.enter();
+            let threads = args.next().map_or(Ok(2), |threads| threads.parse())?;
+            contended(n, threads)?
+        }
         other => {
-            let known = "layer, layer-keys, layer-denied, layer-counting, governor-keys, \
+            let known = "layer, layer-keys, layer-keys-bare, layer-denied, layer-counting, governor-keys, \
                          redis-keys, redis-keys-alone, redis-keys-scripts, redis-keys-leases, \
-                         redis-denied, gcra, fixed or denied";
+                         redis-denied, gcra, fixed, denied, governor or contended";
             return Err(format!("unknown {other:?}: use {known}").into());
         }
     };
@@ -91,12 +106,17 @@ fn unreachable_quota() -> Quota {
 async fn layer(what: &str, n: u64, store: impl Store) -> Result<u64, Box<dyn std::error::Error>> {
     let builder = RateLimitLayer::builder().store(store);
     let limit = match what {
-        "layer-keys" => builder
+        "layer-keys" | "layer-keys-bare" => builder
             .rule(Rule::gcra(
                 "allowed",
                 Quota::per_second(1_000_000).with_burst(1_000_000),
             ))
-            .key(HeaderKey::new("x-key")),
+            .key(HeaderKey::new("x-key"))
+            .headers(if what == "layer-keys" {
+                HeaderFamilies::DEFAULT
+            } else {
+                HeaderFamilies::NONE
+            }),
         "layer-denied" => builder
             .rule(Rule::gcra(
                 "abusive",
@@ -115,7 +135,7 @@ async fn layer(what: &str, n: u64, store: impl Store) -> Result<u64, Box<dyn std
         Ok::<_, Infallible>(Response::new(http_body_util::Empty::<bytes::Bytes>::new()))
     }));
     let keys = match what {
-        "layer-keys" => keys()?,
+        "layer-keys" | "layer-keys-bare" => keys()?,
         _ => Vec::new(),
     };
     requests(service, &keys, n).await
@@ -223,4 +243,53 @@ fn store(what: &str, n: u64) -> Result<u64, Box<dyn std::error::Error>> {
         admitted += u64::from(decision.is_allowed());
     }
     Ok(admitted)
+}
+
+/// `gcra`'s loop on governor's keyed limiter, under a quota no loop reaches.
+fn governor_store(n: u64) -> u64 {
+    let quota = governor::Quota::per_second(std::num::NonZeroU32::new(1_000_000_000).expect("1e9"));
+    let limiter = governor::RateLimiter::keyed(quota);
+    let key = "client-1".to_owned();
+    (0..n)
+        .map(|_| u64::from(limiter.check_key(&key).is_ok()))
+        .sum()
+}
+
+/// `contended`: `n` decisions on each of `threads` threads at once, one key, for the memory store
+/// and for governor in turn, three rounds; returns the decisions admitted per thread and round
+/// (`n` when all were).
+fn contended(n: u64, threads: u64) -> Result<u64, Box<dyn std::error::Error>> {
+    const ROUNDS: u64 = 3;
+    let policy = Policy::try_from(Rule::gcra("api", unreachable_quota()))?;
+    let store = MemoryStore::new();
+    let quota = governor::Quota::per_second(std::num::NonZeroU32::new(1_000_000_000).expect("1e9"));
+    let limiter = governor::RateLimiter::keyed(quota);
+    let admitted = std::sync::atomic::AtomicU64::new(0);
+    let timed = |decide: &(dyn Fn() -> bool + Sync)| {
+        let started = std::time::Instant::now();
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| {
+                    let passed = (0..n).filter(|_| decide()).count() as u64;
+                    admitted.fetch_add(passed, std::sync::atomic::Ordering::Relaxed);
+                });
+            }
+        });
+        started.elapsed().as_nanos() as f64 / (n * threads) as f64
+    };
+    let key = Key::from("client-1");
+    let governor_key = "client-1".to_owned();
+    for round in 1..=ROUNDS {
+        let memory = timed(&|| {
+            let mut check = store.check(&key, &policy, 1);
+            matches!(check.take_ready(), Some(Ok(decision)) if decision.is_allowed())
+        });
+        let governor = timed(&|| limiter.check_key(&governor_key).is_ok());
+        println!(
+            "round {round}: memory {memory:.1} ns, governor {governor:.1} ns per decision \
+             ({threads} threads, one key): {:.2}",
+            memory / governor
+        );
+    }
+    Ok(admitted.into_inner() / (2 * threads * ROUNDS))
 }

@@ -26,7 +26,9 @@
 --           order: verdict (1 allowed, 0 denied, -1 can never be allowed), remaining, used,
 --           full_after in µs, and a wait in µs: a denied request's retry_after, an admitted one's
 --           delay (how long it waits before it is served: 0 unless a rule with a max_delay
---           admitted it past its capacity), 0 for one never allowed.
+--           admitted it past its capacity), 0 for one never allowed. A refused request counts
+--           nothing: a rule that admitted it replies its remaining, used and full_after as they
+--           stand, without the request's cost.
 local now = call_time(ARGV[1])
 local k = tonumber(ARGV[2])
 MIN_TTL_MS = tonumber(ARGV[3])
@@ -43,7 +45,7 @@ for i = 1, rules do
     tonumber(ARGV[base + 4]) }
 end
 
-local reply, writes = {}, {}
+local reply, writes, verdicts = {}, {}, {}
 for request = 1, k do
   local cost = tonumber(ARGV[3 + request])
   local first = rules * (request - 1)
@@ -59,12 +61,26 @@ for request = 1, k do
       wait = delay
     end
     writes[i] = write
+    verdicts[i] = verdict
     reply[first + i] = string.format('%d %d %d %d %d', verdict, remaining, used, full_after, wait)
   end
   if admitted then
     for i = 1, rules do
       if writes[i] then
         writes[i]()
+      end
+    end
+  elseif rules > 1 then
+    -- Refused: nothing was counted, so a rule that would have admitted it tells what it has
+    -- left (its view without this cost), as every rule's verdict is reported.
+    for i = 1, rules do
+      if verdicts[i] == ALLOWED and cost > 0 then
+        local p = params[i]
+        local _, remaining, used, full_after =
+          algorithms[i](KEYS[first + i], now, 0, p[1], p[2], p[3], p[4])
+        local own = reply[first + i]
+        local wait = string.match(own, '(%S+)$')
+        reply[first + i] = string.format('%d %d %d %d %s', ALLOWED, remaining, used, full_after, wait)
       end
     end
   end

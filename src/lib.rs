@@ -43,7 +43,7 @@ pub use concurrency::ConcurrencyLimitLayer;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use deadpool_redis;
-pub use decision::Decision;
+pub use decision::{Decision, Verdicts};
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub use describe::describe_metrics;

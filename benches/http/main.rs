@@ -20,7 +20,10 @@
 //! - `HTTP_BENCH_SECONDS`: the length of one slice (default 3);
 //! - `HTTP_BENCH_ROUNDS`: how many rounds (default 4): with 4 scenarios and 11 modes, about ten
 //!   minutes in all;
-//! - `HTTP_BENCH_CONNECTIONS`: concurrent connections, so requests in flight (default 32).
+//! - `HTTP_BENCH_CONNECTIONS`: concurrent connections, so requests in flight (default 32);
+//! - `HTTP_BENCH_MODES`, `HTTP_BENCH_SCENARIOS`: comma-separated names of the modes and scenarios
+//!   to run (default: all), e.g. `HTTP_BENCH_MODES=none,governor,memory,memory-bare` for the
+//!   in-process modes only; a ratio whose mode was not run prints as `-`.
 
 mod floor;
 mod modes;
@@ -62,6 +65,9 @@ struct Settings {
     slice: Duration,
     rounds: usize,
     connections: usize,
+    modes: Vec<Mode>,
+    /// Indexes into `SCENARIOS`.
+    scenarios: Vec<usize>,
 }
 
 impl Settings {
@@ -76,12 +82,31 @@ impl Settings {
         if rounds == 0 || connections == 0 {
             return Err("HTTP_BENCH_ROUNDS and HTTP_BENCH_CONNECTIONS must be at least 1".into());
         }
+        let modes = chosen("HTTP_BENCH_MODES", &Mode::ALL.map(Mode::name))?;
+        let scenarios = chosen("HTTP_BENCH_SCENARIOS", &SCENARIOS.map(|s| s.name))?;
         Ok(Self {
             slice,
             rounds,
             connections,
+            modes: modes.into_iter().map(|index| Mode::ALL[index]).collect(),
+            scenarios,
         })
     }
+}
+
+/// The indexes, among `names`, of those the variable `name` lists (comma-separated), in the order
+/// of `names`; all of them when it is unset.
+fn chosen(name: &str, names: &[&str]) -> Result<Vec<usize>, BoxError> {
+    let Ok(list) = std::env::var(name) else {
+        return Ok((0..names.len()).collect());
+    };
+    let listed: Vec<&str> = list.split(',').map(str::trim).collect();
+    if let Some(unknown) = listed.iter().find(|item| !names.contains(item)) {
+        return Err(format!("{name}: unknown {unknown:?}, expected some of {names:?}").into());
+    }
+    Ok((0..names.len())
+        .filter(|index| listed.contains(&names[*index]))
+        .collect())
 }
 
 /// One app under test: a mode serving a scenario, on its own port.
@@ -103,9 +128,10 @@ fn run() -> Result<(), BoxError> {
         .build()?;
 
     let mut apps = Vec::new();
-    for (index, scenario) in SCENARIOS.iter().enumerate() {
+    for &index in &settings.scenarios {
+        let scenario = &SCENARIOS[index];
         let keys: Arc<[_]> = scenario.keys()?.into();
-        for mode in Mode::ALL {
+        for &mode in &settings.modes {
             let router = servers.block_on(mode.router(scenario, &redis.url()))?;
             let address = serve(&servers, router)?;
             apps.push(App {
@@ -139,10 +165,10 @@ fn run() -> Result<(), BoxError> {
         client.block_on(drive(&warm_up))?;
     }
 
-    let modes = Mode::ALL.len();
+    let modes = settings.modes.len();
     for round in 0..settings.rounds {
         eprintln!("benches/http: round {} of {}", round + 1, settings.rounds);
-        for scenario in 0..SCENARIOS.len() {
+        for scenario in 0..settings.scenarios.len() {
             // Each round starts with the next mode, so no mode always runs first or last.
             for offset in 0..modes {
                 let app = &mut apps[scenario * modes + (round + offset) % modes];
@@ -209,7 +235,7 @@ fn print_report(
          {cores} cores, Redis {version} on loopback{load}",
         settings.rounds, settings.slice, settings.connections
     );
-    for scenario in &SCENARIOS {
+    for scenario in settings.scenarios.iter().map(|&index| &SCENARIOS[index]) {
         println!("- {}: {}", scenario.name, scenario.about);
     }
     println!();

@@ -56,9 +56,13 @@ pub(crate) enum Write {
 impl Write {
     /// Applies the write to the rule's state: in place if it is `live`, else to a fresh state
     /// (state that no longer matters is never updated).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn apply(self, state: &mut State, live: bool) {
         match (self, state) {
+            // A bucket's state over one of its kind: copied in place, without first dropping the
+            // old state (a call, as `State` may own a box).
+            (Write::Set(State::Gcra(new)), State::Gcra(old)) => *old = new,
+            (Write::Set(State::TokenBucket(new)), State::TokenBucket(old)) => *old = new,
             (Write::Set(new), state) => *state = new,
             (Write::Log(append), State::SlidingLog(log)) if live => append.apply(log),
             (Write::Window(add), State::SlidingWindow(window)) if live => add.apply(window),
@@ -209,6 +213,15 @@ mod tests {
         let set = step(&gcra, None, T0, 1).write.unwrap().0;
         set.apply(&mut state, true);
         assert!(matches!(state, State::Gcra(_)));
+        // A bucket's state over one of its kind, live or not, is the new state exactly.
+        for live in [true, false] {
+            let next = step(&gcra, Some(&state), T0 + 5, 1).write.unwrap().0;
+            let Write::Set(expected) = next.clone() else {
+                panic!("a bucket sets its state");
+            };
+            next.apply(&mut state, live);
+            assert_eq!(state, expected);
+        }
         write(T0 + 3).apply(&mut state, true);
         assert_eq!(entries(&state), 2);
     }

@@ -91,4 +91,31 @@ impl RuleVerdict {
     pub fn outcome(&self) -> Outcome {
         self.outcome
     }
+
+    /// How many more requests of cost 1 the rule admits right now.
+    pub fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    /// How much of the rule's capacity is in use.
+    pub fn used(&self) -> u64 {
+        self.used
+    }
+
+    /// How long until the rule's full capacity is available again.
+    pub fn full_after(&self) -> Duration {
+        Duration::from_micros(self.full_after_us)
+    }
+
+    /// This verdict with the counts of `uncounted`, the same rule's view of the state without
+    /// this request's cost: what a rule that admitted a request another rule refused has left,
+    /// since nothing was counted.
+    pub(crate) fn with_counts_of(self, uncounted: RuleVerdict) -> Self {
+        Self {
+            remaining: uncounted.remaining,
+            used: uncounted.used,
+            full_after_us: uncounted.full_after_us,
+            ..self
+        }
+    }
 }

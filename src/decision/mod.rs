@@ -6,10 +6,12 @@
 
 #[cfg(feature = "redis")]
 mod in_process;
+mod verdicts;
 
 use std::fmt;
 use std::time::Duration;
 
+pub use self::verdicts::Verdicts;
 pub use crate::algorithm::{Outcome, RuleVerdict};
 use crate::policy::Policy;
 

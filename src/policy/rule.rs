@@ -135,8 +135,9 @@ impl Rule {
     }
 
     /// The number of requests a client can see as its allowance: the burst for bucket algorithms,
-    /// the limit for window algorithms.
-    pub(crate) fn capacity(&self) -> u32 {
+    /// the limit for window algorithms ([`Decision::limit`](crate::Decision::limit) of a decision
+    /// this rule reports).
+    pub fn capacity(&self) -> u32 {
         if self.algorithm.uses_burst() {
             self.quota.burst()
         } else {

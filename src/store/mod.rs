@@ -29,6 +29,8 @@ mod redis;
 #[cfg_attr(docsrs, doc(cfg(feature = "regions")))]
 pub mod region;
 
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use self::error::{StoreError, StoreErrorKind};
@@ -44,7 +46,7 @@ pub(crate) use self::redis::check_tls;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::{Fallback, QuotaLeases, RedisStore, RedisStoreBuilder, redact_url};
-use crate::decision::Decision;
+use crate::decision::{Decision, Verdicts};
 use crate::key::Key;
 use crate::policy::Policy;
 
@@ -59,6 +61,26 @@ pub trait Store: Send + Sync + 'static {
     /// Checks (and, when admitted, counts) a request of `cost` units against every rule of
     /// `policy` for `key`, all or nothing. A `cost` of zero reports without counting.
     fn check(&self, key: &Key, policy: &Policy, cost: u32) -> StoreFuture<Decision>;
+
+    /// [`check`](Self::check), answering with every rule's own verdict beside the decision:
+    /// for a caller that reports each rule apart (the gateway's Envoy service, one status per
+    /// descriptor). [`MemoryStore`] and `RedisStore` take them from the one step (the one Lua
+    /// call) that decides. The default, for a store that keeps only the decision, reads each
+    /// other rule after it (a check of cost 0 per rule): one call more per rule, and not
+    /// atomic with the decision. Takes the store by `Arc`, as those reads follow the decision.
+    fn check_verdicts(
+        self: Arc<Self>,
+        key: &Key,
+        policy: &Policy,
+        cost: u32,
+    ) -> StoreFuture<Verdicts> {
+        let decided = self.check(key, policy, cost);
+        let (key, policy) = (key.clone(), policy.clone());
+        StoreFuture::new(async move {
+            let decision = decided.await?;
+            read_verdicts(&*self, &key, &policy, Verdicts::decision_only(decision)).await
+        })
+    }
 
     /// Resets `key` under `policy`: forgets what every rule of `policy` has counted for `key`,
     /// so its next request finds the whole quota, as a client never seen before would. For an
@@ -93,9 +115,18 @@ pub trait Store: Send + Sync + 'static {
     }
 }
 
-impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
+impl<S: Store + ?Sized> Store for Arc<S> {
     fn check(&self, key: &Key, policy: &Policy, cost: u32) -> StoreFuture<Decision> {
         (**self).check(key, policy, cost)
+    }
+
+    fn check_verdicts(
+        self: Arc<Self>,
+        key: &Key,
+        policy: &Policy,
+        cost: u32,
+    ) -> StoreFuture<Verdicts> {
+        Arc::clone(&*self).check_verdicts(key, policy, cost)
     }
 
     fn reset(&self, key: &Key, policy: &Policy) -> StoreFuture<()> {
@@ -109,4 +140,53 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     fn unready(&self) -> Option<&'static str> {
         (**self).unready()
     }
+}
+
+/// `answer` with every rule's verdict: those it lacks (an answer that knew only the decision)
+/// read from `store` after it, each alone without counting, the reads polled together. The
+/// reported rule's verdict is the decision's own.
+pub(crate) async fn read_verdicts<S: Store + ?Sized>(
+    store: &S,
+    key: &Key,
+    policy: &Policy,
+    answer: Verdicts,
+) -> Result<Verdicts, StoreError> {
+    if answer.complete(policy) {
+        return Ok(answer);
+    }
+    let decision = answer.into_decision();
+    let reported = decision.rule_index();
+    let mut rules = Vec::with_capacity(policy.rules().len());
+    let mut reads = Vec::new();
+    for (index, rule) in policy.rules().iter().enumerate() {
+        rules.push(decision.reported_verdict());
+        if index != reported {
+            let alone = Policy::try_from(rule.clone())
+                .map_err(|err| StoreError::error_reply(err.to_string()))?;
+            reads.push((index, store.check(key, &alone, 0)));
+        }
+    }
+    // The reads travel together (no combinator crate in every build): each answer lands in its
+    // rule's place.
+    std::future::poll_fn(|cx| {
+        let mut failed = None;
+        reads.retain_mut(|(index, read)| match std::pin::Pin::new(read).poll(cx) {
+            std::task::Poll::Ready(Ok(own)) => {
+                rules[*index] = own.reported_verdict();
+                false
+            }
+            std::task::Poll::Ready(Err(err)) => {
+                failed.get_or_insert(err);
+                false
+            }
+            std::task::Poll::Pending => true,
+        });
+        match failed {
+            Some(err) => std::task::Poll::Ready(Err(err)),
+            None if reads.is_empty() => std::task::Poll::Ready(Ok(())),
+            None => std::task::Poll::Pending,
+        }
+    })
+    .await?;
+    Ok(Verdicts::new(decision, rules))
 }

@@ -21,6 +21,7 @@ mod grpc;
 mod handlers;
 mod headers;
 mod keys;
+mod memory;
 mod metrics;
 mod multi_quota;
 mod never;

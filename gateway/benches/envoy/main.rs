@@ -11,7 +11,10 @@
 //! The servers run on a runtime of their own (`ENVOY_BENCH_WORKERS` threads), the generator on
 //! another thread. The modes are interleaved: each round gives every mode one slice, starting
 //! with a different mode each round, so the machine's noise falls on every mode alike; each
-//! mode first takes an unmeasured warm-up slice.
+//! mode first takes an unmeasured warm-up slice. Around each slice of a mode that reaches
+//! Redis, Redis's `INFO commandstats` is read: the script calls it ran and the time they took,
+//! per request (Redis is one thread: its time per decision is what a Redis-bound deployment
+//! runs out of).
 //!
 //! Settings, from the environment:
 //! - `ENVOY_BENCH_SECONDS`: the length of one slice (default 2);
@@ -30,7 +33,7 @@ use testkit::{BoxError, RedisServer, env_or};
 
 use testkit::load::Measured;
 
-use crate::generator::drive;
+use crate::generator::{RedisCost, drive};
 use crate::modes::{Mode, Server};
 
 /// Each mode's unmeasured first slice.
@@ -129,12 +132,22 @@ fn run() -> Result<(), BoxError> {
     for (server, _) in &targets {
         slice(server, WARM_UP)?;
     }
+    let mut stats = client.block_on(testkit::commands::connect(&redis.url()))?;
+    let mut read_stats = || client.block_on(testkit::commands::command_calls(&mut stats));
     let modes = targets.len();
+    let mut costs = vec![RedisCost::default(); modes];
     for round in 0..settings.rounds {
         eprintln!("benches/envoy: round {} of {}", round + 1, settings.rounds);
         for offset in 0..modes {
-            let (server, measured) = &mut targets[(round + offset) % modes];
+            let index = (round + offset) % modes;
+            let (server, measured) = &mut targets[index];
+            let before = read_stats()?;
             let outcome = slice(server, settings.slice)?;
+            let after = read_stats()?;
+            if server.mode.uses_redis() {
+                let calls = testkit::commands::Calls::between(&before, &after);
+                costs[index].add(&calls, outcome.requests());
+            }
             measured.add(&outcome)?;
         }
     }
@@ -154,6 +167,7 @@ fn run() -> Result<(), BoxError> {
     generator::print(
         &line,
         targets.into_iter().map(|(_, measured)| measured).collect(),
+        &costs,
     );
     drop(servers);
     Ok(())

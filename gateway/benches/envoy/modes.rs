@@ -148,6 +148,11 @@ impl Mode {
         }
     }
 
+    /// Whether its requests reach Redis.
+    pub(crate) fn uses_redis(self) -> bool {
+        matches!(self, Mode::Evalsha | Mode::Service { redis: true, .. })
+    }
+
     /// Descriptors per request.
     pub(crate) fn descriptors(self) -> usize {
         match self {

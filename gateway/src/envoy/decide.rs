@@ -22,6 +22,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimit
 use http::HeaderMap;
 use sha2::{Digest, Sha256};
 use tower_redis_ratelimit::Quota;
+use tower_redis_ratelimit::decision::RuleVerdict;
 use tower_redis_ratelimit::key::Key;
 use tower_redis_ratelimit::policy::{Algorithm, MAX_RULES, Policy, Rule};
 use tower_redis_ratelimit::respond::PolicyHeaders;
@@ -177,8 +178,8 @@ pub(super) async fn decide(
         }
     }
     let key = Key::from(request.domain.as_str());
-    // One deadline for the whole request: a request decided in several steps (and the reads
-    // after each) still answers within it, as the gateway waiting for it expects.
+    // One deadline for the whole request: a request decided in several steps still answers
+    // within it, as the gateway waiting for it expects.
     let until = Until::after(settings.deadline);
     let mut shown: Option<(PolicyHeaders, Decision)> = None;
     for (groups, shadow) in [(enforced, false), (shadow, true)] {
@@ -201,7 +202,7 @@ pub(super) async fn decide(
                         own,
                         over && !shadow,
                     );
-                    record_hit(found, own, over, shadow, cost);
+                    record_hit(found, own, counted.rule.capacity(), over, shadow, cost);
                 }
                 if shadow {
                     continue;
@@ -246,8 +247,8 @@ impl Until {
 }
 
 /// Checks `group` with `cost` (or, when the request is refused already, only reads it), until
-/// the request's deadline: the group's decision and each rule's own view (its remaining and
-/// reset, read again for the rules the decision does not report).
+/// the request's deadline: the group's decision and each rule's own verdict (its remaining and
+/// reset), all from the one store call that decides.
 async fn decide_group(
     store: &Arc<dyn Store>,
     key: &Key,
@@ -255,46 +256,33 @@ async fn decide_group(
     group: &[Counted],
     cost: u32,
     count: bool,
-) -> Result<(Decision, Vec<Decision>), StoreError> {
+) -> Result<(Decision, Vec<RuleVerdict>), StoreError> {
     let rules = group.iter().map(|counted| counted.rule.clone());
     let policy = Policy::new(rules).map_err(|err| StoreError::error_reply(err.to_string()))?;
     let cost = if count { cost } else { 0 };
-    let decision = within(until, store.check(key, &policy, cost)).await?;
-    let reported = decision.rule_index();
-    // What the decision does not tell: each other rule's own state, read without counting, the
-    // reads sent at once.
-    let reads = group.iter().enumerate().map(|(index, counted)| {
-        let decision = &decision;
-        async move {
-            if index == reported {
-                return Ok(decision.clone());
-            }
-            let alone = Policy::try_from(counted.rule.clone())
-                .map_err(|err| StoreError::error_reply(err.to_string()))?;
-            within(until, store.check(key, &alone, 0)).await
-        }
-    });
-    let each = futures_util::future::try_join_all(reads).await?;
-    Ok((decision, each))
+    let check = Arc::clone(store).check_verdicts(key, &policy, cost);
+    let verdicts = match tokio::time::timeout_at(until.instant, check).await {
+        Ok(answer) => answer?,
+        Err(_) => return Err(StoreError::timeout(until.deadline)),
+    };
+    let each = verdicts.rules().to_vec();
+    Ok((verdicts.into_decision(), each))
 }
 
-async fn within(
-    until: Until,
-    check: tower_redis_ratelimit::store::StoreFuture<Decision>,
-) -> Result<Decision, StoreError> {
-    match tokio::time::timeout_at(until.instant, check).await {
-        Ok(answer) => answer,
-        Err(_) => Err(StoreError::timeout(until.deadline)),
-    }
-}
-
-fn record_hit(found: &Option<Found>, own: &Decision, over: bool, shadow: bool, cost: u32) {
+fn record_hit(
+    found: &Option<Found>,
+    own: &RuleVerdict,
+    capacity: u32,
+    over: bool,
+    shadow: bool,
+    cost: u32,
+) {
     let Some(found) = found else { return };
     let hit = if over {
         Hit::Over { shadow }
     } else {
         Hit::Within {
-            near: near(own.used(), own.limit()),
+            near: near(own.used(), u64::from(capacity)),
         }
     };
     record(&labels(found), hit, u64::from(cost));

@@ -10,8 +10,8 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
 };
 use envoy_types::pb::google::protobuf::Duration as ProtoDuration;
 use http::HeaderMap;
-use tower_redis_ratelimit::Decision;
 use tower_redis_ratelimit::admission::FailureMode;
+use tower_redis_ratelimit::decision::RuleVerdict;
 use tower_redis_ratelimit::respond::HeaderFamilies;
 use tower_redis_ratelimit::store::StoreError;
 
@@ -57,13 +57,13 @@ pub(super) fn failed(
     response(statuses, closed, headers)
 }
 
-/// A counted descriptor's status, from its own view of the decision (`own`) and whether its
-/// limit refused the request.
+/// A counted descriptor's status, from its rule's own verdict (`own`) and whether its limit
+/// refused the request.
 pub(super) fn fill(
     status: &mut DescriptorStatus,
     found: &Option<Found>,
     reported: Reported,
-    own: &Decision,
+    own: &RuleVerdict,
     denied: bool,
 ) {
     let Some(found) = found else { return };

@@ -175,3 +175,92 @@ fn toml_list(urls: &[String]) -> String {
     let quoted: Vec<String> = urls.iter().map(|url| format!("{url:?}")).collect();
     format!("[{}]", quoted.join(", "))
 }
+
+const THREE_LIMITS: &str = "
+domain: three
+extensions: { store: shared }
+descriptors:
+  - key: user
+    rate_limit:
+      unit: hour
+      requests_per_unit: 2
+  - key: route
+    rate_limit:
+      unit: hour
+      requests_per_unit: 100
+  - key: tenant
+    rate_limit:
+      unit: minute
+      requests_per_unit: 50
+";
+
+/// The commands Redis ran since `before` (a reading of `command_calls`), `INFO` left out.
+fn ran_since(
+    redis: &RedisServer,
+    before: &std::collections::HashMap<String, u64>,
+) -> Vec<(String, u64)> {
+    let mut ran: Vec<(String, u64)> = redis
+        .command_calls()
+        .into_iter()
+        .map(|(name, calls)| {
+            let delta = calls - before.get(&name).copied().unwrap_or(0);
+            (name, delta)
+        })
+        .filter(|(name, delta)| *delta > 0 && name != "info")
+        .collect();
+    ran.sort();
+    ran
+}
+
+#[tokio::test]
+async fn a_request_of_three_descriptors_is_one_script_call_and_no_read() {
+    let redis = RedisServer::start();
+    let rules = Files::new(&[("three.yaml", THREE_LIMITS)], &redis_store(&redis.url()));
+    let service = rules.service(FailureMode::Closed);
+    let three = request(
+        "three",
+        &[
+            &[("user", "alice")],
+            &[("route", "/orders")],
+            &[("tenant", "acme")],
+        ],
+    );
+    // The first call loads the functions and subscribes to resets: not what is counted.
+    let first = ask(&service, &three).await;
+    assert_eq!(remaining(&first), [1, 99, 49]);
+    // A read of a descriptor would be a script call of its own (a check of cost 0); the
+    // commands a script runs are counted under their own names.
+    let script = |ran: &[(String, u64)]| {
+        ran.iter()
+            .filter(|(name, _)| testkit::commands::is_script_call(name))
+            .map(|(_, calls)| calls)
+            .sum::<u64>()
+    };
+    let before = redis.command_calls();
+    let admitted = ask(&service, &three).await;
+    assert_eq!(codes(&admitted).1, Code::Ok);
+    assert_eq!(
+        remaining(&admitted),
+        [0, 98, 48],
+        "each descriptor's own count"
+    );
+    let ran = ran_since(&redis, &before);
+    assert_eq!(script(&ran), 1, "one call, no read: {ran:?}");
+    // Refused by `user`: the others tell what they have left, uncounted, from the same call.
+    let before = redis.command_calls();
+    let refused = ask(&service, &three).await;
+    assert_eq!(
+        codes(&refused),
+        (vec![Code::OverLimit, Code::Ok, Code::Ok], Code::OverLimit)
+    );
+    assert_eq!(remaining(&refused), [0, 98, 48]);
+    let ran = ran_since(&redis, &before);
+    assert_eq!(script(&ran), 1, "one call, no read: {ran:?}");
+    // A denial the store remembers knows the refusing limit only: the two others are read.
+    let before = redis.command_calls();
+    let remembered = ask(&service, &three).await;
+    assert_eq!(codes(&remembered), codes(&refused));
+    assert_eq!(remaining(&remembered), [0, 98, 48]);
+    let ran = ran_since(&redis, &before);
+    assert_eq!(script(&ran), 2, "two reads: {ran:?}");
+}

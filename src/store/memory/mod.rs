@@ -16,7 +16,7 @@ use self::shard::Shard;
 use super::{Store, StoreFuture};
 use crate::algorithm::{self, Write};
 use crate::clock::{Clock, SystemClock};
-use crate::decision::{Combined, Decision};
+use crate::decision::{Combined, Decision, Outcome, RuleVerdict, Verdicts};
 use crate::key::Key;
 use crate::policy::{MAX_RULES, Policy};
 use crate::sync::lock;
@@ -144,7 +144,15 @@ impl MemoryStore {
         }
     }
 
-    fn decide(&self, key: &Key, policy: &Policy, cost: u32) -> Decision {
+    /// The decision on a request, and each rule's verdict into `verdicts` when given (see
+    /// [`Verdicts`]).
+    fn decide(
+        &self,
+        key: &Key,
+        policy: &Policy,
+        cost: u32,
+        mut verdicts: Option<&mut Vec<RuleVerdict>>,
+    ) -> Decision {
         let now = self.inner.clock.now_micros();
         let key = bounded(key);
         let hash = self.inner.hasher.hash_one(&*key);
@@ -161,10 +169,18 @@ impl MemoryStore {
             // One rule, the common case. A step writes only when its rule admits the request,
             // which with one rule is every rule: its write lands at once, with nothing buffered
             // (the general path below cost a one-rule GCRA decision a quarter more instructions).
-            let state = found.as_deref().and_then(|entry| entry.state(id, now));
+            // Looked up once, for the step's read and for its write.
+            let position = found.as_deref().and_then(|entry| entry.position(id));
+            let state = found
+                .as_deref()
+                .zip(position)
+                .and_then(|(entry, position)| entry.state_at(position, now));
             // The verdict is taken within the algorithm's branch (see `step_then`).
             let write = algorithm::step_then(params, state, at, cost, |step| {
                 combined.add(step.verdict);
+                if let Some(verdicts) = verdicts.as_deref_mut() {
+                    verdicts.push(step.verdict);
+                }
                 step.write
             });
             if let Some((write, ttl)) = write {
@@ -173,11 +189,12 @@ impl MemoryStore {
                     "a step wrote for a request it refused"
                 );
                 let expires_at = now.saturating_add(ttl);
-                let entry = match found {
-                    Some(entry) => entry,
-                    None => shard.entry(hash, &key, now),
-                };
-                entry.update(id, write, now, expires_at);
+                match found {
+                    Some(entry) => entry.update_at(id, position, write, now, expires_at),
+                    None => shard
+                        .entry(hash, &key, now)
+                        .update_at(id, None, write, now, expires_at),
+                }
                 shard.expires(expires_at);
             }
         } else {
@@ -189,6 +206,9 @@ impl MemoryStore {
                 let state = found.as_deref().and_then(|entry| entry.state(id, now));
                 let step = algorithm::step(params, state, at, cost);
                 combined.add(step.verdict);
+                if let Some(verdicts) = verdicts.as_deref_mut() {
+                    verdicts.push(step.verdict);
+                }
                 writes[index] = step
                     .write
                     .map(|(write, ttl)| (write, now.saturating_add(ttl)));
@@ -207,6 +227,17 @@ impl MemoryStore {
                     }
                 }
                 shard.expires(earliest);
+            } else if let Some(verdicts) = verdicts.filter(|_| !combined.all_allowed()) {
+                // Refused: nothing was counted, so a rule that would have admitted the request
+                // tells what it has left (as `lua/decide.lua` replies).
+                let each = policy.params().iter().zip(policy.rule_ids());
+                for (verdict, (params, &id)) in verdicts.iter_mut().zip(each) {
+                    if verdict.outcome() == Outcome::Allowed && cost > 0 {
+                        let state = found.as_deref().and_then(|entry| entry.state(id, now));
+                        *verdict =
+                            verdict.with_counts_of(algorithm::step(params, state, at, 0).verdict);
+                    }
+                }
             }
         }
         drop(shard);
@@ -233,7 +264,20 @@ impl Default for MemoryStore {
 impl Store for MemoryStore {
     fn check(&self, key: &Key, policy: &Policy, cost: u32) -> StoreFuture<Decision> {
         self.ensure_janitor();
-        StoreFuture::ready(Ok(self.decide(key, policy, cost)))
+        StoreFuture::ready(Ok(self.decide(key, policy, cost, None)))
+    }
+
+    /// Every rule's verdict from the one step that decides.
+    fn check_verdicts(
+        self: Arc<Self>,
+        key: &Key,
+        policy: &Policy,
+        cost: u32,
+    ) -> StoreFuture<Verdicts> {
+        self.ensure_janitor();
+        let mut rules = Vec::with_capacity(policy.rules().len());
+        let decision = self.decide(key, policy, cost, Some(&mut rules));
+        StoreFuture::ready(Ok(Verdicts::new(decision, rules)))
     }
 
     /// Forgets what `policy`'s rules counted for `key`, at once; the state of other policies'

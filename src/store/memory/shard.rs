@@ -28,14 +28,22 @@ struct RuleState {
 
 impl Entry {
     /// The live state of rule `id`, if any.
+    #[inline]
     pub(super) fn state(&self, id: u64, now: u64) -> Option<&State> {
-        let rule = &self.rules[self.position(id)?];
+        self.state_at(self.position(id)?, now)
+    }
+
+    /// The live state at `position` (from [`position`](Self::position)), if it is still live.
+    #[inline]
+    pub(super) fn state_at(&self, position: usize, now: u64) -> Option<&State> {
+        let rule = &self.rules[position];
         (rule.expires_at > now).then_some(&rule.state)
     }
 
-    /// Where rule `id`'s state is in `rules`.
+    /// Where rule `id`'s state is in the entry, for [`state_at`](Self::state_at) and
+    /// [`update`](Self::update): a policy of one rule looks it up once for both.
     #[inline]
-    fn position(&self, id: u64) -> Option<usize> {
+    pub(super) fn position(&self, id: u64) -> Option<usize> {
         match &self.index {
             Some(index) => index.get(&id).copied(),
             None => self.rules.iter().position(|rule| rule.id == id),
@@ -58,7 +66,22 @@ impl Entry {
     /// `expires_at`. State that no longer mattered is started afresh, never updated.
     #[inline(always)]
     pub(super) fn update(&mut self, id: u64, write: Write, now: u64, expires_at: u64) {
-        let previous = match self.position(id) {
+        self.update_at(id, self.position(id), write, now, expires_at);
+    }
+
+    /// [`update`](Self::update) for rule `id` found at `position` (`None`: the entry holds no
+    /// state for it).
+    #[inline(always)]
+    pub(super) fn update_at(
+        &mut self,
+        id: u64,
+        position: Option<usize>,
+        write: Write,
+        now: u64,
+        expires_at: u64,
+    ) {
+        debug_assert_eq!(position, self.position(id));
+        let previous = match position {
             Some(position) => {
                 let rule = &mut self.rules[position];
                 write.apply(&mut rule.state, rule.expires_at > now);

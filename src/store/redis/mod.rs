@@ -41,13 +41,13 @@ use self::connect::SharedConnection;
 pub(crate) use self::connect::check_tls;
 pub use self::connect::redact_url;
 use self::key::{StateNames, StorageKey};
-use self::local::{Batcher, Degraded, Denials, Leases, batch, fallback, leases};
+use self::local::{Answer, Batcher, Degraded, Denials, Leases, batch, fallback, leases};
 pub use self::local::{Fallback, QuotaLeases};
 #[cfg(feature = "concurrency")]
 use super::permits::heartbeat::Heartbeat;
 use super::{Store, StoreError, StoreFuture};
 use crate::clock::Clock;
-use crate::decision::Decision;
+use crate::decision::{Decision, Verdicts};
 use crate::error::ConfigError;
 use crate::key::Key;
 use crate::policy::Policy;
@@ -317,8 +317,11 @@ impl RedisStore {
     }
 }
 
-impl Store for RedisStore {
-    fn check(&self, key: &Key, policy: &Policy, cost: u32) -> StoreFuture<Decision> {
+impl RedisStore {
+    /// The one path of [`Store::check`] and [`Store::check_verdicts`]: a remembered denial, the
+    /// fallback while its breaker is open, a quota lease, else Redis's script (batched), guarded
+    /// by the fallback.
+    fn decide<A: Answer>(&self, key: &Key, policy: &Policy, cost: u32) -> StoreFuture<A> {
         let inner = &self.inner;
         reset::Listener::ensure(inner);
         // Read before the call is sent: a denial remembered from its answer ends no later than
@@ -330,21 +333,44 @@ impl Store for RedisStore {
             .and_then(|denials| denials.answer(key, policy, cost, asked))
         {
             crate::telemetry::denial_cache_hit();
-            return StoreFuture::ready(Ok(decision));
+            return StoreFuture::ready(Ok(A::decided(decision)));
         }
         let pass = match fallback::instead(inner, key, policy, cost) {
             Ok(pass) => pass,
-            Err(answer) => return answer,
+            Err(answer) => return A::of(answer),
         };
         let decided = match inner
             .leases
             .as_ref()
             .and_then(|leases| leases::decide(inner, leases, key, policy, cost, asked))
         {
-            Some(answer) => answer,
+            Some(answer) => A::of(answer),
             None => batch::decide(inner, key, policy, cost, asked),
         };
         fallback::guard(inner, decided, pass, key, policy, cost)
+    }
+}
+
+impl Store for RedisStore {
+    fn check(&self, key: &Key, policy: &Policy, cost: u32) -> StoreFuture<Decision> {
+        self.decide(key, policy, cost)
+    }
+
+    /// Every rule's verdict from the script's reply: one call, as [`check`](Self::check). An
+    /// answer made in process (a remembered denial, a quota lease, the fallback) knows the
+    /// decision only: the other rules are read after it, as the default does.
+    fn check_verdicts(
+        self: Arc<Self>,
+        key: &Key,
+        policy: &Policy,
+        cost: u32,
+    ) -> StoreFuture<Verdicts> {
+        let decided: StoreFuture<Verdicts> = self.decide(key, policy, cost);
+        let (key, policy) = (key.clone(), policy.clone());
+        StoreFuture::new(async move {
+            let answer = decided.await?;
+            super::read_verdicts(&*self, &key, &policy, answer).await
+        })
     }
 
     /// Deletes the state of `policy`'s rules for `key` in Redis and, in the same atomic call,

@@ -224,6 +224,11 @@ impl Store for RegionStore {
         }
         let window = match spendable(now, period, skew) {
             Spendable::In(window) => window,
+            // At a window's edge nothing is spent; while no quota can be granted at all, that
+            // is said rather than a wait (a request there would get 429 where the rest get 503).
+            Spendable::Guard { .. } if shared.undeclared() => {
+                return StoreFuture::ready(Err(StoreError::error_reply(NOT_DECLARED)));
+            }
             Spendable::Guard { wait_us } => {
                 let wait = Duration::from_micros(wait_us);
                 let verdict = RuleVerdict::new(Outcome::Denied, 0, 0, wait, wait);

@@ -9,6 +9,10 @@
 //! can never pass, a cost-0 peek) writes nothing, every key written carries a TTL, and the keys
 //! written are exactly `RedisStore::state_keys`.
 //!
+//! Every other request asks for each rule's verdict as well (`Store::check_verdicts`): both
+//! stores must give the same verdicts, the reported rule's telling what the decision does;
+//! `verdicts` holds what a refused request's other rules tell.
+//!
 //! A second table changes a rule's quota under the same name between phases of requests, for every
 //! algorithm, and holds both stores to the same decisions across the change.
 //!
@@ -25,6 +29,7 @@ mod multi_rule;
 mod sliding_log;
 mod sliding_window;
 mod stores;
+mod verdicts;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

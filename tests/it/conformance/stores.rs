@@ -2,13 +2,14 @@
 //! Redis holds after each.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{QuotaChange, Req, RuleSpec, Scenario, T0};
 use crate::support::RedisServer;
 use redis::aio::MultiplexedConnection;
 use tower_redis_ratelimit::clock::ManualClock;
-use tower_redis_ratelimit::decision::Outcome;
+use tower_redis_ratelimit::decision::{Outcome, RuleVerdict};
 use tower_redis_ratelimit::key::Key;
 use tower_redis_ratelimit::{Decision, MemoryStore, Policy, RedisStore, Store};
 
@@ -109,18 +110,47 @@ impl Stores {
         for (index, req) in requests.iter().enumerate() {
             let at = format!("request {index} (at +{} µs, cost {})", req.at, req.cost);
             self.clock.set(T0 + req.at);
-            let memory = self.memory.check(&key, &policy, req.cost).await.unwrap();
+            // Every other request asks for each rule's verdict too: both calls decide alike,
+            // and the verdicts must agree as the decisions do.
+            let verdicts = index % 2 == 1;
+            let (memory, memory_rules) = if verdicts {
+                let answer = Arc::new(self.memory.clone())
+                    .check_verdicts(&key, &policy, req.cost)
+                    .await
+                    .unwrap();
+                (answer.decision().clone(), answer.rules().to_vec())
+            } else {
+                let decision = self.memory.check(&key, &policy, req.cost).await.unwrap();
+                (decision, Vec::new())
+            };
             let writes_before = self.writes().await;
-            let redis = self
-                .redis
-                .check(&key, &policy, req.cost)
-                .await
-                .map_err(|err| format!("{at}: Redis failed: {err}"))?;
+            let (redis, redis_rules) = if verdicts {
+                let answer = Arc::new(self.redis.clone())
+                    .check_verdicts(&key, &policy, req.cost)
+                    .await
+                    .map_err(|err| format!("{at}: Redis failed: {err}"))?;
+                (answer.decision().clone(), answer.rules().to_vec())
+            } else {
+                let decision = self
+                    .redis
+                    .check(&key, &policy, req.cost)
+                    .await
+                    .map_err(|err| format!("{at}: Redis failed: {err}"))?;
+                (decision, Vec::new())
+            };
             let writes = self.writes().await - writes_before;
             if memory != redis {
                 return Err(format!(
                     "{at}: the stores disagree\n  memory: {memory:?}\n  redis:  {redis:?}"
                 ));
+            }
+            if memory_rules != redis_rules {
+                return Err(format!(
+                    "{at}: the stores' rule verdicts disagree\n  memory: {memory_rules:?}\n  redis:  {redis_rules:?}"
+                ));
+            }
+            if verdicts && let Some(difference) = unreported(&redis, &redis_rules, &policy) {
+                return Err(format!("{at}: {difference}"));
             }
             if let Some(difference) = unexpected(&redis, req) {
                 return Err(format!("{at}: {difference}\n  got: {redis:?}"));
@@ -144,6 +174,25 @@ impl Stores {
         }
         Ok(())
     }
+}
+
+/// How `rules`, a decision's verdicts, fail to tell what `decision` tells of its reported rule,
+/// or miss a rule of `policy`, if they do.
+fn unreported(decision: &Decision, rules: &[RuleVerdict], policy: &Policy) -> Option<String> {
+    if rules.len() != policy.rules().len() {
+        return Some(format!(
+            "{} verdicts for {} rules",
+            rules.len(),
+            policy.rules().len()
+        ));
+    }
+    let own = &rules[decision.rule_index()];
+    let told = (own.remaining(), own.used(), own.full_after());
+    let reported = (decision.remaining(), decision.used(), decision.full_after());
+    // A refused request's reported rule refused it: its counts are the decision's.
+    let same_rule = decision.is_allowed() || own.outcome() != Outcome::Allowed;
+    (same_rule && told != reported)
+        .then(|| format!("the reported rule's verdict says {told:?}, the decision {reported:?}"))
 }
 
 /// How `decision` differs from what the table expects, if it does.

@@ -96,3 +96,55 @@ async fn a_region_whose_redis_is_killed_mid_window_never_admits_past_the_quota()
     assert!(windows[1][0] + windows[1][2] >= Q / 3, "{windows:?}");
     assert!(windows[3][1] > 0, "{windows:?}");
 }
+
+/// A ledger not declared is what every global request is told, at a window's edge too (where
+/// nothing is spent, and a refusal said "wait" with 429 while the rest of the window said 503).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ledger_not_declared_is_said_at_a_window_s_edge_too() {
+    use tower_redis_ratelimit::clock::ManualClock;
+    use tower_redis_ratelimit::key::Key;
+    use tower_redis_ratelimit::store::region::RegionStore;
+    use tower_redis_ratelimit::{Policy, Quota, Rule, Store};
+
+    let (ledger, region) = (RedisServer::start(), RedisServer::start());
+    // Windows of a second, a skew of 2 ms: the last 2 ms of a window are its edge.
+    const SECOND: u64 = 1_000_000;
+    let start = 1_700_000_000 * SECOND;
+    let clock = ManualClock::new(start + SECOND / 2);
+    let store = RegionStore::builder(
+        "eu-west",
+        RedisStore::open(&region.url()).unwrap(),
+        Ledger::new(RedisStore::open(&ledger.url()).unwrap()),
+    )
+    .max_skew(Duration::from_millis(2))
+    .sync_every(Duration::from_millis(20))
+    .clock(clock.clone())
+    .build()
+    .unwrap();
+    let policy = Policy::global(Rule::fixed_window(
+        "api",
+        Quota::new(100, Duration::from_secs(1)),
+    ))
+    .unwrap();
+    let key = Key::from("customer-7");
+    // The first request starts the mover, which finds the ledger not declared.
+    let _ = store.check(&key, &policy, 1).await;
+    crate::support::eventually(
+        Duration::from_secs(5),
+        "the ledger known not declared",
+        || async { store.unready().is_some() },
+    )
+    .await;
+    for at in [
+        start + SECOND / 2,
+        start + SECOND - 1_000,
+        start + SECOND + 1_000,
+    ] {
+        clock.set(at);
+        let said = store.check(&key, &policy, 1).await.unwrap_err();
+        assert!(
+            said.to_string().contains("ledger not declared"),
+            "at {at}: {said}"
+        );
+    }
+}

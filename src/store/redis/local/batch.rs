@@ -31,12 +31,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use hashbrown::HashTable;
 use tokio::sync::oneshot;
 
-use crate::decision::Decision;
+use crate::decision::Verdicts;
 use crate::key::Key;
 use crate::policy::Policy;
 use crate::store::redis::Inner;
 use crate::store::redis::connect::slot;
 use crate::store::redis::key::StorageKey;
+use crate::store::redis::local::Answer;
 use crate::store::redis::local::denials::Denials;
 use crate::store::redis::script::decide;
 use crate::store::{StoreError, StoreFuture};
@@ -74,8 +75,10 @@ struct Request {
     cost: u32,
     /// When it was asked (for the denial cache).
     asked: u64,
+    /// Whether its rules' verdicts are wanted (see `Answer`).
+    rules: bool,
     /// Where its answer goes, when it waited for a batch.
-    answer: Option<oneshot::Sender<Result<Decision, StoreError>>>,
+    answer: Option<oneshot::Sender<Result<Verdicts, StoreError>>>,
 }
 
 /// Where a queue is, in the table.
@@ -109,19 +112,20 @@ impl Batcher {
 /// Redis's decision on a request of `cost` for `key` under `policy`, asked at `asked`: sent at
 /// once if no call of the policy (and slot) is in flight or the store does not batch, else in
 /// the next batch.
-pub(in crate::store::redis) fn decide(
+pub(in crate::store::redis) fn decide<A: Answer>(
     inner: &Arc<Inner>,
     key: &Key,
     policy: &Policy,
     cost: u32,
     asked: u64,
-) -> StoreFuture<Decision> {
+) -> StoreFuture<A> {
     let client = StorageKey::new(key);
     let request = Request {
         key: key.clone(),
         client,
         cost,
         asked,
+        rules: A::RULES,
         answer: None,
     };
     if !inner.batch {
@@ -179,17 +183,22 @@ pub(in crate::store::redis) fn decide(
 }
 
 /// A request decided in a call of its own.
-async fn alone(inner: &Inner, policy: &Policy, request: Request) -> Result<Decision, StoreError> {
+async fn alone<A: Answer>(
+    inner: &Inner,
+    policy: &Policy,
+    request: Request,
+) -> Result<A, StoreError> {
     let mut decided = send(inner, policy, std::slice::from_ref(&request)).await?;
-    Ok(decided.remove(0))
+    Ok(A::replied(decided.remove(0)))
 }
 
-/// Decides `requests` in one call, and teaches the denial cache their answers.
+/// Decides `requests` in one call, and teaches the denial cache their answers: each decision,
+/// with its rules' verdicts for the requests that want them.
 async fn send(
     inner: &Inner,
     policy: &Policy,
     requests: &[Request],
-) -> Result<Vec<Decision>, StoreError> {
+) -> Result<Vec<Verdicts>, StoreError> {
     if let Some(listener) = &inner.listener {
         listener.first_tried().await;
     }
@@ -219,7 +228,11 @@ async fn send(
                     decide::rule_waits(values)
                 });
             }
-            Ok(decision)
+            let rules = match request.rules {
+                true => decide::verdicts(values)?,
+                false => Vec::new(),
+            };
+            Ok(Verdicts::new(decision, rules))
         })
         .collect()
 }
@@ -301,12 +314,13 @@ impl Drop for Turn {
 }
 
 /// The answer of a request that joined a batch.
-fn wait(receiver: oneshot::Receiver<Result<Decision, StoreError>>) -> StoreFuture<Decision> {
+fn wait<A: Answer>(receiver: oneshot::Receiver<Result<Verdicts, StoreError>>) -> StoreFuture<A> {
     StoreFuture::new(async move {
-        receiver.await.unwrap_or_else(|_| {
+        let answer = receiver.await.unwrap_or_else(|_| {
             Err(StoreError::bad_reply(
                 "a batched decision was dropped before Redis answered".to_owned(),
             ))
-        })
+        });
+        answer.map(A::replied)
     })
 }

@@ -7,11 +7,13 @@
 //! table, asking Redis through the store's connection when it must; `reset` makes every instance
 //! forget what they remember of a key.
 
+mod answer;
 pub(super) mod batch;
 mod denials;
 pub(super) mod fallback;
 pub(super) mod leases;
 
+pub(super) use self::answer::Answer;
 pub(super) use self::batch::Batcher;
 pub(super) use self::denials::Denials;
 pub(super) use self::fallback::Degraded;

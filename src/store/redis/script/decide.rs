@@ -168,6 +168,11 @@ pub(in crate::store::redis) fn decision(
     Ok(combined.decision(policy))
 }
 
+/// Each rule's verdict, in rule order, from one request's integers (see [`request`]).
+pub(in crate::store::redis) fn verdicts(values: &[i64]) -> Result<Vec<RuleVerdict>, StoreError> {
+    values.chunks_exact(REPLY_WIDTH).map(verdict).collect()
+}
+
 /// Each rule's wait in µs, by rule index, in one request's integers (0 for a rule that admitted
 /// it, whose wait is a delay): what the denial cache keeps of a refusal by several rules.
 pub(in crate::store::redis) fn rule_waits(values: &[i64]) -> impl Iterator<Item = u64> + '_ {

@@ -16,6 +16,7 @@ use crate::key::Key;
 use crate::policy::{Policy, Rule};
 use crate::quota::Quota;
 use crate::store::redis::Inner;
+use crate::store::redis::local::Answer;
 use crate::store::{MemoryStore, Store, StoreErrorKind, StoreFuture};
 use crate::sync::lock;
 
@@ -181,14 +182,14 @@ pub(in crate::store::redis) fn instead(
 
 /// `decided`, Redis's answer, bounded by the fallback's timeout and answered by the fallback
 /// when it fails; its outcome goes to the breaker. Without a fallback, `decided` as it is.
-pub(in crate::store::redis) fn guard(
+pub(in crate::store::redis) fn guard<A: Answer>(
     inner: &Arc<Inner>,
-    mut decided: StoreFuture<Decision>,
+    mut decided: StoreFuture<A>,
     pass: Pass,
     key: &Key,
     policy: &Policy,
     cost: u32,
-) -> StoreFuture<Decision> {
+) -> StoreFuture<A> {
     if inner.fallback.is_none() {
         return decided;
     }
@@ -216,7 +217,7 @@ pub(in crate::store::redis) fn guard(
         // whatever answers in Redis's place (the documented alert watches them).
         crate::telemetry::store_error(crate::telemetry::RATE_LIMITING, failed.as_str());
         report.failed();
-        degraded.answer(&key, &policy, cost).await
+        degraded.answer(&key, &policy, cost).await.map(A::decided)
     })
 }
 
