@@ -247,12 +247,39 @@ fn version_and_help() {
     assert_eq!(
         version,
         format!(
-            "ratelimit-gateway {} (commit {}; redis, cluster, sentinel, regions, toml, yaml, \
-             json, envoy)\n",
+            "ratelimit-gateway {} (commit {}; redis, cluster, sentinel, regions, tls, toml, \
+             yaml, json, envoy)\n",
             env!("CARGO_PKG_VERSION"),
             commit.trim()
         )
     );
+    // The list is the library's features this crate turns on (`config` aside: every file
+    // needs it; `redis` by default), so that one turned on later is named too.
+    let manifest = include_str!("../../Cargo.toml");
+    let line = manifest
+        .lines()
+        .find(|line| line.starts_with("tower-redis-ratelimit = "))
+        .unwrap();
+    let features = &line[line.find("features = [").unwrap() + 12..];
+    let features: Vec<&str> = features[..features.find(']').unwrap()]
+        .split(',')
+        .map(|feature| feature.trim().trim_matches('"'))
+        .filter(|feature| *feature != "config")
+        .collect();
+    let mut named: Vec<&str> = version
+        .trim_end()
+        .trim_end_matches(')')
+        .rsplit("; ")
+        .next()
+        .unwrap()
+        .split(", ")
+        .filter(|feature| *feature != "envoy")
+        .collect();
+    let mut built = features;
+    built.push("redis");
+    named.sort_unstable();
+    built.sort_unstable();
+    assert_eq!(named, built, "{version}");
     let help = Command::new(BINARY).arg("--help").output().unwrap();
     let help = String::from_utf8(help.stdout).unwrap();
     for command in ["proxy", "check", "ledger"] {
