@@ -37,7 +37,7 @@ pub const MAX_DELAY: Duration = Duration::from_secs(60);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Quota {
     limit: u32,
-    #[serde(with = "humantime_serde_compat")]
+    #[serde(with = "human_duration")]
     period: Duration,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     burst: Option<u32>,
@@ -135,25 +135,49 @@ impl fmt::Display for Quota {
     }
 }
 
-/// Serde support for periods written the way people write them: `"10s"`, `"1m"`, `"250ms"`.
-mod humantime_serde_compat {
+/// Serde support for durations written the way people write them: `"10s"`, `"1m"`, `"250ms"`
+/// (a quota's period, and in [`option`](human_duration::option) a rule's `max_delay`).
+pub(crate) mod human_duration {
     use std::time::Duration;
 
     use serde::{Deserialize, Deserializer, Serializer, de::Error};
 
-    pub(super) fn serialize<S: Serializer>(
-        period: &Duration,
+    pub(crate) fn serialize<S: Serializer>(
+        duration: &Duration,
         serializer: S,
     ) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(&humantime::format_duration(*period))
+        serializer.collect_str(&humantime::format_duration(*duration))
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
         deserializer: D,
     ) -> Result<Duration, D::Error> {
         let text = String::deserialize(deserializer)?;
         humantime::parse_duration(&text)
-            .map_err(|err| D::Error::custom(format!("invalid period {text:?}: {err}")))
+            .map_err(|err| D::Error::custom(format!("invalid duration {text:?}: {err}")))
+    }
+
+    /// The same for an optional duration (absent: `None`, with `#[serde(default)]`).
+    pub(crate) mod option {
+        use std::time::Duration;
+
+        use serde::{Deserializer, Serializer};
+
+        pub(crate) fn serialize<S: Serializer>(
+            duration: &Option<Duration>,
+            serializer: S,
+        ) -> Result<S::Ok, S::Error> {
+            match duration {
+                Some(duration) => super::serialize(duration, serializer),
+                None => serializer.serialize_none(),
+            }
+        }
+
+        pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+            deserializer: D,
+        ) -> Result<Option<Duration>, D::Error> {
+            super::deserialize(deserializer).map(Some)
+        }
     }
 }
 

@@ -24,7 +24,7 @@ pub struct Rule {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        with = "max_delay_serde"
+        with = "crate::quota::human_duration::option"
     )]
     max_delay: Option<Duration>,
 }
@@ -193,32 +193,6 @@ pub(crate) fn validate_name(name: &str) -> Result<(), ConfigError> {
         });
     }
     Ok(())
-}
-
-/// Serde support for an optional delay written the way people write it: `"500ms"`.
-mod max_delay_serde {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer, de::Error};
-
-    pub(super) fn serialize<S: Serializer>(
-        delay: &Option<Duration>,
-        serializer: S,
-    ) -> Result<S::Ok, S::Error> {
-        match delay {
-            Some(delay) => serializer.collect_str(&humantime::format_duration(*delay)),
-            None => serializer.serialize_none(),
-        }
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
-        deserializer: D,
-    ) -> Result<Option<Duration>, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        humantime::parse_duration(&text)
-            .map(Some)
-            .map_err(|err| D::Error::custom(format!("invalid max_delay {text:?}: {err}")))
-    }
 }
 
 #[cfg(test)]
