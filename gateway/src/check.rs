@@ -118,6 +118,9 @@ fn describe_serve(out: &mut String, serve: &serve::Loaded) {
             let _ = writeln!(out, "    domain {domain} ({})", file.display());
         }
     }
+    if let Some(quota) = &serve.quota {
+        describe_quota(out, quota);
+    }
     describe_listener(
         out,
         &serve.connections,
@@ -125,6 +128,22 @@ fn describe_serve(out: &mut String, serve: &serve::Loaded) {
         table.admin,
         &serve.admin_access,
     );
+}
+
+/// The quota service's domains, each with its file and how many bucket rules it has.
+fn describe_quota(out: &mut String, quota: &crate::envoy::quota::QuotaService) {
+    let _ = writeln!(
+        out,
+        "  envoy quota service: {}",
+        crate::envoy::quota::QUOTA_PATH_PREFIX
+    );
+    for (domain, file, rules) in quota.domains() {
+        let _ = writeln!(
+            out,
+            "    domain {domain} ({}): {rules} bucket rules",
+            file.display()
+        );
+    }
 }
 
 fn describe_listener(

@@ -36,6 +36,9 @@ pub struct DomainExtensions {
     /// the default store when absent.
     #[serde(default)]
     pub store: Option<String>,
+    /// The quotas Envoy's rate limit quota service assigns this domain's buckets.
+    #[serde(default)]
+    pub quota_service: Option<super::quota::file::QuotaServiceFile>,
 }
 
 /// A descriptor of a descriptor list.

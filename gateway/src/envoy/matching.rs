@@ -218,7 +218,7 @@ pub fn apply_replaces(found: &mut [Option<Found>]) {
 }
 
 /// Whether `value` matches a pattern split on `*`: each `*` any run of characters, in order.
-fn wildcard_match(parts: &[String], value: &str) -> bool {
+pub(super) fn wildcard_match(parts: &[String], value: &str) -> bool {
     let (first, last) = match parts {
         [] => return value.is_empty(),
         [only] => return only == value,

@@ -18,6 +18,7 @@
 //!   the files do not have.
 //! - [`RateLimitService`]: the tonic service, mounted by a listener under [`PATH_PREFIX`].
 //! - [`watch`]: a reload when the files change.
+//! - [`quota`]: Envoy's rate limit quota service (RLQS), over the same files.
 
 mod budget;
 mod decide;
@@ -26,6 +27,7 @@ pub mod limit;
 mod loaded;
 pub mod matching;
 pub mod metrics;
+pub mod quota;
 mod reset;
 mod service;
 mod status;

@@ -7,6 +7,7 @@ use super::client::Gateways;
 use crate::config::StartOnlyField;
 use crate::config::{Connections, FieldError, File, FileError, ServeConfig};
 use crate::envoy::RateLimitService;
+use crate::envoy::quota::QuotaService;
 use crate::runtime::{AdminAccess, PathServices, StartOnly, tls};
 
 /// A file loaded for `serve`: its settings and the built limits.
@@ -26,6 +27,9 @@ pub struct Loaded {
     /// Envoy's rate limit service, when `[serve.envoy]` names its files: built again with each
     /// reload's limits, so it counts in the same stores.
     pub envoy: Option<RateLimitService>,
+    /// Envoy's rate limit quota service, over the same files: a reload gives the running one
+    /// its rules ([`QuotaService::reload_from`]), so its streams and shares go on.
+    pub quota: Option<QuotaService>,
     /// Who may reset on the admin address.
     pub admin_access: AdminAccess,
 }
@@ -89,8 +93,13 @@ pub fn load(file: &File, previous: Option<&Limits>) -> Result<Loaded, FileError>
         )?),
         None => None,
     };
+    let quota = match &table.envoy {
+        Some(envoy) => Some(QuotaService::load(&envoy.files)?),
+        None => None,
+    };
     Ok(Loaded {
         envoy,
+        quota,
         admin_access,
         paths: PathServices::build(&limits, &file.route_keys(), &admitted(), false),
         table,

@@ -171,6 +171,11 @@ impl Serve {
             if loaded.tls.is_none() {
                 loaded.tls.clone_from(&previous.tls);
             }
+            // The quota service's streams and shares outlive a reload: the running one takes
+            // the new rules.
+            if let (Some(running), Some(reloaded)) = (&previous.quota, &loaded.quota) {
+                loaded.quota = Some(running.reload_from(reloaded));
+            }
             Ok(loaded)
         };
         // envoyproxy/ratelimit's files reload when they change, as the reference's do.
@@ -249,6 +254,19 @@ async fn answer(state: &State, mut question: Request<Incoming>) -> Response<Body
         let answer = envoy.call(question).await.map(Body::new);
         record_envoy(&state.log, &id, &path, &answer, started.elapsed());
         return answer;
+    }
+    // Envoy's quota service: one stream per Envoy for as long as it runs, not a question
+    // with an answer, so it has no access log line.
+    if let Some(quota) = &loaded.quota
+        && question
+            .uri()
+            .path()
+            .starts_with(envoy::quota::QUOTA_PATH_PREFIX)
+    {
+        return match quota.grpc().oneshot(question).await {
+            Ok(answer) => answer.map(Body::new),
+            Err(never) => match never {},
+        };
     }
     // The question's own method until it names the request's; no path until then.
     let mut asked = Asked {

@@ -16,6 +16,7 @@ mod live;
 mod live_failures;
 #[path = "../common/process.rs"]
 mod process;
+mod quota;
 mod raw_h2;
 mod redis;
 mod reset;

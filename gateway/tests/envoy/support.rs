@@ -194,8 +194,13 @@ pub(crate) async fn overall(
 
 /// A client of the service on the Unix socket at `path`.
 pub(crate) async fn unix_client(path: &std::path::Path) -> RateLimitServiceClient<Channel> {
+    RateLimitServiceClient::new(unix_channel(path).await)
+}
+
+/// A gRPC channel to the Unix socket at `path`.
+pub(crate) async fn unix_channel(path: &std::path::Path) -> Channel {
     let path = path.to_owned();
-    let channel = tonic::transport::Endpoint::from_static("http://localhost")
+    tonic::transport::Endpoint::from_static("http://localhost")
         .connect_with_connector(tower::service_fn(move |_| {
             let path = path.clone();
             async move {
@@ -204,6 +209,5 @@ pub(crate) async fn unix_client(path: &std::path::Path) -> RateLimitServiceClien
             }
         }))
         .await
-        .expect("connected");
-    RateLimitServiceClient::new(channel)
+        .expect("connected")
 }

@@ -1,0 +1,95 @@
+//! [`QuotaService`]: Envoy's rate limit quota service (`StreamRateLimitQuotas`) as a tonic
+//! service that a listener mounts under [`QUOTA_PATH_PREFIX`]; its rules replaced by a
+//! reload, its shares and streams kept.
+
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+
+use envoy_types::pb::envoy::service::rate_limit_quota::v3::rate_limit_quota_service_server::{
+    RateLimitQuotaService as Rlqs, RateLimitQuotaServiceServer,
+};
+use envoy_types::pb::envoy::service::rate_limit_quota::v3::{
+    RateLimitQuotaResponse, RateLimitQuotaUsageReports,
+};
+use futures_util::Stream;
+use tokio::sync::mpsc;
+
+use super::rules::Rules;
+use super::shares::{InProcessShares, Shares};
+use super::state::Inner;
+use crate::config::EnvoyFilesError;
+use crate::envoy::file;
+
+/// The path every request of the protocol starts with: a listener hands requests under it to
+/// [`QuotaService::grpc`].
+pub const QUOTA_PATH_PREFIX: &str = "/envoy.service.rate_limit_quota.v3.RateLimitQuotaService/";
+
+/// How many assignments may wait for one Envoy's stream before its reports wait for them.
+const QUEUED_ANSWERS: usize = 16;
+
+/// Envoy's rate limit quota service over the `extensions.quota_service` of the Envoy files.
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct QuotaService {
+    inner: Arc<Inner>,
+}
+
+impl QuotaService {
+    /// Reads the Envoy files at `files` (a YAML file or a directory of them), its shares in
+    /// this process.
+    pub fn load(files: &Path) -> Result<Self, EnvoyFilesError> {
+        let rules = Rules::build(&file::read(files)?)?;
+        Ok(Self::with_shares(rules, Arc::new(InProcessShares::new())))
+    }
+
+    fn with_shares(rules: Rules, shares: Arc<dyn Shares>) -> Self {
+        Self {
+            inner: Arc::new(Inner::new(rules, shares)),
+        }
+    }
+
+    /// This service with the rules of `reloaded` (a reload's): its streams go on, each
+    /// bucket settled again under the new rules at once.
+    pub fn reload_from(&self, reloaded: &QuotaService) -> QuotaService {
+        self.inner.replace_rules(reloaded.inner.rules());
+        self.clone()
+    }
+
+    /// Each domain with its file and number of bucket rules, for `check`.
+    pub fn domains(&self) -> Vec<(String, PathBuf, usize)> {
+        self.inner.rules().describe()
+    }
+
+    /// The service as tonic serves it: a tower service of HTTP/2 requests under
+    /// [`QUOTA_PATH_PREFIX`].
+    pub fn grpc(&self) -> RateLimitQuotaServiceServer<QuotaService> {
+        RateLimitQuotaServiceServer::new(self.clone())
+    }
+}
+
+/// The assignments of one stream, as tonic sends them.
+type Answers = Pin<Box<dyn Stream<Item = Result<RateLimitQuotaResponse, tonic::Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Rlqs for QuotaService {
+    type StreamRateLimitQuotasStream = Answers;
+
+    async fn stream_rate_limit_quotas(
+        &self,
+        request: tonic::Request<tonic::Streaming<RateLimitQuotaUsageReports>>,
+    ) -> Result<tonic::Response<Answers>, tonic::Status> {
+        let (sender, receiver) = mpsc::channel(QUEUED_ANSWERS);
+        let holder = self.inner.next_holder();
+        tokio::spawn(super::stream::run(
+            Arc::clone(&self.inner),
+            holder,
+            request.into_inner(),
+            sender,
+        ));
+        let answers = futures_util::stream::unfold(receiver, |mut receiver| async move {
+            receiver.recv().await.map(|answer| (answer, receiver))
+        });
+        Ok(tonic::Response::new(Box::pin(answers)))
+    }
+}

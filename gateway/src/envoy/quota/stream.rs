@@ -1,0 +1,271 @@
+//! One Envoy's stream: its usage reports in, its assignments out.
+//!
+//! The first report of a bucket is its watch: the bucket is assigned at once, and from then
+//! on settled again with every report of it (its demand updated) and whenever its
+//! assignment is half way through its time to live, so that Envoy never lets it expire while
+//! the stream lives; a reload settles every bucket at the next tick. A bucket whose rule left
+//! the configuration is abandoned. When the stream ends, the Envoy's shares are left, freed
+//! once its assignments have expired.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use envoy_types::pb::envoy::service::rate_limit_quota::v3::rate_limit_quota_response::BucketAction;
+use envoy_types::pb::envoy::service::rate_limit_quota::v3::{
+    RateLimitQuotaResponse, RateLimitQuotaUsageReports,
+};
+use tokio::sync::mpsc;
+use tonic::{Status, Streaming};
+
+use super::assignment::Assigned;
+use super::rules::{DEFAULT_ASSIGNMENT_TTL, Found, Treatment};
+use super::share::Timing;
+use super::state::Inner;
+
+/// How often a stream looks for assignments to renew and for a reload.
+const TICK: Duration = Duration::from_millis(250);
+
+/// What is added to an assignment's time to live for its way to Envoy and Envoy's timers
+/// (the bound in `gateway/docs/envoy.md` assumes an assignment reaches Envoy within it).
+pub const GRACE: Duration = Duration::from_secs(1);
+
+/// A bucket of this stream.
+struct Bucket {
+    id: HashMap<String, String>,
+    /// Requests asked per second (allowed and denied), averaged over the reports.
+    rate: Option<f64>,
+    last_report: Instant,
+    settled_at: Option<Instant>,
+    /// The rules' generation it was last settled under.
+    generation: u64,
+    /// Whether a rule matched it when last settled.
+    matched: bool,
+    /// Whether it has an entry in the shares (a quota's bucket).
+    shared: bool,
+}
+
+/// Serves one stream until Envoy ends it (or the answers can no longer be sent), then leaves
+/// its shares.
+pub(super) async fn run(
+    inner: Arc<Inner>,
+    holder: String,
+    mut reports: Streaming<RateLimitQuotaUsageReports>,
+    answers: mpsc::Sender<Result<RateLimitQuotaResponse, Status>>,
+) {
+    let mut stream = Stream {
+        inner,
+        holder,
+        domain: String::new(),
+        buckets: HashMap::new(),
+        warned: false,
+    };
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let actions = tokio::select! {
+            report = reports.message() => match report {
+                Ok(Some(report)) => stream.reported(report).await,
+                Ok(None) | Err(_) => break,
+            },
+            _ = tick.tick() => stream.renew().await,
+            () = answers.closed() => break,
+        };
+        if actions.is_empty() {
+            continue;
+        }
+        let response = RateLimitQuotaResponse {
+            bucket_action: actions,
+        };
+        if answers.send(Ok(response)).await.is_err() {
+            break;
+        }
+    }
+    stream.leave().await;
+}
+
+struct Stream {
+    inner: Arc<Inner>,
+    holder: String,
+    domain: String,
+    buckets: HashMap<String, Bucket>,
+    warned: bool,
+}
+
+impl Stream {
+    /// A report: each bucket's demand updated, and each settled.
+    async fn reported(&mut self, report: RateLimitQuotaUsageReports) -> Vec<BucketAction> {
+        // Envoy names the domain in every report; the protocol needs it in the first only.
+        if !report.domain.is_empty() {
+            self.domain = report.domain;
+        }
+        let now = Instant::now();
+        let mut actions = Vec::new();
+        for usage in report.bucket_quota_usages {
+            let Some(id) = usage.bucket_id.map(|id| id.bucket) else {
+                continue;
+            };
+            if id.is_empty() {
+                continue;
+            }
+            let key = bucket_key(&self.domain, &id);
+            let asked = (usage.num_requests_allowed + usage.num_requests_denied) as f64;
+            let bucket = self.buckets.entry(key.clone()).or_insert_with(|| Bucket {
+                id,
+                rate: None,
+                last_report: now,
+                settled_at: None,
+                generation: 0,
+                matched: false,
+                shared: false,
+            });
+            // The first report counts the request that opened the bucket: taken as a second's.
+            let elapsed = now.duration_since(bucket.last_report).as_secs_f64();
+            let sample = asked / elapsed.clamp(0.1, 60.0);
+            let sample = if bucket.rate.is_none() { asked } else { sample };
+            bucket.rate = Some(match bucket.rate {
+                Some(rate) => (rate + sample) / 2.0,
+                None => sample,
+            });
+            bucket.last_report = now;
+            if let Some(action) = self.settle(&key).await {
+                actions.push(action);
+            }
+        }
+        actions
+    }
+
+    /// The buckets whose assignment is half way through its time to live, or that a reload
+    /// may have changed, settled.
+    async fn renew(&mut self) -> Vec<BucketAction> {
+        let generation = self.inner.generation();
+        let now = Instant::now();
+        let due: Vec<String> = self
+            .buckets
+            .iter()
+            .filter(|(_, bucket)| {
+                let ttl = self
+                    .found(bucket)
+                    .map_or(DEFAULT_ASSIGNMENT_TTL, |found| found.ttl);
+                bucket.generation != generation
+                    || bucket
+                        .settled_at
+                        .is_none_or(|at| now.duration_since(at) >= ttl / 2)
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        let mut actions = Vec::new();
+        for key in due {
+            if let Some(action) = self.settle(&key).await {
+                actions.push(action);
+            }
+        }
+        actions
+    }
+
+    fn found(&self, bucket: &Bucket) -> Option<Found> {
+        self.inner.rules().find(&self.domain, &bucket.id)
+    }
+
+    /// Settles the bucket `key`: its assignment, or nothing when the store cannot answer
+    /// (the assignment in force stays until it expires).
+    async fn settle(&mut self, key: &str) -> Option<BucketAction> {
+        let generation = self.inner.generation();
+        let bucket = self.buckets.get(key)?;
+        let found = match self.found(bucket) {
+            Some(found) => found,
+            None => {
+                if !self.warned {
+                    self.warned = true;
+                    tracing::warn!(
+                        domain = %self.domain,
+                        "an Envoy reports buckets of a domain without `extensions.quota_service` in the Envoy files: denied"
+                    );
+                }
+                Found {
+                    treatment: Treatment::DenyAll,
+                    ttl: DEFAULT_ASSIGNMENT_TTL,
+                    matched: false,
+                }
+            }
+        };
+        let timing = timing(found.ttl);
+        if bucket.matched && !found.matched {
+            // Its rule is gone: Envoy forgets the bucket and reports it anew, to be assigned
+            // what an unmatched bucket gets.
+            let bucket = self.buckets.remove(key)?;
+            if bucket.shared {
+                let _ = self.inner.shares.leave(key, &self.holder, timing).await;
+            }
+            return Some(Assigned::Abandon.action(&bucket.id, found.ttl));
+        }
+        let assigned = match found.treatment {
+            Treatment::Quota(quota) => {
+                let period = quota.period().as_secs_f64();
+                let demand = (bucket.rate.unwrap_or(0.0) * period).ceil() as u64;
+                let limit = u64::from(quota.limit());
+                match self
+                    .inner
+                    .shares
+                    .settle(key, &self.holder, demand, limit, timing)
+                    .await
+                {
+                    Ok(share) => Some(Assigned::share(quota, share)),
+                    Err(error) => {
+                        tracing::warn!(%error, domain = %self.domain, "the quota service's store failed: assignments are kept until they expire");
+                        None
+                    }
+                }
+            }
+            Treatment::AllowAll => Some(Assigned::AllowAll),
+            Treatment::DenyAll => Some(Assigned::DenyAll),
+        };
+        let shared = matches!(found.treatment, Treatment::Quota(_));
+        let bucket = self.buckets.get_mut(key)?;
+        if bucket.shared && !shared {
+            let _ = self.inner.shares.leave(key, &self.holder, timing).await;
+        }
+        let bucket = self.buckets.get_mut(key)?;
+        bucket.generation = generation;
+        bucket.matched = found.matched;
+        bucket.shared = shared;
+        let assigned = assigned?;
+        bucket.settled_at = Some(Instant::now());
+        Some(assigned.action(&bucket.id, found.ttl))
+    }
+
+    /// The stream ended: every share of this Envoy left.
+    async fn leave(self) {
+        for (key, bucket) in &self.buckets {
+            if bucket.shared {
+                let ttl = self
+                    .found(bucket)
+                    .map_or(DEFAULT_ASSIGNMENT_TTL, |found| found.ttl);
+                let _ = self
+                    .inner
+                    .shares
+                    .leave(key, &self.holder, timing(ttl))
+                    .await;
+            }
+        }
+    }
+}
+
+/// The timing of a bucket whose assignments live `ttl`: a share changes at most once per
+/// time to live.
+fn timing(ttl: Duration) -> Timing {
+    let ms = |duration: Duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+    Timing {
+        ttl_ms: ms(ttl),
+        grace_ms: ms(GRACE),
+        min_change_ms: ms(ttl),
+    }
+}
+
+/// What names a bucket of a domain in the shares: the domain and the bucket id's entries in
+/// key order, as JSON (so that no two buckets share a name).
+pub(super) fn bucket_key(domain: &str, id: &HashMap<String, String>) -> String {
+    let mut entries: Vec<(&String, &String)> = id.iter().collect();
+    entries.sort();
+    serde_json::to_string(&(domain, entries)).unwrap_or_default()
+}

@@ -1,0 +1,345 @@
+//! Envoy's rate limit quota service as `serve` runs it, spoken to by a tonic client of
+//! envoy-types standing in for Envoys: the first report of a bucket answered with its
+//! assignment, renewed before its time to live ends; the quota split by demand, a share
+//! lowered before another is raised; a stream that ends freeing its share once its assignment
+//! has expired; blanket and unmatched buckets; a rule removed by a reload abandoning its
+//! buckets; TCP and the Unix socket.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use envoy_types::pb::envoy::r#type::v3::rate_limit_strategy::{BlanketRule, Strategy};
+use envoy_types::pb::envoy::service::rate_limit_quota::v3::rate_limit_quota_response::bucket_action::BucketAction as Action;
+use envoy_types::pb::envoy::service::rate_limit_quota::v3::rate_limit_quota_service_client::RateLimitQuotaServiceClient;
+use envoy_types::pb::envoy::service::rate_limit_quota::v3::rate_limit_quota_usage_reports::BucketQuotaUsage;
+use envoy_types::pb::envoy::service::rate_limit_quota::v3::{BucketId, RateLimitQuotaUsageReports};
+use testkit::TempDir;
+use tokio::sync::mpsc;
+use tonic::transport::Channel;
+
+use crate::process::GatewayProcess;
+use crate::support::unix_channel;
+
+/// A domain whose tenants have 20 requests a second each, burst 4, across the fleet;
+/// `internal` is not limited, anything else is denied.
+pub(crate) const RULES: &str = r#"
+domain: edge
+extensions:
+  quota_service:
+    buckets:
+      - bucket: { name: tenant, tenant: "*" }
+        limit: 20
+        period: 1s
+        burst: 4
+      - bucket: { name: internal }
+        blanket: allow_all
+"#;
+
+/// What a bucket was assigned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Seen {
+    /// A token bucket: tokens per fill (per second here), and its burst.
+    Tokens {
+        per_fill: u32,
+        burst: u32,
+    },
+    Allow,
+    Deny,
+    Abandon,
+}
+
+/// `serve` with `rules` in `rules/edge.yaml`, on a TCP port and a Unix socket.
+struct Service {
+    _process: GatewayProcess,
+    dir: TempDir,
+    addr: String,
+    socket: PathBuf,
+}
+
+impl Service {
+    fn start(rules: &str) -> Service {
+        let dir = TempDir::new("envoy-quota").unwrap();
+        std::fs::create_dir(dir.path().join("rules")).unwrap();
+        std::fs::write(dir.path().join("rules").join("edge.yaml"), rules).unwrap();
+        let socket = dir.path().join("serve.sock");
+        let config = dir.path().join("serve.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[serve]\nlisten = \"127.0.0.1:0\"\nsocket = {socket:?}\n\n\
+                 [serve.envoy]\nfiles = \"rules\"\n"
+            ),
+        )
+        .unwrap();
+        let (process, line, _stdout) = GatewayProcess::start("serve", &config, None);
+        let addr = line
+            .strip_prefix("serve: listening on ")
+            .and_then(|rest| rest.split(' ').next())
+            .unwrap_or_else(|| panic!("{line}"))
+            .to_owned();
+        Service {
+            _process: process,
+            dir,
+            addr,
+            socket,
+        }
+    }
+
+    async fn envoy(&self) -> Envoy {
+        let channel = Channel::from_shared(self.addr.clone())
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        Envoy::open(channel).await
+    }
+
+    fn rules(&self) -> PathBuf {
+        self.dir.path().join("rules").join("edge.yaml")
+    }
+}
+
+/// An Envoy's stream: reports sent, and every assignment received with when it came.
+struct Envoy {
+    reports: mpsc::Sender<RateLimitQuotaUsageReports>,
+    seen: Arc<Mutex<Vec<(Instant, Seen)>>>,
+}
+
+impl Envoy {
+    async fn open(channel: Channel) -> Envoy {
+        let (reports, receiver) = mpsc::channel(16);
+        let outgoing = futures_util::stream::unfold(receiver, |mut receiver| async move {
+            receiver.recv().await.map(|report| (report, receiver))
+        });
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let collected = Arc::clone(&seen);
+        tokio::spawn(async move {
+            let mut client = RateLimitQuotaServiceClient::new(channel);
+            let response = client.stream_rate_limit_quotas(outgoing).await;
+            let mut answers = response.expect("the stream opened").into_inner();
+            while let Ok(Some(answer)) = answers.message().await {
+                for action in answer.bucket_action {
+                    assert!(action.bucket_id.is_some_and(|id| !id.bucket.is_empty()));
+                    let seen = match action.bucket_action.expect("an action") {
+                        Action::AbandonAction(_) => Seen::Abandon,
+                        Action::QuotaAssignmentAction(assignment) => {
+                            assert!(
+                                assignment.assignment_time_to_live.is_some(),
+                                "{assignment:?}"
+                            );
+                            let strategy = assignment.rate_limit_strategy.unwrap().strategy;
+                            match strategy.expect("a strategy") {
+                                Strategy::TokenBucket(bucket) => {
+                                    assert_eq!(bucket.fill_interval.unwrap().seconds, 1);
+                                    Seen::Tokens {
+                                        per_fill: bucket.tokens_per_fill.unwrap().value,
+                                        burst: bucket.max_tokens,
+                                    }
+                                }
+                                Strategy::BlanketRule(rule)
+                                    if rule == BlanketRule::AllowAll as i32 =>
+                                {
+                                    Seen::Allow
+                                }
+                                Strategy::BlanketRule(_) => Seen::Deny,
+                                other => panic!("not a strategy of this service: {other:?}"),
+                            }
+                        }
+                    };
+                    collected.lock().unwrap().push((Instant::now(), seen));
+                }
+            }
+        });
+        Envoy { reports, seen }
+    }
+
+    /// Reports `allowed` and `denied` requests of `bucket`.
+    async fn report(&self, bucket: &[(&str, &str)], allowed: u64, denied: u64) {
+        let report = RateLimitQuotaUsageReports {
+            domain: "edge".to_owned(),
+            bucket_quota_usages: vec![BucketQuotaUsage {
+                bucket_id: Some(BucketId {
+                    bucket: bucket
+                        .iter()
+                        .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+                        .collect(),
+                }),
+                time_elapsed: None,
+                num_requests_allowed: allowed,
+                num_requests_denied: denied,
+            }],
+        };
+        self.reports.send(report).await.expect("the stream is open");
+    }
+
+    /// Every assignment so far, in order.
+    fn seen(&self) -> Vec<(Instant, Seen)> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// The latest assignment, waiting up to 2 s for a first one.
+    async fn latest(&self) -> Seen {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            if let Some((_, seen)) = self.seen().last() {
+                return *seen;
+            }
+            assert!(Instant::now() < deadline, "no assignment within 2 s");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+const ACME: [(&str, &str); 2] = [("name", "tenant"), ("tenant", "acme")];
+
+fn share(seen: Seen) -> u32 {
+    match seen {
+        Seen::Tokens { per_fill, .. } => per_fill,
+        Seen::Deny => 0,
+        other => panic!("not a share: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_first_report_is_assigned_at_once_and_renewed_before_it_expires() {
+    let service = Service::start(RULES);
+    let envoy = service.envoy().await;
+    let opened = Instant::now();
+    envoy.report(&ACME, 1, 0).await;
+    assert_eq!(
+        envoy.latest().await,
+        Seen::Tokens {
+            per_fill: 20,
+            burst: 4
+        }
+    );
+    assert!(opened.elapsed() < Duration::from_millis(500));
+    // No more reports: renewed at half its time to live (2 s), each time before it expires.
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    let seen = envoy.seen();
+    assert!(seen.len() >= 3, "{seen:?}");
+    for pair in seen.windows(2) {
+        assert!(
+            pair[1].0 - pair[0].0 < Duration::from_millis(1_600),
+            "{seen:?}"
+        );
+        assert_eq!(pair[1].1, seen[0].1);
+    }
+}
+
+#[tokio::test]
+async fn blanket_and_unmatched_buckets_over_the_unix_socket() {
+    let service = Service::start(RULES);
+    let envoy = Envoy::open(unix_channel(&service.socket).await).await;
+    envoy.report(&[("name", "internal")], 1, 0).await;
+    assert_eq!(envoy.latest().await, Seen::Allow);
+    let other = Envoy::open(unix_channel(&service.socket).await).await;
+    other
+        .report(&[("name", "internal"), ("env", "prod")], 1, 0)
+        .await;
+    assert_eq!(other.latest().await, Seen::Deny);
+}
+
+/// Two Envoys asking 40 a second each of a quota of 20: 10 each once settled, and the second
+/// raised only once the first one's assignment of 20, sent before it was lowered, has expired
+/// (had the lowering not reached it): the shares in force never sum past 20.
+#[tokio::test]
+async fn the_quota_follows_demand_and_a_share_is_lowered_before_another_is_raised() {
+    let service = Service::start(RULES);
+    let (a, b) = (service.envoy().await, service.envoy().await);
+    a.report(&ACME, 20, 0).await;
+    assert_eq!(share(a.latest().await), 20);
+    b.report(&ACME, 0, 20).await;
+    assert_eq!(share(b.latest().await), 0, "the whole quota is a's");
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(9) {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        a.report(&ACME, 10, 10).await;
+        b.report(&ACME, 0, 20).await;
+    }
+    let (a_seen, b_seen) = (a.seen(), b.seen());
+    let last_twenty = a_seen
+        .iter()
+        .filter(|(_, seen)| share(*seen) == 20)
+        .map(|(at, _)| *at)
+        .max()
+        .unwrap();
+    let first_raise = b_seen
+        .iter()
+        .find(|(_, seen)| share(*seen) > 0)
+        .map(|(at, _)| *at)
+        .unwrap_or_else(|| panic!("b never got a share: {b_seen:?}"));
+    assert!(
+        first_raise >= last_twenty + Duration::from_secs(2),
+        "b raised {:?} after a's last 20: {a_seen:?} {b_seen:?}",
+        first_raise - last_twenty
+    );
+    let (a_now, b_now) = (
+        share(a_seen.last().unwrap().1),
+        share(b_seen.last().unwrap().1),
+    );
+    assert!(a_now + b_now <= 20, "{a_now} + {b_now}");
+    assert!(
+        (9..=11).contains(&a_now) && (9..=11).contains(&b_now),
+        "{a_now} {b_now}"
+    );
+}
+
+/// An Envoy that goes away keeps its assignment until it expires: its share goes to another
+/// only then.
+#[tokio::test]
+async fn a_stream_that_ends_frees_its_share_once_its_assignment_has_expired() {
+    let service = Service::start(RULES);
+    let a = service.envoy().await;
+    a.report(&ACME, 1, 0).await;
+    assert_eq!(share(a.latest().await), 20);
+    let b = service.envoy().await;
+    b.report(&ACME, 0, 5).await;
+    assert_eq!(share(b.latest().await), 0);
+    let last_sent = a.seen().last().unwrap().0;
+    drop(a);
+    let started = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        b.report(&ACME, 0, 5).await;
+        let seen = b.seen();
+        if let Some((at, _)) = seen.iter().find(|(_, seen)| share(*seen) > 0) {
+            assert!(*at >= last_sent + Duration::from_secs(2), "{seen:?}");
+            assert_eq!(share(seen.last().unwrap().1), 20);
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(6), "{seen:?}");
+    }
+}
+
+/// A rule removed from the files (seen within a second, no signal): its buckets are abandoned,
+/// and a bucket reported anew gets what an unmatched one does.
+#[tokio::test]
+async fn a_rule_removed_by_a_reload_abandons_its_buckets() {
+    let service = Service::start(RULES);
+    let envoy = service.envoy().await;
+    envoy.report(&ACME, 1, 0).await;
+    assert_eq!(share(envoy.latest().await), 20);
+    write_rules(
+        &service.rules(),
+        "domain: edge\nextensions:\n  quota_service:\n    unmatched: { blanket: allow_all }\n",
+    );
+    let started = Instant::now();
+    while envoy.latest().await != Seen::Abandon {
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "{:?}",
+            envoy.seen()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    envoy.report(&ACME, 1, 0).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(envoy.latest().await, Seen::Allow);
+}
+
+/// Rewrites the rules so that the watcher sees a change even within the same second.
+fn write_rules(path: &Path, rules: &str) {
+    std::fs::write(path, rules).unwrap();
+}
