@@ -81,11 +81,29 @@ impl Limits {
         field: &str,
         name: Option<&str>,
     ) -> Result<Arc<dyn Store>, ConfigError> {
+        Ok(self.named_store(field, name)?.rate)
+    }
+
+    /// The Redis store named `name` among these limits' stores, or the default one, as
+    /// [`rate_store`](Self::rate_store) finds it; `None` when it is not a Redis store (the
+    /// in-process one). For a caller that keeps state of its own in it (the gateway's Envoy
+    /// quota service, its shares).
+    #[cfg(feature = "redis")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+    pub fn redis_store(
+        &self,
+        field: &str,
+        name: Option<&str>,
+    ) -> Result<Option<crate::store::RedisStore>, ConfigError> {
+        Ok(self.named_store(field, name)?.redis)
+    }
+
+    fn named_store(&self, field: &str, name: Option<&str>) -> Result<BuiltStore, ConfigError> {
         let default_store = self.default_store();
         let policies = BTreeMap::new();
         let built = self.built(&policies, default_store.as_ref());
         let name = name.map(str::to_owned);
-        Ok(built.store(field, name.as_ref())?.rate.clone())
+        built.store(field, name.as_ref()).cloned()
     }
 
     /// The store of a route, a limit or a caller that names none.

@@ -45,7 +45,9 @@ pub use self::redis::RedisTls;
 pub(crate) use self::redis::check_tls;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub use self::redis::{Fallback, QuotaLeases, RedisStore, RedisStoreBuilder, redact_url};
+pub use self::redis::{
+    Fallback, QuotaLeases, RedisStore, RedisStoreBuilder, ShareTiming, redact_url,
+};
 use crate::decision::{Decision, Verdicts};
 use crate::key::Key;
 use crate::policy::Policy;

@@ -94,7 +94,7 @@ pub fn load(file: &File, previous: Option<&Limits>) -> Result<Loaded, FileError>
         None => None,
     };
     let quota = match &table.envoy {
-        Some(envoy) => Some(QuotaService::load(&envoy.files)?),
+        Some(envoy) => Some(QuotaService::load(&envoy.files, &limits)?),
         None => None,
     };
     Ok(Loaded {

@@ -59,6 +59,12 @@ struct Service {
 
 impl Service {
     fn start(rules: &str) -> Service {
+        Self::start_with(rules, "")
+    }
+
+    /// With the stores of `stores` (TOML) in its file, and its domain's shares in the store
+    /// the rules name.
+    fn start_with(rules: &str, stores: &str) -> Service {
         let dir = TempDir::new("envoy-quota").unwrap();
         std::fs::create_dir(dir.path().join("rules")).unwrap();
         std::fs::write(dir.path().join("rules").join("edge.yaml"), rules).unwrap();
@@ -67,7 +73,7 @@ impl Service {
         std::fs::write(
             &config,
             format!(
-                "[serve]\nlisten = \"127.0.0.1:0\"\nsocket = {socket:?}\n\n\
+                "{stores}\n[serve]\nlisten = \"127.0.0.1:0\"\nsocket = {socket:?}\n\n\
                  [serve.envoy]\nfiles = \"rules\"\n"
             ),
         )
@@ -299,15 +305,21 @@ async fn a_stream_that_ends_frees_its_share_once_its_assignment_has_expired() {
     assert_eq!(share(b.latest().await), 0);
     let last_sent = a.seen().last().unwrap().0;
     drop(a);
+    gets_the_whole_quota_once_expired(&b, last_sent).await;
+}
+
+/// `envoy`, reporting demand, gets the whole quota within 6 s, and not before the time to
+/// live (2 s) of an assignment of it sent elsewhere at `last_sent` has passed.
+async fn gets_the_whole_quota_once_expired(envoy: &Envoy, last_sent: Instant) {
     let started = Instant::now();
     loop {
         tokio::time::sleep(Duration::from_millis(250)).await;
-        b.report(&ACME, 0, 5).await;
-        let seen = b.seen();
+        envoy.report(&ACME, 0, 5).await;
+        let seen = envoy.seen();
         if let Some((at, _)) = seen.iter().find(|(_, seen)| share(*seen) > 0) {
             assert!(*at >= last_sent + Duration::from_secs(2), "{seen:?}");
             assert_eq!(share(seen.last().unwrap().1), 20);
-            break;
+            return;
         }
         assert!(started.elapsed() < Duration::from_secs(6), "{seen:?}");
     }
@@ -342,4 +354,71 @@ async fn a_rule_removed_by_a_reload_abandons_its_buckets() {
 /// Rewrites the rules so that the watcher sees a change even within the same second.
 fn write_rules(path: &Path, rules: &str) {
     std::fs::write(path, rules).unwrap();
+}
+
+/// [`RULES`] with their shares in the store `shared`, a Redis at `redis`, and the stores'
+/// TOML.
+fn in_redis(redis: &testkit::RedisServer) -> (String, String) {
+    let rules = RULES.replace(
+        "domain: edge\nextensions:\n",
+        "domain: edge\nextensions:\n  store: shared\n",
+    );
+    let stores = format!(
+        "[stores.shared]\ntype = \"redis\"\nurl = \"{}\"\n",
+        redis.url()
+    );
+    (rules, stores)
+}
+
+/// Two `serve` instances keeping their shares in one Redis: an Envoy of each shares the
+/// quota; when one instance is killed, its Envoy's share goes to the other only once its
+/// assignment has expired.
+#[tokio::test]
+async fn instances_on_one_redis_share_the_quota_and_a_killed_one_frees_its_share() {
+    let redis = testkit::RedisServer::start();
+    let (rules, stores) = in_redis(&redis);
+    let (first, mut second) = (
+        Service::start_with(&rules, &stores),
+        Service::start_with(&rules, &stores),
+    );
+    let a = second.envoy().await;
+    a.report(&ACME, 20, 0).await;
+    assert_eq!(share(a.latest().await), 20);
+    let b = first.envoy().await;
+    b.report(&ACME, 0, 20).await;
+    assert_eq!(
+        share(b.latest().await),
+        0,
+        "the whole quota is a's, on the other instance"
+    );
+    second._process.child.kill().unwrap();
+    let last_sent = a.seen().last().unwrap().0;
+    gets_the_whole_quota_once_expired(&b, last_sent).await;
+}
+
+/// Redis down: the assignments in force are not renewed (they expire at Envoy, whose
+/// `expired_assignment_behavior` then applies), and a new bucket is given nothing.
+#[tokio::test]
+async fn with_redis_down_no_share_is_renewed_or_granted() {
+    let mut redis = testkit::RedisServer::start();
+    let (rules, stores) = in_redis(&redis);
+    let service = Service::start_with(&rules, &stores);
+    let a = service.envoy().await;
+    a.report(&ACME, 1, 0).await;
+    assert_eq!(share(a.latest().await), 20);
+    redis.kill();
+    let down = Instant::now();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = a.seen().len();
+    a.report(&ACME, 5, 0).await;
+    a.report(&[("name", "tenant"), ("tenant", "globex")], 1, 0)
+        .await;
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let after: Vec<_> = a
+        .seen()
+        .into_iter()
+        .skip(before)
+        .filter(|(at, _)| *at > down + Duration::from_millis(200))
+        .collect();
+    assert!(after.is_empty(), "{after:?}");
 }

@@ -24,6 +24,7 @@ mod local;
 mod permits;
 mod reset;
 mod script;
+mod shares;
 #[cfg(feature = "regions")]
 pub(super) mod wrapped;
 
@@ -43,6 +44,7 @@ pub use self::connect::redact_url;
 use self::key::{StateNames, StorageKey};
 use self::local::{Answer, Batcher, Degraded, Denials, Leases, batch, fallback, leases};
 pub use self::local::{Fallback, QuotaLeases};
+pub use self::shares::ShareTiming;
 #[cfg(feature = "concurrency")]
 use super::permits::heartbeat::Heartbeat;
 use super::{Store, StoreError, StoreFuture};

@@ -15,9 +15,10 @@ use envoy_types::pb::envoy::service::rate_limit_quota::v3::{
 use futures_util::Stream;
 use tokio::sync::mpsc;
 
+use tower_redis_ratelimit::config::Limits;
+
 use super::rules::Rules;
-use super::shares::{InProcessShares, Shares};
-use super::state::Inner;
+use super::state::{InForce, Inner};
 use crate::config::EnvoyFilesError;
 use crate::envoy::file;
 
@@ -36,29 +37,26 @@ pub struct QuotaService {
 }
 
 impl QuotaService {
-    /// Reads the Envoy files at `files` (a YAML file or a directory of them), its shares in
-    /// this process.
-    pub fn load(files: &Path) -> Result<Self, EnvoyFilesError> {
+    /// Reads the Envoy files at `files` (a YAML file or a directory of them): each domain's
+    /// shares are kept in the store its file names (`extensions.store`) among `limits`'
+    /// stores, when it is a Redis one, and in this process otherwise.
+    pub fn load(files: &Path, limits: &Limits) -> Result<Self, EnvoyFilesError> {
         let rules = Rules::build(&file::read(files)?)?;
-        Ok(Self::with_shares(rules, Arc::new(InProcessShares::new())))
-    }
-
-    fn with_shares(rules: Rules, shares: Arc<dyn Shares>) -> Self {
-        Self {
-            inner: Arc::new(Inner::new(rules, shares)),
-        }
+        Ok(Self {
+            inner: Arc::new(Inner::new(InForce::new(rules, limits)?)),
+        })
     }
 
     /// This service with the rules of `reloaded` (a reload's): its streams go on, each
     /// bucket settled again under the new rules at once.
     pub fn reload_from(&self, reloaded: &QuotaService) -> QuotaService {
-        self.inner.replace_rules(reloaded.inner.rules());
+        self.inner.replace(reloaded.inner.in_force());
         self.clone()
     }
 
     /// Each domain with its file and number of bucket rules, for `check`.
     pub fn domains(&self) -> Vec<(String, PathBuf, usize)> {
-        self.inner.rules().describe()
+        self.inner.in_force().rules().describe()
     }
 
     /// The service as tonic serves it: a tower service of HTTP/2 requests under

@@ -12,18 +12,7 @@
 
 use std::collections::HashMap;
 
-/// The times that bound an assignment, in milliseconds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Timing {
-    /// How long Envoy applies an assignment that is not renewed (`assignment_time_to_live`).
-    pub ttl_ms: u64,
-    /// What is added to it for an assignment's way to Envoy and Envoy's timers: a share
-    /// lowered stays reserved until `ttl_ms + grace_ms` after the higher one was last sent.
-    pub grace_ms: u64,
-    /// The shortest time between two changes of one Envoy's share: each change hands Envoy a
-    /// new, full token bucket (the bound counts them).
-    pub min_change_ms: u64,
-}
+pub use tower_redis_ratelimit::store::ShareTiming as Timing;
 
 /// One Envoy's entry in a bucket.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

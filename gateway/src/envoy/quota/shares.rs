@@ -2,9 +2,12 @@
 //! instance ([`InProcessShares`]), in Redis for several.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use sha2::{Digest, Sha256};
+use tower_redis_ratelimit::RedisStore;
 use tower_redis_ratelimit::store::StoreError;
 
 use super::share::{Entry, Timing, leave, settle};
@@ -106,5 +109,64 @@ impl Shares for InProcessShares {
         let now = self.now();
         self.with_bucket(bucket, |entries| leave(entries, holder, now, timing));
         Ok(())
+    }
+}
+
+/// How long a stream waits for Redis before it keeps the assignment in force (which then
+/// expires at Envoy unless a later call succeeds): a Redis that hangs must not stop a
+/// stream from reading its reports.
+pub const REDIS_DEADLINE: Duration = Duration::from_millis(250);
+
+/// The shares in a Redis store (`lua/shares.lua`): for several `serve` instances, whose
+/// Envoys then share each bucket's quota. A bucket is one key, whose hash tag is a digest of
+/// the bucket's name. Each call waits at most [`REDIS_DEADLINE`].
+pub struct RedisShares {
+    store: RedisStore,
+}
+
+impl RedisShares {
+    /// The shares in `store`.
+    pub fn new(store: RedisStore) -> Self {
+        Self { store }
+    }
+}
+
+/// `call`'s answer, or a timeout after [`REDIS_DEADLINE`].
+async fn within<T>(call: impl Future<Output = Result<T, StoreError>>) -> Result<T, StoreError> {
+    tokio::time::timeout(REDIS_DEADLINE, call)
+        .await
+        .unwrap_or(Err(StoreError::timeout(REDIS_DEADLINE)))
+}
+
+/// A bucket's name as its key's hash tag: the first 16 bytes of its SHA-256, in hex (no `{`
+/// or `}`, and short whatever the bucket id's length).
+fn digest(bucket: &str) -> String {
+    Sha256::digest(bucket.as_bytes())[..16]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+#[tonic::async_trait]
+impl Shares for RedisShares {
+    async fn settle(
+        &self,
+        bucket: &str,
+        holder: &str,
+        demand: u64,
+        limit: u64,
+        timing: Timing,
+    ) -> Result<u64, StoreError> {
+        within(
+            self.store
+                .settle_share(&digest(bucket), holder, demand, limit, timing),
+        )
+        .await
+    }
+
+    async fn leave(&self, bucket: &str, holder: &str, timing: Timing) -> Result<(), StoreError> {
+        self.store
+            .leave_share(&digest(bucket), holder, timing)
+            .await
     }
 }

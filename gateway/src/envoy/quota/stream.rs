@@ -23,6 +23,10 @@ use super::rules::{DEFAULT_ASSIGNMENT_TTL, Found, Treatment};
 use super::share::Timing;
 use super::state::Inner;
 
+/// The most demand reported to the shares, in requests per period: the split only needs
+/// the proportions.
+const MAX_DEMAND: u64 = (1 << 20) - 1;
+
 /// How often a stream looks for assignments to renew and for a reload.
 const TICK: Duration = Duration::from_millis(250);
 
@@ -164,7 +168,7 @@ impl Stream {
     }
 
     fn found(&self, bucket: &Bucket) -> Option<Found> {
-        self.inner.rules().find(&self.domain, &bucket.id)
+        self.inner.in_force().find(&self.domain, &bucket.id)
     }
 
     /// Settles the bucket `key`: its assignment, or nothing when the store cannot answer
@@ -195,18 +199,23 @@ impl Stream {
             // what an unmatched bucket gets.
             let bucket = self.buckets.remove(key)?;
             if bucket.shared {
-                let _ = self.inner.shares.leave(key, &self.holder, timing).await;
+                let _ = self
+                    .inner
+                    .shares(&self.domain)
+                    .leave(key, &self.holder, timing)
+                    .await;
             }
             return Some(Assigned::Abandon.action(&bucket.id, found.ttl));
         }
         let assigned = match found.treatment {
             Treatment::Quota(quota) => {
                 let period = quota.period().as_secs_f64();
-                let demand = (bucket.rate.unwrap_or(0.0) * period).ceil() as u64;
+                // Below 2^20, so that the Lua twin's arithmetic (doubles) is exact.
+                let demand = ((bucket.rate.unwrap_or(0.0) * period).ceil() as u64).min(MAX_DEMAND);
                 let limit = u64::from(quota.limit());
                 match self
                     .inner
-                    .shares
+                    .shares(&self.domain)
                     .settle(key, &self.holder, demand, limit, timing)
                     .await
                 {
@@ -223,7 +232,11 @@ impl Stream {
         let shared = matches!(found.treatment, Treatment::Quota(_));
         let bucket = self.buckets.get_mut(key)?;
         if bucket.shared && !shared {
-            let _ = self.inner.shares.leave(key, &self.holder, timing).await;
+            let _ = self
+                .inner
+                .shares(&self.domain)
+                .leave(key, &self.holder, timing)
+                .await;
         }
         let bucket = self.buckets.get_mut(key)?;
         bucket.generation = generation;
@@ -243,7 +256,7 @@ impl Stream {
                     .map_or(DEFAULT_ASSIGNMENT_TTL, |found| found.ttl);
                 let _ = self
                     .inner
-                    .shares
+                    .shares(&self.domain)
                     .leave(key, &self.holder, timing(ttl))
                     .await;
             }

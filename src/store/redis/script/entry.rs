@@ -38,6 +38,8 @@ pub(in crate::store) enum Entry {
     /// The ledger of global policies: allotments taken and credited, a ledger declared
     /// (`lua/ledger.lua`).
     Ledger,
+    /// A quota service's shares of a bucket settled or left (`lua/shares.lua`).
+    Shares,
 }
 
 /// An entry point's script: its code (what `SCRIPT LOAD` is sent) and its SHA-1 (what
@@ -49,7 +51,7 @@ pub(super) struct Composed {
 
 impl Entry {
     /// Every entry point, in the library's order.
-    pub(super) const ALL: [Entry; 7] = [
+    pub(super) const ALL: [Entry; 8] = [
         Entry::Decide,
         Entry::Grant,
         Entry::Refund,
@@ -57,6 +59,7 @@ impl Entry {
         Entry::Concurrency,
         Entry::Region,
         Entry::Ledger,
+        Entry::Shares,
     ];
 
     /// The entry point's file.
@@ -69,6 +72,7 @@ impl Entry {
             Entry::Concurrency => include_str!("../../../../lua/concurrency.lua"),
             Entry::Region => include_str!("../../../../lua/region.lua"),
             Entry::Ledger => include_str!("../../../../lua/ledger.lua"),
+            Entry::Shares => include_str!("../../../../lua/shares.lua"),
         }
     }
 
@@ -82,6 +86,7 @@ impl Entry {
             Entry::Concurrency => "concurrency",
             Entry::Region => "region",
             Entry::Ledger => "ledger",
+            Entry::Shares => "shares",
         }
     }
 
@@ -97,7 +102,7 @@ impl Entry {
     /// sent any leasable policy, and holds them all.
     pub(super) fn script(self, algorithms: u8) -> &'static Composed {
         static DECIDE: [OnceLock<Composed>; 32] = [const { OnceLock::new() }; 32];
-        static OTHERS: [OnceLock<Composed>; 6] = [const { OnceLock::new() }; 6];
+        static OTHERS: [OnceLock<Composed>; 7] = [const { OnceLock::new() }; 7];
         let (slot, algorithms) = match self {
             Entry::Decide => (
                 &DECIDE[usize::from(algorithms & EVERY_ALGORITHM)],
@@ -109,6 +114,7 @@ impl Entry {
             Entry::Concurrency => (&OTHERS[3], 0),
             Entry::Region => (&OTHERS[4], 0),
             Entry::Ledger => (&OTHERS[5], 0),
+            Entry::Shares => (&OTHERS[6], 0),
         };
         slot.get_or_init(|| {
             let code = self.compose(algorithms);
