@@ -3,6 +3,10 @@
 -- report it, in proportion to their demand, a share raised only out of what no Envoy
 -- reserves. Stands alone: no helper, no algorithm.
 --
+-- The target is the limit split in proportion to the demands (evenly while every demand is 0),
+-- rounded down; a share moves to it when it differs by more than a tenth, at most once per
+-- min_change_ms, and is raised only as far as the others' reservations leave free.
+--
 -- KEYS[1]:  the bucket's hash { <holder> = "share held held_until demand sent_at changed_at
 --           expires leaving" }, times in ms of the server's clock (TIME); its TTL the latest
 --           entry's expiry, written with every write.
@@ -91,14 +95,21 @@ me = me or { share = 0, held = 0, held_until = 0, demand = 0, sent_at = 0, chang
              expires = 0, leaving = false }
 me.demand = demand
 me.leaving = false
-local total, taken = math.max(demand, 1), 0
+-- Shares in proportion to the demands; evenly while no one asks anything.
+local demands, staying, taken = demand, 1, 0
 for _, o in ipairs(others) do
   if not o.leaving then
-    total = total + math.max(o.demand, 1)
+    demands = demands + o.demand
+    staying = staying + 1
   end
   taken = taken + reserved(o)
 end
-local target = math.floor(limit * math.max(demand, 1) / total)
+local target
+if demands == 0 then
+  target = math.floor(limit / staying)
+else
+  target = math.floor(limit * demand / demands)
+end
 local candidate = math.min(target, math.max(0, limit - taken))
 local step = math.abs(candidate - me.share)
 local worth_it = me.share == 0 or candidate == 0 or step * 10 > me.share

@@ -12,7 +12,7 @@ use testkit::{RedisServer, TempDir};
 use crate::process::GatewayProcess;
 
 /// The guide whose files these are.
-const PAGE: &str = include_str!("../../docs/envoy.md");
+pub(crate) const PAGE: &str = include_str!("../../docs/envoy.md");
 
 /// What a test changes of the page's files beside addresses: how `serve` is reached, how it
 /// fails, and the timeouts.
@@ -111,7 +111,7 @@ fn documented_serve(redis_url: &str, listener: String, setup: Setup) -> String {
 }
 
 /// `text` with each `from` replaced by its `to`, each required to be there.
-fn with(text: &str, replacements: &[(&str, String)]) -> String {
+pub(crate) fn with(text: &str, replacements: &[(&str, String)]) -> String {
     let mut text = text.to_owned();
     for (from, to) in replacements {
         assert!(text.contains(from), "no {from:?} in {text}");
@@ -121,7 +121,7 @@ fn with(text: &str, replacements: &[(&str, String)]) -> String {
 }
 
 /// An address in Envoy's flow style.
-fn socket_address(addr: SocketAddr) -> String {
+pub(crate) fn socket_address(addr: SocketAddr) -> String {
     format!("{{ address: {}, port_value: {} }}", addr.ip(), addr.port())
 }
 
@@ -197,18 +197,13 @@ impl Front {
     }
 }
 
-/// Envoy of the page on a free port; three ports are tried, as another process may take the
-/// one just found free before Envoy binds it.
+/// Envoy of the page on a free port.
 fn start_envoy(
     backend: SocketAddr,
     serve: &Ask<'_>,
     timeout: Option<&'static str>,
 ) -> (SocketAddr, Peer) {
-    // A missing Envoy fails here with how to install it.
-    testkit::peer::find("envoy").unwrap_or_else(|err| panic!("{err}"));
-    let mut failure = String::new();
-    for _ in 0..3 {
-        let listen = SocketAddr::from(([127, 0, 0, 1], testkit::free_port()));
+    run_envoy(|listen| {
         let mut file = with(
             &documented_envoy(),
             &[
@@ -235,8 +230,21 @@ fn start_envoy(
         if let Some(timeout) = timeout {
             file = with(&file, &[("timeout: 0.25s", format!("timeout: {timeout}"))]);
         }
+        file
+    })
+}
+
+/// Envoy of the file `file` makes for a listener at the address it is given, on a free port;
+/// three ports are tried, as another process may take the one just found free before Envoy
+/// binds it.
+pub(crate) fn run_envoy(file: impl Fn(SocketAddr) -> String) -> (SocketAddr, Peer) {
+    // A missing Envoy fails here with how to install it.
+    testkit::peer::find("envoy").unwrap_or_else(|err| panic!("{err}"));
+    let mut failure = String::new();
+    for _ in 0..3 {
+        let listen = SocketAddr::from(([127, 0, 0, 1], testkit::free_port()));
         let dir = TempDir::new("envoy").unwrap();
-        std::fs::write(dir.path().join("envoy.yaml"), file).unwrap();
+        std::fs::write(dir.path().join("envoy.yaml"), file(listen)).unwrap();
         // No hot restart (its shared memory is one per machine unless told otherwise), one
         // worker: two cores are shared by the whole suite.
         let args = [

@@ -17,6 +17,7 @@ mod live_failures;
 #[path = "../common/process.rs"]
 mod process;
 mod quota;
+mod quota_live;
 mod quota_shares;
 mod raw_h2;
 mod redis;

@@ -47,6 +47,9 @@ impl Entry {
     }
 
     /// Lowers its share to `share`, keeping the one sent last reserved until it has expired.
+    /// A hold still running is kept too, at the larger of the two shares until the later end:
+    /// safe, and exact when shares change at most once per `ttl + grace`, since the hold of
+    /// the previous change has then ended.
     fn lower(&mut self, share: u64, timing: Timing, now: u64) {
         let until = self.sent_at + timing.ttl_ms + timing.grace_ms;
         self.held = self.reserved(now);
@@ -59,8 +62,8 @@ impl Entry {
 /// `demand`: the entries that expired are dropped, its entry updated, and its share (what
 /// its assignment carries from now on) returned.
 ///
-/// The target is the limit split in proportion to the demands (at least 1 each, so that an
-/// Envoy without demand yet is not left out of the split); the share moves towards it when
+/// The target is the limit split in proportion to the demands (evenly while every demand is
+/// 0), rounded down; the share moves towards it when
 /// it differs by more than a tenth, at most once per `min_change_ms`, and is raised only as
 /// far as the others' reservations leave free.
 pub fn settle(
@@ -75,15 +78,16 @@ pub fn settle(
     let mut me = entries.remove(holder).unwrap_or_default();
     me.demand = demand;
     me.leaving = false;
-    let weight = |entry: &Entry| entry.demand.max(1);
-    let total: u64 = entries
-        .values()
-        .filter(|entry| !entry.leaving)
-        .map(weight)
-        .sum::<u64>()
-        + weight(&me);
-    let target = u64::try_from(u128::from(limit) * u128::from(weight(&me)) / u128::from(total))
-        .unwrap_or(limit);
+    // Shares in proportion to the demands; evenly while no one asks anything.
+    let staying = || entries.values().filter(|entry| !entry.leaving);
+    let demands: u64 = staying().map(|entry| entry.demand).sum::<u64>() + me.demand;
+    let (mine, total) = if demands == 0 {
+        (1, staying().count() as u64 + 1)
+    } else {
+        (me.demand, demands)
+    };
+    let target =
+        u64::try_from(u128::from(limit) * u128::from(mine) / u128::from(total)).unwrap_or(limit);
     let others: u64 = entries.values().map(|entry| entry.reserved(now)).sum();
     let candidate = target.min(limit.saturating_sub(others));
     let step = candidate.abs_diff(me.share);
@@ -164,10 +168,9 @@ mod tests {
                     now += 333;
                 }
             }
-            let weights = [a, b, c].map(|demand: u64| demand.max(1));
-            let total: u64 = weights.iter().sum();
-            for (holder, weight) in ["a", "b", "c"].iter().zip(weights) {
-                let expected = 90 * weight / total;
+            let total = a + b + c;
+            for (holder, demand) in ["a", "b", "c"].iter().zip([a, b, c]) {
+                let expected = 90 * demand / total;
                 let share = entries[*holder].share;
                 assert!(
                     share.abs_diff(expected) * 5 <= expected.max(5),

@@ -32,14 +32,16 @@ const TICK: Duration = Duration::from_millis(250);
 
 /// What is added to an assignment's time to live for its way to Envoy and Envoy's timers
 /// (the bound in `gateway/docs/envoy.md` assumes an assignment reaches Envoy within it).
-pub const GRACE: Duration = Duration::from_secs(1);
+pub const GRACE: Duration = Duration::from_millis(500);
 
 /// A bucket of this stream.
 struct Bucket {
     id: HashMap<String, String>,
-    /// Requests asked per second (allowed and denied), averaged over the reports.
+    /// Requests asked per second (allowed and denied), as the last report says.
     rate: Option<f64>,
     last_report: Instant,
+    /// The time between its last two reports: Envoy's `reporting_interval`, as seen here.
+    interval: Duration,
     settled_at: Option<Instant>,
     /// The rules' generation it was last settled under.
     generation: u64,
@@ -47,6 +49,19 @@ struct Bucket {
     matched: bool,
     /// Whether it has an entry in the shares (a quota's bucket).
     shared: bool,
+}
+
+impl Bucket {
+    /// Requests asked per second now: the last report's rate, or none when no report came
+    /// for half an interval more than the last one (an Envoy that lost the bucket).
+    fn demand(&self) -> f64 {
+        let silent = self.last_report.elapsed();
+        if silent > self.interval + self.interval / 2 {
+            0.0
+        } else {
+            self.rate.unwrap_or(0.0)
+        }
+    }
 }
 
 /// Serves one stream until Envoy ends it (or the answers can no longer be sent), then leaves
@@ -118,18 +133,23 @@ impl Stream {
                 id,
                 rate: None,
                 last_report: now,
+                interval: Duration::from_secs(1),
                 settled_at: None,
                 generation: 0,
                 matched: false,
                 shared: false,
             });
-            // The first report counts the request that opened the bucket: taken as a second's.
-            let elapsed = now.duration_since(bucket.last_report).as_secs_f64();
-            let sample = asked / elapsed.clamp(0.1, 60.0);
-            let sample = if bucket.rate.is_none() { asked } else { sample };
+            // Demand is what the last report says, per second: Envoy reports every
+            // `reporting_interval`, which averages enough, and a share follows a move of
+            // demand at the next report. The first report counts the request that opened
+            // the bucket: taken as a second's.
+            let elapsed = now.duration_since(bucket.last_report);
             bucket.rate = Some(match bucket.rate {
-                Some(rate) => (rate + sample) / 2.0,
-                None => sample,
+                Some(_) => {
+                    bucket.interval = elapsed;
+                    asked / elapsed.as_secs_f64().clamp(0.1, 60.0)
+                }
+                None => asked,
             });
             bucket.last_report = now;
             if let Some(action) = self.settle(&key).await {
@@ -211,7 +231,7 @@ impl Stream {
             Treatment::Quota(quota) => {
                 let period = quota.period().as_secs_f64();
                 // Below 2^20, so that the Lua twin's arithmetic (doubles) is exact.
-                let demand = ((bucket.rate.unwrap_or(0.0) * period).ceil() as u64).min(MAX_DEMAND);
+                let demand = ((bucket.demand() * period).ceil() as u64).min(MAX_DEMAND);
                 let limit = u64::from(quota.limit());
                 match self
                     .inner
@@ -265,13 +285,14 @@ impl Stream {
 }
 
 /// The timing of a bucket whose assignments live `ttl`: a share changes at most once per
-/// time to live.
+/// time to live and grace, so that a share lowered has stopped being held before it is
+/// lowered again (an entry holds one lowered share at a time: see `share::Entry::lower`).
 fn timing(ttl: Duration) -> Timing {
     let ms = |duration: Duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
     Timing {
         ttl_ms: ms(ttl),
         grace_ms: ms(GRACE),
-        min_change_ms: ms(ttl),
+        min_change_ms: ms(ttl + GRACE),
     }
 }
 

