@@ -173,24 +173,11 @@ fn client() -> reqwest::Client {
 /// seconds of each phase, once shares have settled, at least 90 % of the quota together.
 #[tokio::test]
 async fn three_envoys_two_instances_stay_within_the_quota_as_demand_moves() {
-    let redis = RedisServer::start();
-    let upstream = Upstream::start().await;
-    let dir = TempDir::new("quota-live").unwrap();
-    let config = write_files(dir.path(), &redis);
-    let (_first, first) = start_instance(&config);
-    let (_second, second) = start_instance(&config);
-    let envoys: Vec<(SocketAddr, Peer)> = [first, first, second]
-        .into_iter()
-        .map(|serve| start_envoy(upstream.addr, serve))
-        .collect();
-    let addrs: Vec<SocketAddr> = envoys.iter().map(|(addr, _)| *addr).collect();
-    let client = client();
+    let fleet = Fleet::start(2, &[0, 0, 1]).await;
     let limit = u32::try_from(LIMIT).unwrap();
-    let started = Instant::now();
-    phase(&client, &addrs, &[2 * limit, 0, 0], 10).await;
-    phase(&client, &addrs, &[0, limit, limit], 15).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let counts = upstream.per_second(started, 25);
+    let counts = fleet
+        .drive(&[(&[2 * limit, 0, 0], 10), (&[0, limit, limit], 15)])
+        .await;
     eprintln!("admitted per second: {counts:?} (limit {LIMIT}, bound {BOUND})");
     for (second, count) in counts.iter().enumerate() {
         assert!(*count <= LIMIT + BOUND, "second {second}: {counts:?}");
@@ -198,6 +185,55 @@ async fn three_envoys_two_instances_stay_within_the_quota_as_demand_moves() {
     // Once settled, over three seconds (a second's count moves with when requests land).
     at_least_nine_tenths(&counts, 7..10, LIMIT);
     at_least_nine_tenths(&counts, 22..25, LIMIT);
+}
+
+/// Redis, the counting upstream, `instances` `serve` instances of the page's files, and an
+/// Envoy of the page's quota file per entry of `envoys` (the instance it asks): all running
+/// until dropped.
+struct Fleet {
+    _redis: RedisServer,
+    upstream: Upstream,
+    dir: TempDir,
+    instances: Vec<GatewayProcess>,
+    envoys: Vec<SocketAddr>,
+    _peers: Vec<Peer>,
+}
+
+impl Fleet {
+    async fn start(instances: usize, envoys: &[usize]) -> Fleet {
+        let redis = RedisServer::start();
+        let upstream = Upstream::start().await;
+        let dir = TempDir::new("quota-live").unwrap();
+        let config = write_files(dir.path(), &redis);
+        let (processes, addrs): (Vec<_>, Vec<_>) =
+            (0..instances).map(|_| start_instance(&config)).unzip();
+        let (envoys, peers) = envoys
+            .iter()
+            .map(|instance| start_envoy(upstream.addr, addrs[*instance]))
+            .unzip();
+        Fleet {
+            _redis: redis,
+            upstream,
+            dir,
+            instances: processes,
+            envoys,
+            _peers: peers,
+        }
+    }
+
+    /// Drives each phase in turn (each Envoy's rate, and for how long); what the upstream
+    /// admitted in each second of them.
+    async fn drive(&self, phases: &[(&[u32], u64)]) -> Vec<usize> {
+        let client = client();
+        let started = Instant::now();
+        for (rates, seconds) in phases {
+            phase(&client, &self.envoys, rates, *seconds).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let seconds: u64 = phases.iter().map(|(_, seconds)| seconds).sum();
+        self.upstream
+            .per_second(started, usize::try_from(seconds).unwrap())
+    }
 }
 
 /// What `seconds` admitted together is at least 90 % of `limit` a second.
@@ -214,24 +250,12 @@ fn at_least_nine_tenths(counts: &[usize], seconds: std::ops::Range<usize>, limit
 /// share goes to the other Envoy once that assignment has expired.
 #[tokio::test]
 async fn a_killed_instance_frees_its_envoys_share_for_the_others() {
-    let redis = RedisServer::start();
-    let upstream = Upstream::start().await;
-    let dir = TempDir::new("quota-kill").unwrap();
-    let config = write_files(dir.path(), &redis);
-    let (mut first_process, first) = start_instance(&config);
-    let (_second, second) = start_instance(&config);
-    let envoys: Vec<(SocketAddr, Peer)> = [first, second]
-        .into_iter()
-        .map(|serve| start_envoy(upstream.addr, serve))
-        .collect();
-    let addrs: Vec<SocketAddr> = envoys.iter().map(|(addr, _)| *addr).collect();
-    let client = client();
+    let mut fleet = Fleet::start(2, &[0, 1]).await;
     let limit = u32::try_from(LIMIT).unwrap();
-    let started = Instant::now();
-    phase(&client, &addrs, &[limit, limit], 8).await;
-    first_process.child.kill().unwrap();
-    phase(&client, &addrs, &[limit, limit], 8).await;
-    let counts = upstream.per_second(started, 16);
+    let before = fleet.drive(&[(&[limit, limit], 8)]).await;
+    fleet.instances[0].child.kill().unwrap();
+    let after = fleet.drive(&[(&[limit, limit], 8)]).await;
+    let counts = [before, after].concat();
     eprintln!("admitted per second: {counts:?} (limit {LIMIT}, killed after 8 s)");
     for (second, count) in counts.iter().enumerate() {
         assert!(*count <= LIMIT + BOUND, "second {second}: {counts:?}");
@@ -244,17 +268,10 @@ async fn a_killed_instance_frees_its_envoys_share_for_the_others() {
 /// follows at once.
 #[tokio::test]
 async fn a_limit_changed_by_a_reload_applies_to_the_envoys() {
-    let redis = RedisServer::start();
-    let upstream = Upstream::start().await;
-    let dir = TempDir::new("quota-reload").unwrap();
-    let config = write_files(dir.path(), &redis);
-    let (_serve, serve) = start_instance(&config);
-    let (envoy, _peer) = start_envoy(upstream.addr, serve);
-    let client = client();
+    let fleet = Fleet::start(1, &[0]).await;
     let limit = u32::try_from(LIMIT).unwrap();
-    let started = Instant::now();
-    phase(&client, &[envoy], &[2 * limit], 6).await;
-    let rules = dir.path().join("ratelimit/config/tenants.yaml");
+    let before = fleet.drive(&[(&[2 * limit], 6)]).await;
+    let rules = fleet.dir.path().join("ratelimit/config/tenants.yaml");
     let text = std::fs::read_to_string(&rules).unwrap();
     assert!(text.contains("        limit: 20\n"), "{text}");
     std::fs::write(
@@ -262,8 +279,8 @@ async fn a_limit_changed_by_a_reload_applies_to_the_envoys() {
         text.replacen("        limit: 20\n", "        limit: 10\n", 1),
     )
     .unwrap();
-    phase(&client, &[envoy], &[2 * limit], 6).await;
-    let counts = upstream.per_second(started, 12);
+    let after = fleet.drive(&[(&[2 * limit], 6)]).await;
+    let counts = [before, after].concat();
     eprintln!("admitted per second: {counts:?} (limit {LIMIT}, then 10 after 6 s)");
     at_least_nine_tenths(&counts, 3..6, LIMIT);
     // The lowered limit: its quota, its burst and a token of rounding, and one new bucket.
