@@ -422,3 +422,35 @@ async fn with_redis_down_no_share_is_renewed_or_granted() {
         .collect();
     assert!(after.is_empty(), "{after:?}");
 }
+
+/// `check` says where the quota service answers and each domain's bucket rules, and names a
+/// bad rule's file and field.
+#[test]
+fn check_describes_the_quota_service_and_names_a_bad_field() {
+    let dir = TempDir::new("envoy-quota-check").unwrap();
+    std::fs::create_dir(dir.path().join("rules")).unwrap();
+    std::fs::write(dir.path().join("rules").join("edge.yaml"), RULES).unwrap();
+    let config = dir.path().join("serve.toml");
+    std::fs::write(
+        &config,
+        "[serve]\nlisten = \"127.0.0.1:0\"\n\n[serve.envoy]\nfiles = \"rules\"\n",
+    )
+    .unwrap();
+    let summary = ratelimit_gateway::check::check(&config).expect("valid");
+    assert!(
+        summary.contains(
+            "envoy quota service: /envoy.service.rate_limit_quota.v3.RateLimitQuotaService/"
+        ) && summary.contains("domain edge (")
+            && summary.contains("edge.yaml): 2 bucket rules"),
+        "{summary}"
+    );
+    write_rules(
+        &dir.path().join("rules").join("edge.yaml"),
+        &RULES.replace("period: 1s", "period: 1500ms"),
+    );
+    let error = ratelimit_gateway::check::check(&config).unwrap_err().to_string();
+    assert!(
+        error.contains("edge.yaml: `extensions.quota_service.buckets[0].period`: \"1500ms\""),
+        "{error}"
+    );
+}
