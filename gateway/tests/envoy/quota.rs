@@ -448,7 +448,9 @@ fn check_describes_the_quota_service_and_names_a_bad_field() {
         &dir.path().join("rules").join("edge.yaml"),
         &RULES.replace("period: 1s", "period: 1500ms"),
     );
-    let error = ratelimit_gateway::check::check(&config).unwrap_err().to_string();
+    let error = ratelimit_gateway::check::check(&config)
+        .unwrap_err()
+        .to_string();
     assert!(
         error.contains("edge.yaml: `extensions.quota_service.buckets[0].period`: \"1500ms\""),
         "{error}"
