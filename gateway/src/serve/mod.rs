@@ -163,6 +163,9 @@ impl Serve {
             any_authority: true,
             ..shared.current().connections
         };
+        if let Some(quota) = &shared.current().quota {
+            quota.close_on_drain(shutdown.clone());
+        }
         let hangup_path = path.clone();
         let reload = |file: &File, previous: &Loaded| {
             let mut loaded = load(file, Some(&previous.limits))?;

@@ -456,3 +456,19 @@ fn check_describes_the_quota_service_and_names_a_bad_field() {
         "{error}"
     );
 }
+
+/// SIGTERM: the streams end as the drain starts (Envoy reconnects elsewhere), so `serve`
+/// exits without waiting for its drain timeout (30 s).
+#[tokio::test]
+async fn a_drain_ends_the_streams() {
+    let mut service = Service::start(RULES);
+    let envoy = service.envoy().await;
+    envoy.report(&ACME, 1, 0).await;
+    assert_eq!(share(envoy.latest().await), 20);
+    service._process.signal("-TERM");
+    // The drain starts after `drain_delay` (5 s by default).
+    service
+        ._process
+        .exits_successfully_within(Duration::from_secs(10))
+        .await;
+}

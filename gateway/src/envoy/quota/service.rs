@@ -54,6 +54,16 @@ impl QuotaService {
         self.clone()
     }
 
+    /// Ends every stream once `shutdown` starts draining: Envoy's streams do not end by
+    /// themselves, and a drain would wait for them until its timeout.
+    pub fn close_on_drain(&self, mut shutdown: crate::runtime::Shutdown) {
+        let inner = Arc::clone(&self.inner);
+        tokio::spawn(async move {
+            shutdown.draining().await;
+            inner.close();
+        });
+    }
+
     /// Each domain with its file and number of bucket rules, for `check`.
     pub fn domains(&self) -> Vec<(String, PathBuf, usize)> {
         self.inner.in_force().rules().describe()

@@ -3,8 +3,11 @@
 //! instance's name for its Envoys.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
+
+use tokio::sync::watch;
 
 use tower_redis_ratelimit::config::Limits;
 
@@ -22,6 +25,10 @@ pub(super) struct Inner {
     /// This instance, in its Envoys' names among the shares.
     instance: String,
     streams: AtomicU64,
+    /// Turned on when the process drains: every stream ends (its Envoy reconnects elsewhere,
+    /// keeping its assignments until they expire), so that a drain does not wait for streams
+    /// that never end by themselves.
+    closing: watch::Sender<bool>,
 }
 
 /// The rules of one load, and the Redis shares of the domains whose store is a Redis one.
@@ -66,6 +73,22 @@ impl Inner {
             in_process: Arc::new(InProcessShares::new()),
             instance: format!("{:016x}", fastrand::u64(..)),
             streams: AtomicU64::new(0),
+            closing: watch::Sender::new(false),
+        }
+    }
+
+    /// Ends every stream, now and from now on.
+    pub(super) fn close(&self) {
+        self.closing.send_replace(true);
+    }
+
+    /// Resolves once the streams are to end.
+    pub(super) fn closed(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut closing = self.closing.subscribe();
+        async move {
+            if closing.wait_for(|closed| *closed).await.is_err() {
+                std::future::pending::<()>().await;
+            }
         }
     }
 

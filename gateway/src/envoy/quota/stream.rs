@@ -64,8 +64,8 @@ impl Bucket {
     }
 }
 
-/// Serves one stream until Envoy ends it (or the answers can no longer be sent), then leaves
-/// its shares.
+/// Serves one stream until Envoy ends it, the answers can no longer be sent or the process
+/// drains, then leaves its shares.
 pub(super) async fn run(
     inner: Arc<Inner>,
     holder: String,
@@ -81,6 +81,8 @@ pub(super) async fn run(
     };
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let closed = stream.inner.closed();
+    tokio::pin!(closed);
     loop {
         let actions = tokio::select! {
             report = reports.message() => match report {
@@ -89,6 +91,7 @@ pub(super) async fn run(
             },
             _ = tick.tick() => stream.renew().await,
             () = answers.closed() => break,
+            () = &mut closed => break,
         };
         if actions.is_empty() {
             continue;
