@@ -78,6 +78,7 @@ pub(super) async fn run(
         domain: String::new(),
         buckets: HashMap::new(),
         warned: false,
+        store_failing: false,
     };
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -111,7 +112,10 @@ struct Stream {
     holder: String,
     domain: String,
     buckets: HashMap<String, Bucket>,
+    /// Whether the domain was warned of as missing from the files.
     warned: bool,
+    /// Whether the shares' store failed at the last settle (warned of once until it answers).
+    store_failing: bool,
 }
 
 impl Stream {
@@ -242,9 +246,15 @@ impl Stream {
                     .settle(key, &self.holder, demand, limit, timing)
                     .await
                 {
-                    Ok(share) => Some(Assigned::share(quota, share)),
+                    Ok(share) => {
+                        self.store_failing = false;
+                        Some(Assigned::share(quota, share))
+                    }
                     Err(error) => {
-                        tracing::warn!(%error, domain = %self.domain, "the quota service's store failed: assignments are kept until they expire");
+                        // Once per failure, not once per bucket and retry.
+                        if !std::mem::replace(&mut self.store_failing, true) {
+                            tracing::warn!(%error, domain = %self.domain, "the quota service's store failed: assignments are kept until they expire, none is granted");
+                        }
                         None
                     }
                 }
