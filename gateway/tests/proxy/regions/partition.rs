@@ -1,0 +1,62 @@
+//! A region cut off from the ledger for several windows, then healed: in refuse mode never
+//! above the quota; in emergency mode never above the quota and the region's emergency share
+//! (docs/regions.md's bound).
+
+use testkit::RedisServer;
+
+use super::world::{Setup, World};
+
+/// Every region asks the quota; region 2 is cut off from 1.5 s to 4.5 s. The windows, after
+/// checking them against the quota and `emergency` units more.
+async fn partitioned(scenario: &str, region: &'static str, emergency: u64) -> Vec<[u64; 3]> {
+    let ledger = RedisServer::start();
+    let world = World::start(Setup {
+        region,
+        ..Setup::linked(ledger.addr())
+    })
+    .await;
+    let q = world.quota;
+    let drive = world.drive(7.0, |_, _| q as f64);
+    let cut = async {
+        world.sleep_until(1.5).await;
+        world.link(2).partition();
+        world.sleep_until(4.5).await;
+        world.link(2).heal();
+    };
+    tokio::join!(drive, cut);
+    let windows = world.assert_at_most(scenario, q + emergency);
+    // Healed, the region's demand is heard again and shares converge.
+    let window = windows[6];
+    assert!(window[2] >= q / 10, "{windows:?}");
+    assert!(window.iter().sum::<u64>() >= q * 9 / 10, "{windows:?}");
+    windows
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_region_cut_off_in_refuse_mode_spends_what_it_holds_then_refuses() {
+    let windows = partitioned("a region cut off, refuse", r#"partition = "refuse""#, 0).await;
+    // Windows 2 and 3 start while it is cut off: it holds nothing of them.
+    for window in &windows[2..4] {
+        assert_eq!(window[2], 0, "{windows:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_region_cut_off_in_emergency_mode_spends_its_share_and_no_more() {
+    // floor(0.2 × 100) units a window for the one region cut off.
+    let windows = partitioned(
+        "a region cut off, emergency 0.2",
+        "partition = { emergency = { fraction = 0.2 } }",
+        20,
+    )
+    .await;
+    // It counts itself cut off once the ledger has failed for `partition_after` (twice
+    // `move_timeout`, 1 s), the first failure a `move_timeout` after the cut: from about 3 s.
+    // Windows 3 and 4 start while it is cut off.
+    for window in &windows[3..5] {
+        assert!(
+            (1..=20).contains(&window[2]),
+            "a region cut off spends up to its emergency share, 20: {windows:?}"
+        );
+    }
+}

@@ -1,0 +1,174 @@
+//! What the regions admitted, counted per aligned window from the upstream's log: the bound
+//! checked on every window and key, and the figures printed (admissions per window and region,
+//! utilisation, the latencies of the global and the plain policy).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::world::{PERIOD_US, World};
+
+impl World {
+    /// The global policy's admissions per window (by index from time 0) and region, every key
+    /// together: `[window][region]`.
+    pub(crate) fn admitted(&self) -> Vec<[u64; 3]> {
+        let mut windows: Vec<[u64; 3]> = Vec::new();
+        for arrival in self
+            .upstream
+            .log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|a| a.global)
+        {
+            let Some(window) = self.window_of(arrival.at_us) else {
+                continue;
+            };
+            if windows.len() <= window {
+                windows.resize(window + 1, [0; 3]);
+            }
+            windows[window][arrival.region] += 1;
+        }
+        windows
+    }
+
+    /// The window (from time 0) that `at_us` falls in; none before time 0.
+    fn window_of(&self, at_us: u64) -> Option<usize> {
+        let since = at_us.checked_sub(self.t0_us)?;
+        Some(usize::try_from(since / PERIOD_US).unwrap())
+    }
+
+    /// Checks from the upstream's log that no aligned window admitted more than `bound` of any
+    /// key worldwide (the half window before time 0 included), and that the log holds every
+    /// request a client was admitted with; prints the figures under `scenario`'s name, and
+    /// returns the admissions per window and region.
+    pub(crate) fn assert_at_most(&self, scenario: &str, bound: u64) -> Vec<[u64; 3]> {
+        let log = self.upstream.log.lock().unwrap();
+        let mut per_window = BTreeMap::<(u64, &str), u64>::new();
+        for arrival in log.iter().filter(|arrival| arrival.global) {
+            *per_window
+                .entry((arrival.at_us / PERIOD_US, &arrival.key))
+                .or_default() += 1;
+        }
+        let logged = log.iter().filter(|arrival| arrival.global).count();
+        let told = self
+            .sent
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|sent| sent.global && sent.status == 200)
+            .count();
+        let most = per_window.values().copied().max().unwrap_or(0);
+        let over: Vec<_> = per_window
+            .iter()
+            .filter(|(_, count)| **count > bound)
+            .map(|((window, key), count)| format!("window {window} key {key}: {count}"))
+            .collect();
+        drop(log);
+        let windows = self.admitted();
+        self.print_figures(scenario, &windows, most, bound);
+        assert!(over.is_empty(), "above {bound} worldwide: {over:?}");
+        assert_eq!(
+            logged, told,
+            "the upstream logged every admission the clients were told"
+        );
+        windows
+    }
+
+    /// The median latency of the requests admitted on the global policy's route (`global`) or
+    /// the plain one's, as their clients measured it (through the proxy, to the upstream and
+    /// back).
+    pub(crate) fn p50(&self, global: bool) -> Option<Duration> {
+        let mut latencies: Vec<Duration> = self
+            .sent
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|sent| sent.global == global && sent.status == 200)
+            .map(|sent| sent.latency)
+            .collect();
+        latencies.sort_unstable();
+        latencies.get(latencies.len() / 2).copied()
+    }
+
+    /// Requests sent to the global policy's route per window (from time 0), every region
+    /// together.
+    fn asked(&self) -> Vec<u64> {
+        let mut asked = Vec::new();
+        for sent in self.sent.lock().unwrap().iter().filter(|sent| sent.global) {
+            let Some(window) = self.window_of(sent.at_us) else {
+                continue;
+            };
+            if asked.len() <= window {
+                asked.resize(window + 1, 0);
+            }
+            asked[window] += 1;
+        }
+        asked
+    }
+
+    /// The per-window table, and a line of docs/regions.md's table: the fullest window of a
+    /// key against the bound, and utilisation (admitted over what could be: the demand, at most
+    /// the quota of every key) over the windows the drivers ran through.
+    fn print_figures(&self, scenario: &str, windows: &[[u64; 3]], most: u64, bound: u64) {
+        let capacity = self.quota * self.keys as u64;
+        let asked = self.asked();
+        let mut table = format!(
+            "\n{scenario}: quota {} a window per key, {} key(s)\n\
+             window | region-0 | region-1 | region-2 | worldwide | asked | utilisation\n",
+            self.quota, self.keys
+        );
+        // The windows the drivers ran through to their end (a driver stops on a window's
+        // edge; a request or two may be sent just after it).
+        let last = self
+            .sent
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|sent| sent.at_us)
+            .max();
+        let full = last.map_or(0, |last| {
+            usize::try_from((last.saturating_sub(self.t0_us) + PERIOD_US / 2) / PERIOD_US).unwrap()
+        });
+        let (mut admitted, mut possible) = (0, 0);
+        for (index, &asked) in asked.iter().enumerate() {
+            let counts = windows.get(index).copied().unwrap_or_default();
+            let total: u64 = counts.iter().sum();
+            let could = asked.min(capacity);
+            // After the drivers' end: only the stray requests sent on its edge.
+            if index >= full && total == 0 {
+                continue;
+            }
+            if index < full {
+                admitted += total;
+                possible += could;
+            }
+            table += &format!(
+                "{index:>6} | {:>8} | {:>8} | {:>8} | {total:>9} | {asked:>5} | {}\n",
+                counts[0],
+                counts[1],
+                counts[2],
+                percent(total, could),
+            );
+        }
+        let p50 = |global| {
+            self.p50(global).map_or("-".to_owned(), |p50| {
+                format!("{:.2} ms", p50.as_secs_f64() * 1e3)
+            })
+        };
+        table += &format!(
+            "| {scenario} | {} | {most} of {bound} | {} | {} / {} |\n",
+            full,
+            percent(admitted, possible),
+            p50(true),
+            p50(false),
+        );
+        eprint!("{table}");
+    }
+}
+
+fn percent(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        return "-".to_owned();
+    }
+    format!("{:.1}%", part as f64 * 100.0 / whole as f64)
+}
