@@ -9,6 +9,9 @@ use super::world::World;
 
 /// The header that tells the upstream which region a request came through.
 pub(crate) const REGION_HEADER: &str = "x-region";
+/// The header holding when the client sent the request (µs since the epoch): the proxy decided
+/// between then and its arrival upstream.
+pub(crate) const SENT_HEADER: &str = "x-sent-us";
 
 /// µs since the Unix epoch: the clock every process on the machine reads.
 pub(crate) fn now_us() -> u64 {
@@ -71,6 +74,7 @@ impl World {
                     requests.push(tokio::spawn(async move {
                         let at_us = now_us();
                         let started = Instant::now();
+                        let request = request.header(SENT_HEADER, at_us.to_string());
                         let status = match request.send().await {
                             Ok(response) => response.status().as_u16(),
                             Err(_) => 0,

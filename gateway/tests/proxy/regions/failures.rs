@@ -53,7 +53,7 @@ async fn a_region_whose_redis_restarts_empty_takes_allotments_again() {
     let ledger = RedisServer::start();
     let world = World::start(Setup::linked(ledger.addr())).await;
     let q = world.quota;
-    let drive = world.drive(5.0, |_, _| q as f64);
+    let drive = world.drive(5.0, |_, _| 2.0 * q as f64 / 3.0);
     let restart = async {
         world.sleep_until(1.5).await;
         // What region 0 held and spent of the window is lost with its Redis: the ledger still

@@ -6,8 +6,9 @@ use testkit::RedisServer;
 
 use super::world::{Setup, World};
 
-/// Every region asks the quota; region 2 is cut off from 1.5 s to 4.5 s. The windows, after
-/// checking them against the quota and `emergency` units more.
+/// Every region asks two thirds of the quota (twice it worldwide); region 2 is cut off from
+/// 1.5 s to 4.5 s. The windows, after checking them against the quota and `emergency` units
+/// more.
 async fn partitioned(scenario: &str, region: &'static str, emergency: u64) -> Vec<[u64; 3]> {
     let ledger = RedisServer::start();
     let world = World::start(Setup {
@@ -16,7 +17,7 @@ async fn partitioned(scenario: &str, region: &'static str, emergency: u64) -> Ve
     })
     .await;
     let q = world.quota;
-    let drive = world.drive(7.0, |_, _| q as f64);
+    let drive = world.drive(7.0, |_, _| 2.0 * q as f64 / 3.0);
     let cut = async {
         world.sleep_until(1.5).await;
         world.link(2).partition();

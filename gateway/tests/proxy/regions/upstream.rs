@@ -9,7 +9,7 @@ use axum::Router;
 use axum::http::{HeaderMap, Uri};
 use axum::routing::any;
 
-use super::drive::{REGION_HEADER, now_us};
+use super::drive::{REGION_HEADER, SENT_HEADER, now_us};
 
 /// The path prefix of the global policy's route; the others are a plain policy's.
 pub(crate) const GLOBAL_PATH: &str = "/api/";
@@ -22,6 +22,8 @@ pub(crate) const KEY_HEADER: &str = "x-api-key";
 pub(crate) struct Arrival {
     /// µs since the Unix epoch, by the upstream's clock.
     pub(crate) at_us: u64,
+    /// When its client sent it (µs since the epoch): the proxy decided in between.
+    pub(crate) sent_us: u64,
     pub(crate) region: usize,
     pub(crate) key: String,
     pub(crate) global: bool,
@@ -50,6 +52,7 @@ impl Upstream {
                 };
                 let arrival = Arrival {
                     at_us,
+                    sent_us: header(SENT_HEADER).parse().expect("the driver's time"),
                     region: header(REGION_HEADER).parse().expect("the driver's region"),
                     key: header(KEY_HEADER),
                     global: uri.path().starts_with(GLOBAL_PATH),
