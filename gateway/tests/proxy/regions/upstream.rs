@@ -29,14 +29,15 @@ pub(crate) struct Arrival {
     pub(crate) global: bool,
 }
 
-/// The upstream's address and log.
+/// The upstream's address and log; stopped when dropped.
 pub(crate) struct Upstream {
     pub(crate) addr: SocketAddr,
     pub(crate) log: Arc<Mutex<Vec<Arrival>>>,
+    _stop: tokio::sync::oneshot::Sender<()>,
 }
 
 impl Upstream {
-    pub(crate) async fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let log = Arc::<Mutex<Vec<Arrival>>>::default();
         let logged = log.clone();
         let app = Router::new().fallback(any(move |uri: Uri, headers: HeaderMap| {
@@ -61,9 +62,31 @@ impl Upstream {
                 "admitted"
             }
         }));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        Self { addr, log }
+        // On a thread and runtime of its own: the drivers' tasks, busy in the test's runtime,
+        // must not delay the time an arrival is logged with (a window's admission logged
+        // late counts in the next).
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(async {
+                        let _ = stopped.await;
+                    })
+                    .await
+            })
+        });
+        Self {
+            addr,
+            log,
+            _stop: stop,
+        }
     }
 }

@@ -164,7 +164,7 @@ impl World {
     /// first window the declaration does not fence), when the drivers should start: the
     /// regions take each window's units ahead.
     pub(crate) async fn start(setup: Setup) -> Self {
-        let upstream = Upstream::start().await;
+        let upstream = Upstream::start();
         let sites: Vec<Site> = tokio::task::block_in_place(|| {
             (0..LATENCIES.len())
                 .map(|index| Site::start(&setup, index, upstream.addr))
