@@ -12,6 +12,7 @@
 //! --nocapture` prints each scenario's figures (docs/regions.md, "Measured through the binary").
 
 mod cluster;
+mod decided;
 mod demand;
 mod drive;
 mod failures;
