@@ -1,41 +1,27 @@
 //! Demand in one region, demand that moves, every region saturated, demand that spreads from
-//! one region to three: never above the quota, the quota follows the demand, and no request
-//! waits on the ledger.
-
-use std::time::Duration;
+//! one region to three: never above the quota, and the quota follows the demand.
 
 use testkit::RedisServer;
 
 use super::world::{Setup, World};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn demand_in_one_region_gets_the_whole_quota_and_never_more_without_a_wan_round_trip() {
+async fn demand_in_one_region_gets_the_whole_quota_and_never_more() {
     let ledger = RedisServer::start();
     let world = World::start(Setup::linked(ledger.addr())).await;
     let q = world.quota;
-    // The region 80 ms from the ledger asks twice the quota; the same region asks a plain
-    // policy too, whose decision is one call to the region's Redis.
-    let region_1 = |rate: f64| move |region, _| if region == 1 { rate } else { 0.0 };
-    tokio::join!(
-        world.drive(4.0, region_1(2.0 * q as f64)),
-        world.drive_plain(4.0, region_1(q as f64 / 2.0)),
-    );
-    let windows = world.assert_at_most("demand in one region", q);
+    // The region 80 ms from the ledger asks twice the quota.
+    world
+        .drive(
+            4.0,
+            |region, _| if region == 1 { 2.0 * q as f64 } else { 0.0 },
+        )
+        .await;
+    let windows = world.verdict("demand in one region", q);
     for (index, window) in windows.iter().enumerate().take(4) {
         assert_eq!(window[0] + window[2], 0, "{windows:?}");
-        assert!(
-            world.served(index, &[1], q) >= 0.9,
-            "window {index}: the only region with demand admitted {} of {q}: {windows:?}",
-            window[1]
-        );
+        world.assert_served(index, &[1], q);
     }
-    // A global decision is one call to the region's Redis, as a plain one: nothing on the
-    // request's path crosses the link (a round trip to the ledger is 160 ms from here).
-    let (global, plain) = (world.p50(true).unwrap(), world.p50(false).unwrap());
-    assert!(
-        global < plain + Duration::from_millis(5),
-        "p50 {global:?} for the global policy, {plain:?} for the plain one"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -53,8 +39,8 @@ async fn demand_moving_mid_window_takes_the_quota_with_it() {
         })
         .await;
     let q = world.quota;
-    let windows = world.assert_at_most("demand moving mid-window", q);
-    assert!(world.served(1, &[0], q) >= 0.9, "{windows:?}");
+    let windows = world.verdict("demand moving mid-window", q);
+    world.assert_served(1, &[0], q);
     // Region 2's first units come a tick to report its demand, a tick of its leader and a
     // round trip (300 ms) after its demand appears, 0.5 s at the default `sync_every` (100 ms):
     // within 0.75 s. (About when window 3 opens: what region 0 left of window 2 may be lost.)
@@ -73,7 +59,7 @@ async fn demand_moving_mid_window_takes_the_quota_with_it() {
         "region 2 first admitted at {first} s: {windows:?}"
     );
     for window in 3..5 {
-        assert!(world.served(window, &[2], q) >= 0.9, "{windows:?}");
+        world.assert_served(window, &[2], q);
     }
 }
 
@@ -84,9 +70,9 @@ async fn every_region_saturated_shares_the_quota_and_never_exceeds_it() {
     let q = world.quota;
     // Each region asks twice its share: twice the quota worldwide.
     world.drive(4.0, |_, _| 2.0 * q as f64 / 3.0).await;
-    let windows = world.assert_at_most("every region saturated", q);
+    let windows = world.verdict("every region saturated", q);
     for (index, window) in windows.iter().enumerate().take(4).skip(1) {
-        assert!(world.served(index, &[0, 1, 2], q) >= 0.9, "{windows:?}");
+        world.assert_served(index, &[0, 1, 2], q);
         // Each region's demand is heard: none is starved.
         assert!(window.iter().all(|&each| each >= q / 10), "{windows:?}");
     }
@@ -109,12 +95,12 @@ async fn demand_spreading_from_one_region_to_three_reaches_every_share_within_a_
         })
         .await;
     let q = world.quota;
-    let windows = world.assert_at_most("demand spreading from one region to three", q);
+    world.verdict("demand spreading from one region to three", q);
     for index in 3..5 {
-        assert!(
-            (0..3).all(|region| world.served(index, &[region], q / 3) >= 0.9),
-            "window {index} (from {} s after the spread): not every region at 90 % of its share: {windows:?}",
-            index as f64 - 2.5
-        );
+        // 90 % of a third of the quota, in each region, in the windows from 0.5 s and from
+        // 1.5 s after the spread.
+        for region in 0..3 {
+            world.assert_served(index, &[region], q / 3);
+        }
     }
 }

@@ -13,6 +13,9 @@ pub(crate) const REGION_HEADER: &str = "x-region";
 /// between then and its arrival upstream.
 pub(crate) const SENT_HEADER: &str = "x-sent-us";
 
+/// Requests a second each region sends to the plain policy's route, whatever the scenario.
+const PLAIN_RATE: f64 = 10.0;
+
 /// µs since the Unix epoch: the clock every process on the machine reads.
 pub(crate) fn now_us() -> u64 {
     let since = SystemTime::now()
@@ -35,14 +38,14 @@ pub(crate) struct Sent {
 
 impl World {
     /// Asks the global policy's route until `until_s`: region `r` is sent `rate(r, t)` requests
-    /// a second at scenario time `t`, its two proxies in turn, the keys in turn.
+    /// a second at scenario time `t`, its two proxies in turn, the keys in turn. Beside them,
+    /// every region asks the plain policy's route [`PLAIN_RATE`] times a second: the latency to
+    /// compare with.
     pub(crate) async fn drive(&self, until_s: f64, rate: impl Fn(usize, f64) -> f64) {
-        self.drive_path(GLOBAL_PATH, until_s, rate).await;
-    }
-
-    /// [`drive`](Self::drive) on the plain policy's route: the latency to compare with.
-    pub(crate) async fn drive_plain(&self, until_s: f64, rate: impl Fn(usize, f64) -> f64) {
-        self.drive_path(PLAIN_PATH, until_s, rate).await;
+        tokio::join!(
+            self.drive_path(GLOBAL_PATH, until_s, rate),
+            self.drive_path(PLAIN_PATH, until_s, |_, _| PLAIN_RATE),
+        );
     }
 
     async fn drive_path(&self, path: &str, until_s: f64, rate: impl Fn(usize, f64) -> f64) {
