@@ -2,10 +2,11 @@
 //! checked on every window and key ([`decided`](super::decided)), and the figures printed (admissions per window and region,
 //! utilisation, the latencies of the global and the plain policy).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::decided::{Span, overfull};
+use super::drive::Sent;
 use super::upstream::Arrival;
 use super::world::{PERIOD_US, World};
 
@@ -141,14 +142,21 @@ impl World {
 
     /// The median latency of the requests admitted on the global policy's route (`global`) or
     /// the plain one's, as their clients measured it (through the proxy, to the upstream and
-    /// back).
+    /// back), in the windows where the global policy admitted some: the same stretches of time
+    /// (a busy machine's stall in the windows after a failover slows only what those admit).
     pub(crate) fn p50(&self, global: bool) -> Option<Duration> {
-        let mut latencies: Vec<Duration> = self
-            .sent
-            .lock()
-            .unwrap()
+        let sent = self.sent.lock().unwrap();
+        let admitted = |sent: &&Sent| sent.status == 200;
+        let windows: BTreeSet<u64> = sent
             .iter()
-            .filter(|sent| sent.global == global && sent.status == 200)
+            .filter(|sent| sent.global)
+            .filter(admitted)
+            .map(|sent| sent.at_us / PERIOD_US)
+            .collect();
+        let mut latencies: Vec<Duration> = sent
+            .iter()
+            .filter(|sent| sent.global == global && windows.contains(&(sent.at_us / PERIOD_US)))
+            .filter(admitted)
             .map(|sent| sent.latency)
             .collect();
         latencies.sort_unstable();
