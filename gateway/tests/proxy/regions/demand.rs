@@ -81,7 +81,9 @@ async fn every_region_saturated_shares_the_quota_and_never_exceeds_it() {
 /// Region 0 asks twice the quota; in the middle of window 2 the same demand spreads over the
 /// three regions (each two thirds of the quota). Within a second every region holds at least
 /// 90 % of its share (a third), the next window included: the region that led must not keep
-/// the window it took ahead.
+/// the window it took ahead. Checked per window (each region, asking twice its share, spends
+/// it in the first half of a window): window 3, which opens 0.5 s after the spread and which
+/// region 0 took units of ahead, and window 4.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demand_spreading_from_one_region_to_three_reaches_every_share_within_a_second() {
     let ledger = RedisServer::start();
@@ -97,8 +99,6 @@ async fn demand_spreading_from_one_region_to_three_reaches_every_share_within_a_
     let q = world.quota;
     world.verdict("demand spreading from one region to three", q);
     for index in 3..5 {
-        // 90 % of a third of the quota, in each region, in the windows from 0.5 s and from
-        // 1.5 s after the spread.
         for region in 0..3 {
             world.assert_served(index, &[region], q / 3);
         }
