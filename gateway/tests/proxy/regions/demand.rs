@@ -51,7 +51,7 @@ async fn demand_moving_mid_window_takes_the_quota_with_it() {
         .unwrap()
         .iter()
         .filter(|arrival| arrival.global && arrival.region == 2)
-        .map(|arrival| (arrival.at_us - world.t0_us) as f64 / 1e6)
+        .map(|arrival| world.seconds(arrival.at_us))
         .fold(f64::INFINITY, f64::min);
     eprintln!("region 2 first admitted at {first:.3} s");
     assert!(

@@ -3,6 +3,7 @@
 //! utilisation, the latencies of the global and the plain policy).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
 use std::time::Duration;
 
 use super::decided::{Span, overfull};
@@ -138,6 +139,19 @@ impl World {
              (asked {asked}); its slowest request took {slowest:?}; per window and region: {:?}",
             self.admitted()
         );
+    }
+
+    /// How many of the global policy's requests that region `region` sent from `span.start` to
+    /// `span.end` (scenario seconds, by their clients' clocks) were admitted: all decided in
+    /// that span or after.
+    pub(crate) fn admitted_sent(&self, span: Range<f64>, region: usize) -> usize {
+        self.sent
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|sent| sent.global && sent.region == region && sent.status == 200)
+            .filter(|sent| span.contains(&self.seconds(sent.at_us)))
+            .count()
     }
 
     /// The median latency of the requests admitted on the global policy's route (`global`) or

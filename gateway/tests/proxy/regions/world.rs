@@ -91,21 +91,17 @@ pub(crate) struct World {
     pub(crate) client: reqwest::Client,
 }
 
-/// The file of a proxy of region `index`, as docs/regions.md's "Configuration" writes it.
+/// The file of a proxy of region `index`, as docs/regions.md's "Configuration" writes it, its
+/// `ledger` table holding `ledger`.
 fn config(
     setup: &Setup,
     index: usize,
     redis: &str,
-    link: Option<&WanLink>,
+    ledger: &str,
     upstream: SocketAddr,
     admin: SocketAddr,
 ) -> String {
     let proxy = proxy_table(upstream, &format!("admin = \"{admin}\""));
-    let ledger = match (&setup.ledger, link) {
-        (LedgerAt::Linked(_), Some(link)) => format!("url = \"{}\"", link.url()),
-        (LedgerAt::Direct(table), _) => table.clone(),
-        (LedgerAt::Linked(_), None) => unreachable!("a linked ledger has a link per region"),
-    };
     let (quota, region) = (setup.quota, setup.region);
     format!(
         r#"{proxy}
@@ -118,8 +114,8 @@ fn config(
         global = true
         rules = [{{ name = "api", algorithm = "fixed_window", limit = {quota}, period = "1s" }}]
 
-        # The same requests under a policy that is not global, decided by the region's Redis
-        # alone: the latency to compare with.
+        # A policy that is not global, decided by the region's Redis alone: the latency to
+        # compare with.
         [policies.plain]
         rules = [{{ name = "plain", algorithm = "fixed_window", limit = 1000000, period = "1s" }}]
 
@@ -139,14 +135,18 @@ fn config(
 impl Site {
     fn start(setup: &Setup, index: usize, upstream: SocketAddr) -> Self {
         let redis = RedisServer::start();
-        let link = match setup.ledger {
-            LedgerAt::Linked(ledger) => Some(WanLink::start(ledger, LATENCIES[index])),
-            LedgerAt::Direct(_) => None,
+        let (link, ledger) = match &setup.ledger {
+            LedgerAt::Linked(ledger) => {
+                let link = WanLink::start(*ledger, LATENCIES[index]);
+                let url = format!("url = \"{}\"", link.url());
+                (Some(link), url)
+            }
+            LedgerAt::Direct(table) => (None, table.clone()),
         };
         let proxies = (0..2)
             .map(|_| {
                 let admin = free_addr();
-                let text = config(setup, index, &redis.url(), link.as_ref(), upstream, admin);
+                let text = config(setup, index, &redis.url(), &ledger, upstream, admin);
                 (Proxy::start(&text), admin)
             })
             .collect();
@@ -205,7 +205,12 @@ impl World {
 
     /// Seconds since time 0 (negative before).
     pub(crate) fn now_s(&self) -> f64 {
-        (now_us() as f64 - self.t0_us as f64) / 1e6
+        self.seconds(now_us())
+    }
+
+    /// `at_us` (µs since the epoch) in seconds since time 0.
+    pub(crate) fn seconds(&self, at_us: u64) -> f64 {
+        (at_us as f64 - self.t0_us as f64) / 1e6
     }
 
     pub(crate) async fn sleep_until(&self, at_s: f64) {
