@@ -6,8 +6,8 @@
 //! ([`upstream`]). Every scenario counts, from the upstream's own log, the admissions of each
 //! aligned window: never above the quota worldwide (or emergency mode's documented bound), and
 //! what the scenario should let through; and that no request waits on the ledger, a global
-//! policy's p50 beside a plain policy's asked alongside ([`tally`]). The same scenarios as the library's
-//! `tests/it/regions`, in process.
+//! policy's p50 beside a plain policy's asked alongside ([`tally`]). The scenarios are the
+//! library's `tests/it/regions` (in process there).
 //!
 //! Windows are one second. `cargo test -p tower-redis-ratelimit-gateway --test proxy regions --
 //! --nocapture` prints each scenario's figures (docs/regions.md, "Measured through the binary").

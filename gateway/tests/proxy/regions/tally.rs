@@ -1,6 +1,7 @@
 //! What the regions admitted, counted per aligned window from the upstream's log: the bound
-//! checked on every window and key ([`decided`](super::decided)), and the figures printed (admissions per window and region,
-//! utilisation, the latencies of the global and the plain policy).
+//! checked on every window and key ([`decided`](super::decided)), and the figures printed
+//! (admissions per window and region, utilisation, the latencies of the global and the plain
+//! policy).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
