@@ -1,52 +1,52 @@
 -- The ledger of global policies (src/store/region/): which region holds how much of each key's
--- slots of quota. Stands alone: no helper, no algorithm. Every write is a move with an id,
+-- windows of quota. Stands alone: no helper, no algorithm. Every write is a move with an id,
 -- applied once.
 --
--- Slots (src/policy/global.rs): a global rule is allotted in slots aligned to the Unix epoch, a
--- fixed window's windows, a sliding window's sub-intervals, a bucket's period split so that a
--- slot refills at most half its burst. Every take and credit names the rule's *meter*, how the
--- grants of consecutive slots are bounded (src/store/region/meter.rs):
---   window:  at most the limit granted of a slot (its free units, `f`).
---   sliding: at most the limit granted of any k consecutive slots: a take of slot s reads the
---            grants `t` of slots s-k+1 .. s+k-1.
---   bucket:  a token bucket of the burst, refilled limit/k a slot, kept in its own hash and
---            evaluated at the slot taken, or at the latest slot it was evaluated at if that is
---            later; a take of a slot more than one behind that gets nothing.
+-- Windows (src/policy/global.rs): a global rule is allotted in windows aligned to the Unix epoch:
+-- a fixed window's own, a sliding window's sub-intervals, a bucket's period split so that a
+-- window refills at most half its burst. Every take and credit names the rule's *meter*, how the
+-- grants of consecutive windows are bounded (src/store/region/meter.rs):
+--   window:  at most the limit granted of a window (its free units, `f`).
+--   sliding: at most the limit granted of any k consecutive windows: a take of window s reads the
+--            grants `t` of windows s-k+1 .. s+k-1.
+--   bucket:  a token bucket of the burst, refilled limit/k a window, kept in its own hash and
+--            evaluated at the window taken, or at the latest window it was evaluated at if that is
+--            later; a take of a window more than one behind that gets nothing.
 --
 -- KEYS[1]:  the ledger's birth, a string "<epoch> <declared at, µs> <max skew, µs>", written
 --           only by 'declare' (`ratelimit-gateway ledger declare`, `region::Ledger::declare`).
 --           A ledger without it (a Redis that restarted empty, or was never declared) grants
 --           nothing: it cannot know what was granted before it.
--- KEYS[2]:  (take, credit) the key's slot, a hash { f = units free (a window's; a meter's as the
+-- KEYS[2]:  (take, credit) the key's window, a hash { f = units free (a window's; a meter's as the
 --           last take left them, for an operator to read), t = units granted in all (net of
 --           credits; a sliding window's), g:<region> = units the region holds, n:<region> = the
---           region's demand, in units per slot, as it last reported it }.
--- KEYS[3]:  (take) the previous slot's hash: its n:<region> stand for the demand of a region
---           not heard from yet in this slot, so that the first taker does not take everything.
--- KEYS[4]:  (take, credit) the slot's moves, a hash { <move id> = units }, so that a retried
+--           region's demand, in units per window, as it last reported it }.
+-- KEYS[3]:  (take) the previous window's hash: its n:<region> stand for the demand of a region
+--           not heard from yet in this window, so that the first taker does not take everything.
+-- KEYS[4]:  (take, credit) the window's moves, a hash { <move id> = units }, so that a retried
 --           or reordered take or credit applies once.
--- KEYS[5..] (take, credit) sliding: the hashes of slots s-k+1 .. s+k-1, in order (2k - 1 keys);
---           bucket: the bucket, a hash { s = the slot it was evaluated at, l = its tokens then,
+-- KEYS[5..] (take, credit) sliding: the hashes of windows s-k+1 .. s+k-1, in order (2k - 1 keys);
+--           bucket: the bucket, a hash { s = the window it was evaluated at, l = its tokens then,
 --           in units of 1/k }. None for a window.
 -- ARGV[1]:  'take', 'credit', 'declare' or 'birth'.
--- ARGV[2]:  the TTL in ms of what is written (the slot's end, and as long as its grants bear on
---           others: a period for the windows, a bucket's refill and two slots).
+-- ARGV[2]:  the TTL in ms of what is written (the window's end, and as long as its grants bear on
+--           others: a period for the windows, a bucket's refill and two windows).
 -- take:     ARGV[3] region, ARGV[4] move id, ARGV[5] units wanted now (0: none), ARGV[6] the
---           region's demand (units per slot), ARGV[7] the rule's limit, ARGV[8] slot start (µs
+--           region's demand (units per window), ARGV[7] the rule's limit, ARGV[8] window start (µs
 --           since the epoch), ARGV[9] the fence (µs), ARGV[10..14] the meter.
---           Each region's share is the slot's capacity (a window's limit; a meter's units free
+--           Each region's share is the window's capacity (a window's limit; a meter's units free
 --           and held) split in proportion to the demands (its whole demand when all fit). A
 --           region gets what it wants, within what is free, up to its share less what it holds,
 --           or more when the others' shares are covered. Reply {units granted, epoch, 1 if the
---           slot is fenced else 0}. A slot that an earlier life of the ledger may have metered
+--           window is fenced else 0}. A window that an earlier life of the ledger may have metered
 --           (it starts no later than the fence and twice the skew after the declaration) is
 --           fenced: nothing is granted.
 -- credit:   ARGV[3] region, ARGV[4] move id, ARGV[5] units surrendered, ARGV[6..10] the meter.
 --           Reply the units free.
--- the meter: its name ('window', 'sliding' or 'bucket'), slots per period k, burst (a
---           bucket's), the rule's limit, the slot's index.
+-- the meter: its name ('window', 'sliding' or 'bucket'), windows per period k, burst (a
+--           bucket's), the rule's limit, the window's index.
 -- declare:  ARGV[3] max skew (µs), ARGV[4] 'once' or 'anew'. 'anew' writes a new birth (a new
---           epoch: the Redis time of the declaration, µs, which fences the slots an earlier life
+--           epoch: the Redis time of the declaration, µs, which fences the windows an earlier life
 --           may have granted). 'once' writes one only where there is none: a ledger declared
 --           with the same max skew is left as it is, one declared with another is an error
 --           (CONFLICT) and left as it is. Reply {epoch, 1 if written now else 0}.
@@ -104,15 +104,15 @@ end
 -- The meter's arguments, from ARGV[at].
 local function meter_of(at)
   return {
-    name = ARGV[at], slots = tonumber(ARGV[at + 1]), burst = tonumber(ARGV[at + 2]),
+    name = ARGV[at], windows = tonumber(ARGV[at + 1]), burst = tonumber(ARGV[at + 2]),
     limit = tonumber(ARGV[at + 3]), index = tonumber(ARGV[at + 4]),
   }
 end
 
--- What a sliding window may still grant of its slot: the limit, less the grants of the fullest
--- k consecutive slots that hold it.
+-- What a sliding window may still grant of its window: the limit, less the grants of the fullest
+-- k consecutive windows that hold it.
 local function sliding_free(meter)
-  local k = meter.slots
+  local k = meter.windows
   local grants = {}
   for i = 1, 2 * k - 1 do
     grants[i] = tonumber(redis.call('HGET', KEYS[4 + i], 't')) or 0
@@ -129,10 +129,10 @@ local function sliding_free(meter)
   return math.max(0, meter.limit - fullest)
 end
 
--- A bucket's tokens (in units of 1/k) and the slot they are evaluated at, for a take of the
--- meter's slot; nil for a slot more than one behind the bucket.
+-- A bucket's tokens (in units of 1/k) and the window they are evaluated at, for a take of the
+-- meter's window; nil for a window more than one behind the bucket.
 local function bucket_at(meter)
-  local capacity = meter.burst * meter.slots
+  local capacity = meter.burst * meter.windows
   local state = redis.call('HMGET', KEYS[5], 's', 'l')
   local at, level = tonumber(state[1]), tonumber(state[2])
   if not at or not level then
@@ -173,9 +173,9 @@ if op == 'take' then
   else
     level, at = bucket_at(meter)
     -- Levels stay below 2^53 (a burst times k, about twice the limit): the quotient is exact.
-    free = level and math.floor(level / meter.slots) or 0
+    free = level and math.floor(level / meter.windows) or 0
   end
-  -- What the slot can hold in all, shared by demand: a window's limit, a meter's units free now
+  -- What the window can hold in all, shared by demand: a window's limit, a meter's units free now
   -- and those held.
   local capacity = quota
   if meter.name ~= 'window' then
@@ -215,7 +215,7 @@ if op == 'take' then
   elseif meter.name == 'bucket' and level then
     -- '%d': Lua's own number-to-string conversion keeps only 14 significant digits.
     redis.call('HSET', KEYS[5], 's', string.format('%d', at), 'l',
-      string.format('%d', level - give * meter.slots))
+      string.format('%d', level - give * meter.windows))
     redis.call('PEXPIRE', KEYS[5], ttl)
   end
   redis.call('HSET', moves, id, give)
@@ -244,9 +244,9 @@ elseif op == 'credit' then
     local state = redis.call('HMGET', KEYS[5], 's', 'l')
     local level = tonumber(state[2])
     if level then
-      local capacity = meter.burst * meter.slots
+      local capacity = meter.burst * meter.windows
       redis.call('HSET', KEYS[5], 'l',
-        string.format('%d', math.min(capacity, level + units * meter.slots)))
+        string.format('%d', math.min(capacity, level + units * meter.windows)))
       redis.call('PEXPIRE', KEYS[5], ttl)
     end
   end

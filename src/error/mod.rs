@@ -42,7 +42,7 @@ pub enum ConfigError {
     },
     /// A rule that a global policy (one quota for every region, see
     /// [`Policy::global`](crate::Policy::global)) cannot hold: a sliding log, a rule with a
-    /// `max_delay`, or a bucket whose slots would be shorter than a microsecond.
+    /// `max_delay`, or a bucket whose windows would be shorter than a microsecond.
     #[error("rule {rule:?} cannot be a global policy's: {reason}")]
     GlobalRule {
         /// The rule's name.

@@ -36,9 +36,9 @@ struct PolicyInner {
     rules: Box<[Rule]>,
     /// One quota for the whole world, spent by regions (see [`Policy::global`]).
     global: bool,
-    /// The slots per period the ledger allots a global policy's rule in (`policy::global`);
+    /// The windows per period the ledger allots a global policy's rule in (`policy::global`);
     /// 1 for a policy that is not global.
-    slots: u32,
+    windows: u32,
     /// Stable per-rule identities for the memory store (name and state code hashed).
     rule_ids: Box<[u64]>,
     /// Each rule's parameters as the algorithms compute with them, validated once here.
@@ -81,7 +81,7 @@ impl Policy {
             inner: Arc::new(PolicyInner {
                 rules,
                 global: false,
-                slots: 1,
+                windows: 1,
                 rule_ids,
                 params,
             }),
@@ -92,9 +92,9 @@ impl Policy {
     /// allotments a ledger hands it (see `store::region::RegionStore`), deciding every request in the
     /// region. It holds one rule: a fixed window, a sliding window, GCRA or a token bucket (not a
     /// sliding log, nor a rule with a `max_delay`). Under a region store the ledger allots it in
-    /// *slots* aligned to the Unix epoch, so that every region counts the same ones: a fixed
+    /// *windows* aligned to the Unix epoch, so that every region counts the same ones: a fixed
     /// window's windows, a sliding window's sub-intervals, and for GCRA and the token bucket
-    /// the period split so that a slot refills at most half the burst; it meters the slots'
+    /// the period split so that a window refills at most half the burst; it meters the windows'
     /// grants as the rule's algorithm would (`docs/regions.md` states each bound).
     ///
     /// A store that is not a `store::region::RegionStore` counts a global policy as any other: one
@@ -115,10 +115,10 @@ impl Policy {
     /// ```
     pub fn global(rule: Rule) -> Result<Self, ConfigError> {
         let mut policy = Self::new([rule])?;
-        let slots = super::global::slots(&policy.inner.rules[0])?;
+        let windows = super::global::windows(&policy.inner.rules[0])?;
         if let Some(inner) = Arc::get_mut(&mut policy.inner) {
             inner.global = true;
-            inner.slots = slots;
+            inner.windows = windows;
         }
         Ok(policy)
     }
@@ -141,8 +141,8 @@ impl Policy {
         self.inner.global
     }
 
-    /// For a [global](Self::global) policy, how many slots a period its quota is allotted in
-    /// (each `period / slots` long): 1 for a fixed window (its windows), a sliding window's
+    /// For a [global](Self::global) policy, how many windows a period its quota is allotted in
+    /// (each `period / windows` long): 1 for a fixed window (its windows), a sliding window's
     /// sub-intervals, the fewest that refill at most half the burst for GCRA and the token
     /// bucket. `None` for a policy that is not global.
     ///
@@ -151,16 +151,16 @@ impl Policy {
     /// use tower_redis_ratelimit::{Policy, Quota, Rule};
     ///
     /// let rate = Rule::gcra("api", Quota::new(600, Duration::from_secs(60)).with_burst(20));
-    /// assert_eq!(Policy::global(rate)?.global_slots(), Some(60));
+    /// assert_eq!(Policy::global(rate)?.global_windows(), Some(60));
     /// # Ok::<(), tower_redis_ratelimit::ConfigError>(())
     /// ```
-    pub fn global_slots(&self) -> Option<u32> {
-        self.inner.global.then_some(self.inner.slots)
+    pub fn global_windows(&self) -> Option<u32> {
+        self.inner.global.then_some(self.inner.windows)
     }
 
-    /// The slots per period a global policy's rule is allotted in (1 when not global).
-    pub(crate) fn slot_count(&self) -> u32 {
-        self.inner.slots
+    /// The windows per period a global policy's rule is allotted in (1 when not global).
+    pub(crate) fn window_count(&self) -> u32 {
+        self.inner.windows
     }
 
     /// The rules, in the order they were given.

@@ -12,7 +12,7 @@ use super::window::Window;
 /// key's storage form.
 pub(crate) type KeyId = (Box<str>, Box<str>);
 
-/// A client key under a global policy (one rule, allotted in slots: see `policy::global`).
+/// A client key under a global policy (one rule, allotted in windows: see `policy::global`).
 #[derive(Clone, Debug)]
 pub(crate) struct GlobalKey {
     pub(in crate::store) client: StorageKey,
@@ -27,16 +27,16 @@ impl GlobalKey {
         u64::from(self.policy.rules()[0].quota().limit())
     }
 
-    /// The most units of one slot the ledger may grant: the limit, or a bucket's burst. A
+    /// The most units of one window the ledger may grant: the limit, or a bucket's burst. A
     /// request of a higher cost is never admitted.
     pub(crate) fn quota(&self) -> u64 {
         self.meter().most(self.limit())
     }
 
-    /// The units a slot refills at the rule's rate (the limit over the slots of a period): what
+    /// The units a window refills at the rule's rate (the limit over the windows of a period): what
     /// an emergency share is a fraction of.
-    pub(crate) fn slot_quota(&self) -> u64 {
-        self.limit() / u64::from(self.policy.slot_count())
+    pub(crate) fn window_quota(&self) -> u64 {
+        self.limit() / u64::from(self.policy.window_count())
     }
 
     pub(crate) fn meter(&self) -> Meter {
@@ -48,9 +48,9 @@ impl GlobalKey {
         micros(self.policy.rules()[0].quota().period()).max(1)
     }
 
-    /// A slot's length (µs): what the regions and the ledger count as a window.
+    /// A window's length (µs): what the regions and the ledger count as a window.
     pub(crate) fn period_us(&self) -> u64 {
-        (self.rule_period_us() / u64::from(self.policy.slot_count())).max(1)
+        (self.rule_period_us() / u64::from(self.policy.window_count())).max(1)
     }
 
     /// How long (ms, at least 1) the ledger keeps what it writes of `window` from `now_us`: to
@@ -76,29 +76,29 @@ impl GlobalKey {
         self.window_key(prefix, "ledger", window)
     }
 
-    /// A rule allotted in several slots a period names its slot count too: regions whose
+    /// A rule allotted in several windows a period names its window count too: regions whose
     /// rules were allotted differently (a burst changed in one of them first) never count one
-    /// another's slots as their own.
+    /// another's windows as their own.
     fn window_key(&self, prefix: &str, side: &str, window: Window) -> String {
         let client = self.client.as_str();
-        match self.policy.slot_count() {
+        match self.policy.window_count() {
             1 => format!(
                 "{prefix}:{side}:{}:{{{client}}}:{}",
                 self.states[0], window.index
             ),
-            slots => format!(
-                "{prefix}:{side}:{}:s{slots}:{{{client}}}:{}",
+            windows => format!(
+                "{prefix}:{side}:{}:w{windows}:{{{client}}}:{}",
                 self.states[0], window.index
             ),
         }
     }
 
-    /// The ledger's token bucket of a bucket rule, `<prefix>:ledger:<rule>:<code>:s<k>:{<client>}:meter`.
+    /// The ledger's token bucket of a bucket rule, `<prefix>:ledger:<rule>:<code>:w<k>:{<client>}:meter`.
     pub(crate) fn meter_key(&self, prefix: &str) -> String {
         format!(
-            "{prefix}:ledger:{}:s{}:{{{}}}:meter",
+            "{prefix}:ledger:{}:w{}:{{{}}}:meter",
             self.states[0],
-            self.policy.slot_count(),
+            self.policy.window_count(),
             self.client.as_str()
         )
     }

@@ -8,20 +8,19 @@ use crate::key::Key;
 use crate::store::StoreError;
 use crate::store::redis::wrapped::StorageKey;
 
-/// One key's window (slot) on the ledger: the units no region holds, and what each region
-/// holds.
+/// One key's window on the ledger: the units no region holds, and what each region holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Holding {
     /// The rule's state name (`<rule>:<code>`), as in the keys of the Redis store; followed by
-    /// `:s<k>` for a rule allotted in `k` slots a period (a sliding window, GCRA, a token
+    /// `:w<k>` for a rule allotted in `k` windows a period (a sliding window, GCRA, a token
     /// bucket).
     pub rule: String,
     /// The client key in its storage form: verbatim, or `#` and a digest for a long or binary
     /// key.
     pub key: String,
-    /// The window's index: window `w` of a rule allotted in slots of `σ` (its period, or the
-    /// period over its slots) is `[w·σ, (w+1)·σ)` since the Unix epoch.
+    /// The window's index: window `w` of a rule allotted in windows of `σ` (its period, or the
+    /// period over its windows) is `[w·σ, (w+1)·σ)` since the Unix epoch.
     pub window: u64,
     /// Units of the quota that no region holds: of a fixed window, what is left of it; of a
     /// metered rule, what its meter left free after the window's last take or credit.
@@ -128,10 +127,10 @@ mod tests {
             Some(("api:fw1", "customer-1", 442352))
         );
         assert_eq!(
-            parse("api:gcra-10/1s:s4:{customer-1}:442352"),
-            Some(("api:gcra-10/1s:s4", "customer-1", 442352))
+            parse("api:gcra-10/1s:w4:{customer-1}:442352"),
+            Some(("api:gcra-10/1s:w4", "customer-1", 442352))
         );
-        assert_eq!(parse("api:gcra-10/1s:s4:{customer-1}:meter"), None);
+        assert_eq!(parse("api:gcra-10/1s:w4:{customer-1}:meter"), None);
         assert_eq!(parse("api:fw1:{customer-1}:442352:moves"), None);
         assert_eq!(parse("birth"), None);
         assert_eq!(parse("birth:{3560}"), None);

@@ -121,7 +121,7 @@ impl Ledger {
     }
 
     /// A call of `op` on `window` of `key`: the birth, the window's hash, the one before, its
-    /// moves, then what the rule's meter reads (a sliding window's slots, a bucket's meter);
+    /// moves, then what the rule's meter reads (a sliding window's windows, a bucket's meter);
     /// the meter's name and settings come after `op`'s own arguments ([`meter_args`]).
     fn call(&self, key: &GlobalKey, window: Window, op: &str, now_us: u64) -> Call {
         let prefix = self.store.prefix();
@@ -135,25 +135,19 @@ impl Ledger {
         );
         let moves = format!("{hash}:moves");
         let meter = key.meter();
-        let slots = meter.slots_read(window.index);
+        let windows = meter.windows_read(window.index);
         let bucket = matches!(meter, Meter::Bucket { .. });
         let mut call = Call::new(
             Entry::Ledger,
             0,
-            4 + slots.clone().count() + usize::from(bucket),
+            4 + windows.clone().count() + usize::from(bucket),
         );
         call.key(self.birth_key_of(key))
             .key(hash)
             .key(previous)
             .key(moves);
-        for slot in slots {
-            call.key(key.ledger_key(
-                prefix,
-                Window {
-                    index: slot,
-                    ..window
-                },
-            ));
+        for index in windows {
+            call.key(key.ledger_key(prefix, Window { index, ..window }));
         }
         if bucket {
             call.key(key.meter_key(prefix));
@@ -214,8 +208,8 @@ impl Ledger {
     }
 }
 
-/// The meter's arguments, after an operation's own: its name, slots per period, burst (0 but
-/// for a bucket), the rule's limit and the slot's index.
+/// The meter's arguments, after an operation's own: its name, windows per period, burst (0 but
+/// for a bucket), the rule's limit and the window's index.
 fn meter_args(call: &mut Call, key: &GlobalKey, window: Window) {
     let meter = key.meter();
     let burst = match meter {
@@ -223,7 +217,7 @@ fn meter_args(call: &mut Call, key: &GlobalKey, window: Window) {
         _ => 0,
     };
     call.arg(meter.name())
-        .arg(meter.slots())
+        .arg(meter.windows())
         .arg(burst)
         .arg(key.limit())
         .arg(window.index);

@@ -25,14 +25,14 @@ fn key(rule: Rule) -> GlobalKey {
     }
 }
 
-/// A declared ledger, the time, and a slot of `key` well past its fence.
+/// A declared ledger, the time, and a window of `key` well past its fence.
 async fn ledger(redis: &RedisServer, key: &GlobalKey) -> (Ledger, u64, Window) {
     let ledger = Ledger::new(RedisStore::open(&redis.url()).unwrap());
     ledger.declare_new(Duration::from_millis(5)).await.unwrap();
     let now = SystemClock::new().now_micros();
-    let mut slot = Window::at(now, key.period_us());
-    slot.index += 20;
-    (ledger, now, slot)
+    let mut window = Window::at(now, key.period_us());
+    window.index += 20;
+    (ledger, now, window)
 }
 
 /// Units granted to region "eu" by a take of `want` of `window` (reporting a demand of as
@@ -53,47 +53,47 @@ async fn take(
     taken.units
 }
 
-fn at(slot: Window, ahead: i64) -> Window {
+fn at(window: Window, ahead: i64) -> Window {
     Window {
-        index: slot.index.checked_add_signed(ahead).unwrap(),
-        ..slot
+        index: window.index.checked_add_signed(ahead).unwrap(),
+        ..window
     }
 }
 
-/// 100 per 4 s in 4 sub-intervals: what any 4 consecutive slots are granted stays within
-/// 100, whichever slot is taken first, and a credit frees its units for every period that
-/// holds its slot.
+/// 100 per 4 s in 4 sub-intervals: what any 4 consecutive windows are granted stays within
+/// 100, whichever window is taken first, and a credit frees its units for every period that
+/// holds its window.
 #[tokio::test]
-async fn a_sliding_window_grants_at_most_its_limit_in_any_period_of_slots() {
+async fn a_sliding_window_grants_at_most_its_limit_in_any_period_of_windows() {
     let redis = RedisServer::start();
     let key = key(Rule::sliding_window(
         "api",
         Quota::new(100, Duration::from_secs(4)),
         4,
     ));
-    assert_eq!(key.meter(), Meter::Sliding { slots: 4 });
+    assert_eq!(key.meter(), Meter::Sliding { windows: 4 });
     assert_eq!(key.period_us(), 1_000_000);
-    let (ledger, now, slot) = ledger(&redis, &key).await;
+    let (ledger, now, window) = ledger(&redis, &key).await;
     let take = |window, id, want| take(&ledger, &key, now, window, id, want);
-    assert_eq!(take(slot, "m1", 60).await, 60);
-    assert_eq!(take(at(slot, 1), "m2", 60).await, 40);
-    assert_eq!(take(at(slot, 2), "m3", 60).await, 0);
-    // A slot before them shares their periods: nothing left there either.
-    assert_eq!(take(at(slot, -1), "m4", 60).await, 0);
-    // 20 unspent units of the first slot credited back: 20 for a slot beside it.
+    assert_eq!(take(window, "m1", 60).await, 60);
+    assert_eq!(take(at(window, 1), "m2", 60).await, 40);
+    assert_eq!(take(at(window, 2), "m3", 60).await, 0);
+    // A window before them shares their periods: nothing left there either.
+    assert_eq!(take(at(window, -1), "m4", 60).await, 0);
+    // 20 unspent units of the first window credited back: 20 for a window beside it.
     ledger
-        .credit(&key, slot, "eu", "c1", 20, now)
+        .credit(&key, window, "eu", "c1", 20, now)
         .await
         .unwrap();
-    assert_eq!(take(at(slot, 2), "m5", 60).await, 20);
-    // Four slots on, the first has slid out of every period holding it: 100 less the 60
-    // granted of the three slots before.
-    assert_eq!(take(at(slot, 4), "m6", 80).await, 40);
+    assert_eq!(take(at(window, 2), "m5", 60).await, 20);
+    // Four windows on, the first has slid out of every period holding it: 100 less the 60
+    // granted of the three windows before.
+    assert_eq!(take(at(window, 4), "m6", 80).await, 40);
 }
 
-/// 100 per 10 s with a burst of 20: 10 slots of 1 s, a bucket of 20 refilled 10 a slot.
+/// 100 per 10 s with a burst of 20: 10 windows of 1 s, a bucket of 20 refilled 10 a window.
 #[tokio::test]
-async fn a_bucket_grants_its_burst_then_its_rate_a_slot() {
+async fn a_bucket_grants_its_burst_then_its_rate_a_window() {
     let redis = RedisServer::start();
     let key = key(Rule::gcra(
         "api",
@@ -102,34 +102,34 @@ async fn a_bucket_grants_its_burst_then_its_rate_a_slot() {
     assert_eq!(
         key.meter(),
         Meter::Bucket {
-            slots: 10,
+            windows: 10,
             burst: 20
         }
     );
     assert_eq!((key.period_us(), key.quota()), (1_000_000, 20));
-    let (ledger, now, slot) = ledger(&redis, &key).await;
+    let (ledger, now, window) = ledger(&redis, &key).await;
     let take = |window, id, want| take(&ledger, &key, now, window, id, want);
-    // Full at first: the burst; the next slot refills 10.
-    assert_eq!(take(slot, "m1", 50).await, 20);
-    assert_eq!(take(at(slot, 1), "m2", 50).await, 10);
-    // A take of the slot before, once the next was metered, comes out of the next's.
-    assert_eq!(take(slot, "m3", 50).await, 0);
-    // Two slots on, two refills (up to the burst).
-    assert_eq!(take(at(slot, 3), "m4", 50).await, 20);
-    // A slot more than one behind the bucket gets nothing.
-    assert_eq!(take(at(slot, 1), "m5", 50).await, 0);
+    // Full at first: the burst; the next window refills 10.
+    assert_eq!(take(window, "m1", 50).await, 20);
+    assert_eq!(take(at(window, 1), "m2", 50).await, 10);
+    // A take of the window before, once the next was metered, comes out of the next's.
+    assert_eq!(take(window, "m3", 50).await, 0);
+    // Two windows on, two refills (up to the burst).
+    assert_eq!(take(at(window, 3), "m4", 50).await, 20);
+    // A window more than one behind the bucket gets nothing.
+    assert_eq!(take(at(window, 1), "m5", 50).await, 0);
     // Unspent units credited back go into the bucket.
     ledger
-        .credit(&key, at(slot, 3), "eu", "c1", 5, now)
+        .credit(&key, at(window, 3), "eu", "c1", 5, now)
         .await
         .unwrap();
-    assert_eq!(take(at(slot, 3), "m6", 50).await, 5);
-    // Keys of a rule allotted in slots name the slot count.
+    assert_eq!(take(at(window, 3), "m6", 50).await, 5);
+    // Keys of a rule allotted in windows name the window count.
     assert!(
         redis
             .keys()
             .iter()
-            .any(|name| name.ends_with(":s10:{customer}:meter")),
+            .any(|name| name.ends_with(":w10:{customer}:meter")),
         "{:?}",
         redis.keys()
     );

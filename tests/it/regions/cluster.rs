@@ -164,7 +164,7 @@ async fn a_ledger_on_a_cluster_holds_every_keys_quota_and_spreads_over_the_prima
     let admitted = regions.drive(end).await;
     assert_within_quota(&admitted);
     // `ledger show` reads every primary: at once, while the windows of the drive live (a
-    // period past their end; it reads every slot's birth too, a second or more under load).
+    // period past their end; it reads every hash slot's birth too, a second or more under load).
     let shown: BTreeSet<String> = ledger
         .holdings(None)
         .await

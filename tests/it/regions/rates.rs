@@ -1,6 +1,6 @@
 //! Global rules beyond the fixed window: a GCRA rule and a sliding window, with demand at twice
 //! their rate moving from one region to another, then spread over all three. From the log of
-//! every admission: never above the bound `docs/regions.md` states, in any run of slots nor in
+//! every admission: never above the bound `docs/regions.md` states, in any run of windows nor in
 //! any interval; and what they admit against one exact limiter that sees the same requests.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -11,8 +11,8 @@ use tower_redis_ratelimit::{Policy, Quota, Rule};
 use super::world::{Admission, Setup, World};
 use crate::support::RedisServer;
 
-/// Both rules are allotted in slots of a second (time 0 is the start of one).
-const SLOT_US: u64 = 1_000_000;
+/// Both rules are allotted in windows of a second (time 0 is the start of one).
+const WINDOW_US: u64 = 1_000_000;
 
 /// Region 0 asks `rate` per second until 4 s, then region 2 (the farthest from the ledger)
 /// until 8 s, then all three a third each until 12 s.
@@ -25,14 +25,14 @@ fn moving(rate: f64) -> impl Fn(usize, f64) -> f64 + Sync {
     }
 }
 
-/// The admissions worldwide per slot (by the slot's index since the epoch), every admission
+/// The admissions worldwide per window (by the window's index since the epoch), every admission
 /// counted.
-fn per_slot(log: &[Admission]) -> BTreeMap<u64, u64> {
-    let mut slots = BTreeMap::new();
+fn per_window(log: &[Admission]) -> BTreeMap<u64, u64> {
+    let mut windows = BTreeMap::new();
     for admission in log.iter().filter(|admission| admission.allowed) {
-        *slots.entry(admission.at_us / SLOT_US).or_default() += 1;
+        *windows.entry(admission.at_us / WINDOW_US).or_default() += 1;
     }
-    slots
+    windows
 }
 
 /// The most admitted worldwide in any interval of `length_us` (each interval that starts at an
@@ -55,19 +55,19 @@ fn fullest(log: &[Admission], length_us: u64) -> u64 {
     most
 }
 
-/// Checks that every run of `m` consecutive slots (1 to `longest`) admitted at most
+/// Checks that every run of `m` consecutive windows (1 to `longest`) admitted at most
 /// `bound(m)` worldwide.
-fn assert_runs(slots: &BTreeMap<u64, u64>, longest: u64, bound: impl Fn(u64) -> u64) {
-    let (Some(&first), Some(&last)) = (slots.keys().next(), slots.keys().last()) else {
+fn assert_runs(windows: &BTreeMap<u64, u64>, longest: u64, bound: impl Fn(u64) -> u64) {
+    let (Some(&first), Some(&last)) = (windows.keys().next(), windows.keys().last()) else {
         panic!("nothing admitted");
     };
     for start in first..=last {
         let mut sum = 0;
         for m in 1..=longest {
-            sum += slots.get(&(start + m - 1)).copied().unwrap_or(0);
+            sum += windows.get(&(start + m - 1)).copied().unwrap_or(0);
             assert!(
                 sum <= bound(m),
-                "slots {start}..{}: {sum} admitted, above {}: {slots:?}",
+                "windows {start}..{}: {sum} admitted, above {}: {windows:?}",
                 start + m,
                 bound(m)
             );
@@ -93,7 +93,7 @@ fn exact(world: &World, mut admits: impl FnMut(f64) -> bool) -> u64 {
 
 /// A world whose regions limit `rule` (its ledger fencing `fence`), driven at twice the rule's
 /// rate as [`moving`] says for 12 s: the ledger's server, the world, its log and the admissions
-/// per slot.
+/// per window.
 async fn run(
     rule: Rule,
     fence: Duration,
@@ -109,15 +109,15 @@ async fn run(
     let rate = f64::from(quota.limit()) / quota.period().as_secs_f64();
     world.drive(12.0, moving(2.0 * rate)).await;
     let log = world.log.lock().unwrap().clone();
-    let slots = per_slot(&log);
-    eprintln!("admitted per slot: {slots:?}");
-    (ledger, world, log, slots)
+    let windows = per_window(&log);
+    eprintln!("admitted per window: {windows:?}");
+    (ledger, world, log, windows)
 }
 
-/// GCRA of 100 per 10 s with a burst of 20: 10 slots of a second, a bucket of 20 refilled 10 a
-/// slot on the ledger. Bound: any `m` consecutive slots admit at most `20 + 10 m` worldwide
+/// GCRA of 100 per 10 s with a burst of 20: 10 windows of a second, a bucket of 20 refilled 10 a
+/// window on the ledger. Bound: any `m` consecutive windows admit at most `20 + 10 m` worldwide
 /// (`B + m × Q / k`), so any interval of `t` at most `20 + 10 (ceil(t) + 1)`. A fixed window of
-/// 100 per 10 s, asked at twice its rate, admits 60 in three slots (above 50) and 100 in five
+/// 100 per 10 s, asked at twice its rate, admits 60 in three windows (above 50) and 100 in five
 /// seconds (above 80).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_global_gcra_rule_never_admits_past_its_burst_and_rate() {
@@ -126,13 +126,13 @@ async fn a_global_gcra_rule_never_admits_past_its_burst_and_rate() {
         "rate",
         Quota::new(limit as u32, period).with_burst(burst as u32),
     );
-    // Fenced for the bucket's refill from empty (two slots) and two slots more.
-    let (_ledger, world, log, slots) = run(rule, Duration::from_secs(4)).await;
-    let per_slot_rate = limit / 10;
-    assert_runs(&slots, 13, |m| burst + m * per_slot_rate);
+    // Fenced for the bucket's refill from empty (two windows) and two windows more.
+    let (_ledger, world, log, windows) = run(rule, Duration::from_secs(4)).await;
+    let per_window_rate = limit / 10;
+    assert_runs(&windows, 13, |m| burst + m * per_window_rate);
     for seconds in [1_u64, 2, 3, 5, 10] {
-        let most = fullest(&log, seconds * SLOT_US);
-        let bound = burst + (seconds + 1) * per_slot_rate;
+        let most = fullest(&log, seconds * WINDOW_US);
+        let bound = burst + (seconds + 1) * per_window_rate;
         eprintln!("fullest {seconds} s: {most} (bound {bound})");
         assert!(most <= bound, "{most} in {seconds} s, above {bound}");
     }
@@ -186,30 +186,30 @@ fn assert_followed(world: &World) {
     assert!((0..3).all(|region| sum(region, 9..12) > 0), "{windows:?}");
 }
 
-/// A sliding window of 100 per 4 s in 4 sub-intervals (slots of a second): any 4 consecutive
-/// slots admit at most 100 worldwide, so any interval of 4 s at most 100 and the units of the
-/// one slot it starts in (the bound of the sliding window in one region). A fixed window of 100
-/// per 4 s admits 100 in its first two seconds of every window: 150 in four slots across the
+/// A sliding window of 100 per 4 s in 4 sub-intervals (windows of a second): any 4 consecutive
+/// windows admit at most 100 worldwide, so any interval of 4 s at most 100 and the units of the
+/// one window it starts in (the bound of the sliding window in one region). A fixed window of 100
+/// per 4 s admits 100 in its first two seconds of every window: 150 in four windows across the
 /// demand's move.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_global_sliding_window_never_admits_past_its_limit_in_any_period() {
     let (limit, period) = (100_u64, Duration::from_secs(4));
     let rule = Rule::sliding_window("sliding", Quota::new(limit as u32, period), 4);
-    // Fenced for a period: the slots an earlier life's grants bear on.
-    let (_ledger, world, log, slots) = run(rule, period).await;
-    assert_runs(&slots, 4, |_| limit);
-    // Any interval of a period: the limit, and what the slot it starts in admitted.
+    // Fenced for a period: the windows an earlier life's grants bear on.
+    let (_ledger, world, log, windows) = run(rule, period).await;
+    assert_runs(&windows, 4, |_| limit);
+    // Any interval of a period: the limit, and what the window it starts in admitted.
     let mut times: Vec<u64> = log.iter().filter(|a| a.allowed).map(|a| a.at_us).collect();
     times.sort_unstable();
     let mut end = 0;
     for (start, &at) in times.iter().enumerate() {
-        while end < times.len() && times[end] < at + 4 * SLOT_US {
+        while end < times.len() && times[end] < at + 4 * WINDOW_US {
             end += 1;
         }
-        let bound = limit + slots[&(at / SLOT_US)];
+        let bound = limit + windows[&(at / WINDOW_US)];
         assert!((end - start) as u64 <= bound, "{} from {at}", end - start);
     }
-    eprintln!("fullest 4 s: {}", fullest(&log, 4 * SLOT_US));
+    eprintln!("fullest 4 s: {}", fullest(&log, 4 * WINDOW_US));
 
     // Against one exact sliding log of the same limit that saw every request.
     let mut admitted_at = VecDeque::new();

@@ -80,7 +80,7 @@ pub(crate) struct Setup {
     pub(crate) partition: PartitionMode,
     /// The global policy every instance limits (`QUOTA` per `PERIOD`, a fixed window, unless a
     /// scenario says otherwise), and how long after the ledger's declaration it fences the
-    /// policy's slots (one period for a fixed window; `docs/regions.md`). Its slots are
+    /// policy's windows (one period for a fixed window; `docs/regions.md`). Its windows are
     /// `PERIOD` long: time 0 is the start of one.
     pub(crate) policy: Policy,
     pub(crate) fence: Duration,
@@ -160,7 +160,7 @@ impl World {
                 }
             })
             .collect();
-        // The ledger grants no slot starting within its fence and twice the skew of its
+        // The ledger grants no window starting within its fence and twice the skew of its
         // declaration: the first it grants opens the scenario.
         let fence = epoch + u64::try_from(setup.fence.as_micros()).unwrap() + 2 * skew_us();
         let t0_us = (fence / PERIOD_US + 1) * PERIOD_US;
