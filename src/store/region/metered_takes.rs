@@ -27,7 +27,12 @@ fn key(rule: Rule) -> GlobalKey {
 
 /// A declared ledger, the time, and a window of `key` well past its fence.
 async fn ledger(redis: &RedisServer, key: &GlobalKey) -> (Ledger, u64, Window) {
-    let ledger = Ledger::new(RedisStore::open(&redis.url()).unwrap());
+    declared(RedisStore::open(&redis.url()).unwrap(), key).await
+}
+
+/// The ledger in `store`, declared, the time, and a window of `key` well past its fence.
+async fn declared(store: RedisStore, key: &GlobalKey) -> (Ledger, u64, Window) {
+    let ledger = Ledger::new(store);
     ledger.declare_new(Duration::from_millis(5)).await.unwrap();
     let now = SystemClock::new().now_micros();
     let mut window = Window::at(now, key.period_us());
@@ -132,5 +137,34 @@ async fn a_bucket_grants_its_burst_then_its_rate_a_window() {
             .any(|name| name.ends_with(":w10:{customer}:meter")),
         "{:?}",
         redis.keys()
+    );
+}
+
+/// On a Redis Cluster, a take of either meter touches one hash slot: the windows a sliding
+/// window reads and a bucket's meter share the client key's hash tag.
+#[cfg(feature = "cluster")]
+#[tokio::test]
+async fn the_meters_run_on_a_cluster_ledger() {
+    let cluster = testkit::cluster::RedisCluster::start();
+    let store = || RedisStore::cluster(cluster.urls()).build().unwrap();
+    let sliding = key(Rule::sliding_window(
+        "api",
+        Quota::new(100, Duration::from_secs(4)),
+        4,
+    ));
+    let (ledger, now, window) = declared(store(), &sliding).await;
+    assert_eq!(take(&ledger, &sliding, now, window, "m1", 60).await, 60);
+    assert_eq!(
+        take(&ledger, &sliding, now, at(window, 1), "m2", 60).await,
+        40
+    );
+    let bucket = key(Rule::token_bucket(
+        "api",
+        Quota::new(100, Duration::from_secs(10)).with_burst(20),
+    ));
+    assert_eq!(take(&ledger, &bucket, now, window, "m3", 50).await, 20);
+    assert_eq!(
+        take(&ledger, &bucket, now, at(window, 1), "m4", 50).await,
+        10
     );
 }

@@ -14,11 +14,13 @@ use crate::support::RedisServer;
 /// Both rules are allotted in windows of a second (time 0 is the start of one).
 const WINDOW_US: u64 = 1_000_000;
 
-/// Region 0 asks `rate` per second until 4 s, then region 2 (the farthest from the ledger)
-/// until 8 s, then all three a third each until 12 s.
+/// Region 0 asks `rate` per second from 1 s to 4 s, then region 2 (the farthest from the
+/// ledger) until 8 s, then all three a third each until 12 s. (Nothing is asked in the first
+/// second: a fixed window of the period, from 0, would admit its whole quota in the seconds
+/// before the next one starts, and as much again after.)
 fn moving(rate: f64) -> impl Fn(usize, f64) -> f64 + Sync {
     move |region, t| match (region, t) {
-        (0, t) if t < 4.0 => rate,
+        (0, t) if (1.0..4.0).contains(&t) => rate,
         (2, t) if (4.0..8.0).contains(&t) => rate,
         (_, t) if t >= 8.0 => rate / 3.0,
         _ => 0.0,
@@ -189,8 +191,7 @@ fn assert_followed(world: &World) {
 /// A sliding window of 100 per 4 s in 4 sub-intervals (windows of a second): any 4 consecutive
 /// windows admit at most 100 worldwide, so any interval of 4 s at most 100 and the units of the
 /// one window it starts in (the bound of the sliding window in one region). A fixed window of 100
-/// per 4 s admits 100 in its first two seconds of every window: 150 in four windows across the
-/// demand's move.
+/// per 4 s from time 0 admits 100 from 1 s to 3 s and 50 more from 4 s: 150 in windows 1 to 4.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_global_sliding_window_never_admits_past_its_limit_in_any_period() {
     let (limit, period) = (100_u64, Duration::from_secs(4));
