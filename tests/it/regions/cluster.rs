@@ -163,8 +163,26 @@ async fn a_ledger_on_a_cluster_holds_every_keys_quota_and_spreads_over_the_prima
     let end = regions.t0 + 4 * PERIOD_US;
     let admitted = regions.drive(end).await;
     assert_within_quota(&admitted);
-    // `ledger show` reads every primary: at once, while the windows of the drive live (a
-    // period past their end; it reads every hash slot's birth too, a second or more under load).
+    // Read at once, while the windows of the drive live (a period past their end): the keys on
+    // each primary (`KEYS`), then `ledger show` (which reads every hash slot's birth too, a
+    // second or more under load). The keys' windows spread over the three primaries, each
+    // key's on its slot's primary.
+    let mut spread = Vec::new();
+    for &primary in &primaries {
+        let windows: BTreeSet<String> = keys_on(&cluster, primary)
+            .into_iter()
+            .filter(|name| !name.contains(":birth:") && !name.ends_with(":moves"))
+            .filter_map(|name| Some(name[name.find('{')? + 1..name.find('}')?].to_owned()))
+            .collect();
+        for client in &windows {
+            assert_eq!(cluster.primary_for(&format!("{{{client}}}")), primary);
+        }
+        spread.push(windows.len());
+    }
+    eprintln!("keys per primary: {spread:?}");
+    assert_eq!(spread.iter().sum::<usize>(), KEYS, "{spread:?}");
+    assert!(spread.iter().all(|&keys| keys > 0), "{spread:?}");
+    // `ledger show` reads every primary.
     let shown: BTreeSet<String> = ledger
         .holdings(None)
         .await
@@ -183,23 +201,6 @@ async fn a_ledger_on_a_cluster_holds_every_keys_quota_and_spreads_over_the_prima
     let offered = u64::from(Q) * KEYS as u64 * (end / PERIOD_US - t0 / PERIOD_US - 1);
     eprintln!("a cluster ledger: {used} admitted of {offered} quota in the full windows");
     assert!(used * 10 >= offered * 8, "{used} of {offered}");
-
-    // The keys' windows spread over the three primaries, each key's on its slot's primary.
-    let mut spread = Vec::new();
-    for &primary in &primaries {
-        let windows: BTreeSet<String> = keys_on(&cluster, primary)
-            .into_iter()
-            .filter(|name| !name.contains(":birth:") && !name.ends_with(":moves"))
-            .filter_map(|name| Some(name[name.find('{')? + 1..name.find('}')?].to_owned()))
-            .collect();
-        for client in &windows {
-            assert_eq!(cluster.primary_for(&format!("{{{client}}}")), primary);
-        }
-        spread.push(windows.len());
-    }
-    eprintln!("keys per primary: {spread:?}");
-    assert_eq!(spread.iter().sum::<usize>(), KEYS, "{spread:?}");
-    assert!(spread.iter().all(|&keys| keys > 0), "{spread:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
