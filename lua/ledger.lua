@@ -19,10 +19,15 @@
 --           the epoch), ARGV[9] period (µs).
 --           Each region's share is the quota split in proportion to the demands (its whole
 --           demand when all fit). A region gets what it wants, within what is free, up to its
---           share less what it holds, or more when the others' shares are covered. Reply
---           {units granted, epoch, 1 if the window is fenced else 0}. A window that an earlier
---           life of the ledger may have granted (it starts no later than one period and twice
---           the skew after the declaration) is fenced: nothing is granted.
+--           share less what it holds, or more when the others' shares are covered. A take of
+--           0 units only reports the demand. Reply {units granted, epoch, 1 if the window is
+--           fenced else 0, the region's share, the units it holds here (the grant included),
+--           the units the other regions wait for: what their shares lack beyond the free
+--           units}: a region that holds more than its share gives back what the others wait
+--           for (surrender, then credit). A retried take answers its first grant and 0 for the
+--           last three, as a fenced one does. A window that an earlier life of the ledger may
+--           have granted (it starts no later than one period and twice the skew after the
+--           declaration) is fenced: nothing is granted.
 -- credit:   ARGV[3] region, ARGV[4] move id, ARGV[5] units surrendered. Reply the units free.
 -- declare:  ARGV[3] max skew (µs), ARGV[4] 'once' or 'anew'. 'anew' writes a new birth (a new
 --           epoch: the Redis time of the declaration, µs, which fences the windows an earlier life
@@ -84,11 +89,11 @@ if op == 'take' then
   local want, demand, quota = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
   local start, period = tonumber(ARGV[8]), tonumber(ARGV[9])
   if start <= declared + period + 2 * skew then
-    return {0, epoch, 1}
+    return {0, epoch, 1, 0, 0, 0}
   end
   local before = tonumber(redis.call('HGET', moves, id))
   if before then
-    return {before, epoch, 0}
+    return {before, epoch, 0, 0, 0, 0}
   end
   local flat = redis.call('HGETALL', window)
   local free = quota
@@ -127,7 +132,8 @@ if op == 'take' then
   redis.call('HSET', moves, id, give)
   redis.call('PEXPIRE', window, ttl)
   redis.call('PEXPIRE', moves, ttl)
-  return {give, epoch, 0}
+  local waiting = math.max(0, owed - (free - give))
+  return {give, epoch, 0, share(region), (held[region] or 0) + give, waiting}
 elseif op == 'credit' then
   local before = tonumber(redis.call('HGET', moves, id))
   if before then
