@@ -66,11 +66,11 @@ impl Pace {
         let want = ((soon + self.margin - unspent).ceil().max(0.0) as u64)
             .min(self.quota.saturating_sub(counts.held));
         // Within a horizon of the window's end, whatever is missing; before, once what is held
-        // falls below half a horizon's spending (a tick and a move's timeout: a take planned
-        // then lands before the units run out), so that a steady demand takes once per half
-        // horizon rather than every tick.
-        let low =
-            left_us <= self.horizon_us || unspent < self.rate * self.horizon_us / 2.0 + self.margin;
+        // falls below three quarters of a horizon's spending (one and a half ticks and move
+        // timeouts: a take planned then lands before the units run out, on a loaded machine
+        // too), so that a steady demand takes once per quarter horizon rather than every tick.
+        let low = left_us <= self.horizon_us
+            || unspent < self.rate * self.horizon_us * 0.75 + self.margin;
         if want > 0 && low {
             return Some(Intent::Take { want });
         }
@@ -139,15 +139,16 @@ mod tests {
             pace.plan(counts(0, 0), 30.0 * SECOND, None, 0),
             Some(Intent::Take { want: 140 })
         );
-        // Holding 80 unspent (more than half a horizon's 60 and the margin): nothing to do.
+        // Holding 120 unspent (more than three quarters of a horizon's 90 and the margin):
+        // nothing to do.
         assert_eq!(
-            pace.plan(counts(500, 420), 30.0 * SECOND, reported(6_000, 0), 0),
+            pace.plan(counts(500, 380), 30.0 * SECOND, reported(6_000, 0), 0),
             None
         );
         // Below it: the rest of a horizon.
         assert_eq!(
-            pace.plan(counts(500, 450), 30.0 * SECOND, reported(6_000, 0), 0),
-            Some(Intent::Take { want: 90 })
+            pace.plan(counts(500, 400), 30.0 * SECOND, reported(6_000, 0), 0),
+            Some(Intent::Take { want: 40 })
         );
         // Within a horizon of the end, whatever the rest of the window needs.
         assert_eq!(

@@ -185,10 +185,15 @@ async fn a_ledger_on_a_cluster_holds_every_keys_quota_and_spreads_over_the_prima
         .collect();
     assert_eq!(shown.len(), KEYS, "{shown:?}");
 
-    // The keys' windows spread over the three primaries, each key's on its slot's primary.
+    // The keys' windows spread over the three primaries, each key's on its slot's primary
+    // (every primary's keys read first, then a call per key).
     let mut spread = Vec::new();
-    for &primary in &primaries {
-        let windows: BTreeSet<String> = keys_on(&cluster, primary)
+    let on: Vec<Vec<String>> = primaries
+        .iter()
+        .map(|&primary| keys_on(&cluster, primary))
+        .collect();
+    for (&primary, keys) in primaries.iter().zip(on) {
+        let windows: BTreeSet<String> = keys
             .into_iter()
             .filter(|name| !name.contains(":birth:") && !name.ends_with(":moves"))
             .filter_map(|name| Some(name[name.find('{')? + 1..name.find('}')?].to_owned()))
