@@ -7,7 +7,10 @@
 //! decides every request from what it holds, in its own Redis, with no call across regions; in
 //! the background, the instance that leads the region reports its demand to the ledger and moves
 //! units between them (take, apply, surrender, credit: each idempotent, by a move id). Units of
-//! a window are only spent in that window, so an allotment ends with its window.
+//! a window are only spent in that window, so an allotment ends with its window. A take's
+//! answer says the region's share and what the other regions wait for, and a region holding
+//! more than its share gives that back (a surrender and a credit like any other): shares
+//! follow demand within about a second, when it spreads to new regions too.
 //!
 //! **The bound.** For every key and window, the units the ledger grants never sum above the
 //! quota `Q` (it hands out only free units, and a credit frees only what a region surrendered
