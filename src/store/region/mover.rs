@@ -76,6 +76,10 @@ struct Track {
     asked: AskRate,
     /// The moves of each window (the current one, the next), by window index.
     lanes: BTreeMap<u64, Lane>,
+    /// The reports of demand (takes of nothing) of each window, and what their answers give
+    /// back, beside its moves: a report never holds up a move (a surplus to give back, a take
+    /// of units), which it would for a round trip.
+    reports: BTreeMap<u64, Lane>,
     /// What this leader last reported of the region's demand, by window, where it was above
     /// zero: reported again when it changes (as zero when it goes, so that its share goes to
     /// the others), and while units are held.
@@ -104,6 +108,11 @@ impl Lane {
             self.pending = running.await.unwrap_or_default();
         }
         self.pending.is_empty()
+    }
+
+    /// Whether nothing is pending or running (as [`settle`](Self::settle) left it).
+    fn is_free(&self) -> bool {
+        self.running.is_none() && self.pending.is_empty()
     }
 
     /// A take handed back (not answered, or not acknowledged yet) reports `demand` when it is
@@ -231,6 +240,15 @@ async fn step(
     emergency(shared, key, current, now).await;
     let next = current.next();
     track.lanes.retain(|window, _| *window >= current.index);
+    track.reports.retain(|window, _| *window >= current.index);
+    for window in [current, next] {
+        track
+            .reports
+            .entry(window.index)
+            .or_default()
+            .settle()
+            .await;
+    }
     track.reported.retain(|window, _| *window >= current.index);
 
     let settings = &shared.settings;
@@ -267,7 +285,7 @@ async fn step(
             }
         }
     }
-    for lane in track.lanes.values_mut() {
+    for lane in track.lanes.values_mut().chain(track.reports.values_mut()) {
         lane.report(pace.demand);
         lane.start(shared, key);
     }
@@ -290,6 +308,15 @@ impl Track {
         let Some(intent) = pace.plan(counts, left_us, reported, now) else {
             return;
         };
+        let lanes = match intent {
+            Intent::Take { want: 0 } => &mut self.reports,
+            _ => &mut self.lanes,
+        };
+        let lane = lanes.entry(window.index).or_default();
+        if !lane.is_free() {
+            // The window's last report is still on its way: this one waits for a tick.
+            return;
+        }
         let id = shared.move_id();
         let step = match intent {
             Intent::Take { want } => {
@@ -309,8 +336,15 @@ impl Track {
             }
             Intent::Surrender { most } => Move::Surrender { id, window, most },
         };
-        let lane = self.lanes.entry(window.index).or_default();
-        lane.pending.push_back(step);
+        let lanes = match step {
+            Move::Take { want: 0, .. } => &mut self.reports,
+            _ => &mut self.lanes,
+        };
+        lanes
+            .entry(window.index)
+            .or_default()
+            .pending
+            .push_back(step);
     }
 }
 

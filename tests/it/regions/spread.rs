@@ -65,10 +65,8 @@ async fn spread(ledger: &RedisServer, spread_s: f64, each: f64) -> World {
     let from = world.now_s();
     tokio::join!(drive, watch);
     let seconds = world.now_s() - from;
-    eprintln!(
-        "calls to the ledger: {:.1} a second per region",
-        ledger.script_calls() as f64 / seconds / 3.0
-    );
+    let calls = ledger.script_calls() as f64 / seconds / 3.0;
+    eprintln!("spread at {spread_s} s: calls to the ledger, {calls:.1} a second per region");
     world
 }
 
@@ -131,7 +129,11 @@ async fn demand_spreading_mid_window_moves_the_shares_within_a_second() {
     let spread_s = PERIOD_S + 0.25;
     let world = spread(&ledger, spread_s, 2.0 / 3.0).await;
     let windows = world.assert_at_most(Q);
-    assert_followed_within_a_second(&world, spread_s);
+    let followed = assert_followed_within_a_second(&world, spread_s);
+    eprintln!(
+        "mid-window: followed after {followed:?} s, window 1 admitted {:?}",
+        windows[1]
+    );
     assert_shared(&windows, 1, 90);
 }
 
@@ -143,7 +145,11 @@ async fn demand_spreading_after_the_next_window_was_taken_moves_it_within_a_seco
     let spread_s = PERIOD_S - 0.5;
     let world = spread(&ledger, spread_s, 2.0 / 3.0).await;
     let windows = world.assert_at_most(Q);
-    assert_followed_within_a_second(&world, spread_s);
+    let followed = assert_followed_within_a_second(&world, spread_s);
+    eprintln!(
+        "window ahead: followed after {followed:?} s, window 1 admitted {:?}",
+        windows[1]
+    );
     assert_shared(&windows, 1, 90);
 }
 
@@ -158,5 +164,6 @@ async fn a_region_holding_the_next_window_gives_back_what_others_wait_for() {
     let ledger = RedisServer::start();
     let world = spread(&ledger, PERIOD_S - 0.5, 2.0).await;
     let windows = world.assert_at_most(Q);
+    eprintln!("twice the quota each: window 1 admitted {:?}", windows[1]);
     assert_shared(&windows, 1, 75);
 }
