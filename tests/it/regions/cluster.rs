@@ -107,16 +107,23 @@ impl Regions {
                     .enumerate()
                     .map(move |(index, key)| async move {
                         let at = SystemClock::new().now_micros();
-                        let allowed = store
-                            .check(key, policy, 1)
-                            .await
-                            .is_ok_and(|decision| decision.is_allowed());
-                        (region, index, at, allowed)
+                        let decision = store.check(key, policy, 1).await;
+                        // The window the store spent: its end is `full_after` from the store's
+                        // reading of the clock, a moment after `at` (on a loaded machine, maybe
+                        // past a window's edge: counted by `at`, an admission could land in
+                        // the window before the one it spent).
+                        let window = decision.ok().filter(|decision| decision.is_allowed()).map(
+                            |decision| {
+                                let end = at + decision.full_after().as_micros() as u64;
+                                (end + PERIOD_US / 2) / PERIOD_US - 1
+                            },
+                        );
+                        (region, index, window)
                     })
             });
-            for (region, index, at, allowed) in futures_util::future::join_all(checks).await {
-                if allowed {
-                    admitted.entry((at / PERIOD_US, index)).or_default()[region] += 1;
+            for (region, index, window) in futures_util::future::join_all(checks).await {
+                if let Some(window) = window {
+                    admitted.entry((window, index)).or_default()[region] += 1;
                 }
             }
             at += tick;
