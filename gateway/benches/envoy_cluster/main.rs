@@ -12,8 +12,12 @@
 //! replicas: a replica would take a core from the primaries). The servers, one per mode, run on a
 //! runtime of their own, the load generator of the `envoy` benchmark on another thread, modes
 //! interleaved round by round as there (each mode first takes an unmeasured warm-up slice).
-//! Around each slice, every primary's `INFO commandstats` is read: Redis's time per request,
-//! summed over the primaries, and the busiest primary's share of it.
+//! Around each slice, every primary's `INFO cpu` and `INFO commandstats` are read: Redis's CPU
+//! time per request, summed over the primaries, the busiest primary's share of it, and so the
+//! domain's ceiling when Redis is the bottleneck (the requests per second the busiest primary
+//! would serve with a core of its own). On a machine with fewer cores than the primaries, the
+//! service and the generator, the requests per second cannot grow with the primaries however
+//! the load spreads: the ceiling says what the spread buys.
 //!
 //! Settings, from the environment, as the `envoy` benchmark's: `ENVOY_BENCH_SECONDS` (a slice,
 //! default 2), `ENVOY_BENCH_ROUNDS` (default 3), `ENVOY_BENCH_CONNECTIONS` (default 4),
@@ -27,6 +31,7 @@ mod run;
 #[path = "../envoy/serving.rs"]
 mod serving;
 
+use std::collections::HashMap;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -35,8 +40,10 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descri
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use testkit::BoxError;
 use testkit::cluster::RedisCluster;
-use testkit::commands::Calls;
+use testkit::commands::{Calls, CommandStat};
 use testkit::load::{Measured, ratio};
+use tower_redis_ratelimit::deadpool_redis::redis;
+use tower_redis_ratelimit::deadpool_redis::redis::aio::MultiplexedConnection;
 
 use crate::generator::drive;
 use crate::run::Settings;
@@ -76,8 +83,12 @@ const MODES: [Mode; 4] = [
 
 impl Mode {
     fn name(self) -> String {
-        let s = if self.primaries == 1 { "" } else { "ies" };
-        format!("{} primar{s}, {}", self.primaries, self.placement)
+        let primaries = if self.primaries == 1 {
+            "primary"
+        } else {
+            "primaries"
+        };
+        format!("{} {primaries}, {}", self.primaries, self.placement)
     }
 
     /// The domain's file: three limits that admit everything.
@@ -123,9 +134,59 @@ fn main() -> ExitCode {
 #[derive(Clone, Debug, Default)]
 struct RedisCost {
     requests: u64,
-    /// Script time, µs, per primary.
-    usec: Vec<u64>,
+    /// CPU time, seconds, per primary.
+    cpu: Vec<f64>,
+    /// Script and function calls, every primary's.
     calls: u64,
+}
+
+impl RedisCost {
+    /// Adds a slice of `requests`, between the primaries' readings `before` and `after`.
+    fn add(&mut self, requests: u64, before: &[Reading], after: &[Reading]) {
+        self.requests += requests;
+        self.cpu.resize(before.len(), 0.0);
+        for (node, (before, after)) in before.iter().zip(after).enumerate() {
+            self.cpu[node] += after.cpu - before.cpu;
+            self.calls += Calls::between(&before.commands, &after.commands).scripts;
+        }
+    }
+
+    /// The requests per second the busiest primary could serve, all its CPU given to them:
+    /// the domain's ceiling when Redis is the bottleneck.
+    fn ceiling(&self) -> f64 {
+        let busiest = self.cpu.iter().copied().fold(0.0, f64::max);
+        if busiest > 0.0 {
+            self.requests as f64 / busiest
+        } else {
+            0.0
+        }
+    }
+}
+
+/// A primary's counters: its commands (`INFO commandstats`) and the CPU time its process has
+/// used (`INFO cpu`: `used_cpu_sys` + `used_cpu_user`, networking and parsing included, which
+/// commandstats leaves out, and not inflated when the process waits for a core).
+struct Reading {
+    commands: HashMap<String, CommandStat>,
+    cpu: f64,
+}
+
+async fn read(connection: &mut MultiplexedConnection) -> Result<Reading, BoxError> {
+    let commands = testkit::commands::command_calls(connection).await?;
+    let info: String = redis::cmd("INFO")
+        .arg("cpu")
+        .query_async(connection)
+        .await?;
+    let field = |name: &str| -> Result<f64, BoxError> {
+        info.lines()
+            .find_map(|line| line.trim().strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|value| value.parse().ok())
+            .ok_or_else(|| format!("no {name} in INFO cpu: {info}").into())
+    };
+    Ok(Reading {
+        commands,
+        cpu: field("used_cpu_sys")? + field("used_cpu_user")?,
+    })
 }
 
 fn run() -> Result<(), BoxError> {
@@ -191,22 +252,16 @@ fn run() -> Result<(), BoxError> {
         );
         for offset in 0..modes {
             let (_, served, stats, measured, cost) = &mut targets[(round + offset) % modes];
-            let read = |stats: &mut Vec<_>| -> Result<Vec<_>, BoxError> {
+            let read_all = |stats: &mut Vec<_>| -> Result<Vec<Reading>, BoxError> {
                 stats
                     .iter_mut()
-                    .map(|stats| client.block_on(testkit::commands::command_calls(stats)))
+                    .map(|stats| client.block_on(read(stats)))
                     .collect()
             };
-            let before = read(stats)?;
+            let before = read_all(stats)?;
             let outcome = slice(served, settings.slice)?;
-            let after = read(stats)?;
-            cost.requests += outcome.requests();
-            cost.usec.resize(before.len(), 0);
-            for (node, (before, after)) in before.iter().zip(&after).enumerate() {
-                let calls: Calls = Calls::between(before, after);
-                cost.usec[node] += calls.scripts_usec;
-                cost.calls += calls.scripts;
-            }
+            let after = read_all(stats)?;
+            cost.add(outcome.requests(), &before, &after);
             measured.add(&outcome)?;
         }
     }
@@ -214,40 +269,46 @@ fn run() -> Result<(), BoxError> {
     println!("{}", settings.line("envoy-cluster", load_before));
     println!();
     println!(
-        "| mode | requests/s | per round | p50 µs | p99 µs | over limit | errors | ÷ 1 primary | Redis µs / request | busiest primary's share | script calls / request |"
+        "| mode | requests/s | per round | p50 µs | p99 µs | over limit | errors | ÷ 1 primary | Redis CPU µs / request | busiest primary's share | Redis ceiling, requests/s | ÷ 1 primary | script calls / request |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let rate = |mode: Mode| {
-        targets
-            .iter()
-            .find(|(other, ..)| *other == mode)
-            .map_or(0.0, |(.., measured, _)| measured.rounds.total.per_second())
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let on_one = |mode: Mode| {
+        targets.iter().find(|(other, ..)| {
+            *other
+                == Mode {
+                    primaries: 1,
+                    ..mode
+                }
+        })
     };
     for (mode, _, _, measured, cost) in &targets {
-        let one = rate(Mode {
-            primaries: 1,
-            ..*mode
+        let (one_rate, one_ceiling) = on_one(*mode).map_or((0.0, 0.0), |(.., one, cost)| {
+            (one.rounds.total.per_second(), cost.ceiling())
         });
         let requests = cost.requests.max(1) as f64;
-        let total: u64 = cost.usec.iter().sum();
-        let busiest = cost.usec.iter().copied().max().unwrap_or(0);
+        let total: f64 = cost.cpu.iter().sum();
+        let busiest = cost.cpu.iter().copied().fold(0.0, f64::max);
         println!(
-            "| {} | {} | {} | {:.1} | {} | {:.2} |",
+            "| {} | {} | {} | {:.1} | {} | {:.0} | {} | {:.2} |",
             mode.name(),
             measured.rounds.cells(),
-            ratio(measured.rounds.total.per_second(), one),
-            total as f64 / requests,
-            ratio(busiest as f64, total as f64),
+            ratio(measured.rounds.total.per_second(), one_rate),
+            total * 1e6 / requests,
+            ratio(busiest, total),
+            cost.ceiling(),
+            ratio(cost.ceiling(), one_ceiling),
             cost.calls as f64 / requests,
         );
     }
     println!();
     println!(
         "requests/s: all rounds' requests over their time; per round: the lowest and highest \
-         round; ÷ 1 primary: over the same placement's requests/s on one primary (target: \
-         per_descriptor on 3 ≥ 2 when Redis is the bottleneck); Redis µs / request: the `usec` \
-         of the script calls of every primary (`INFO commandstats`) over the requests; busiest \
-         primary's share: of that time (1/3 is an even spread over three); script calls / \
+         round; ÷ 1 primary: over the same placement's on one primary (target: per_descriptor \
+         on 3 ≥ 2 when Redis is the bottleneck); Redis CPU µs / request: the CPU time of every \
+         primary's process (`INFO cpu`) over the requests; busiest primary's share: of that \
+         time (0.33 is an even spread over three); Redis ceiling: the requests per second the \
+         busiest primary would serve with a core of its own (the requests over its CPU \
+         seconds), the domain's throughput when Redis is the bottleneck; script calls / \
          request: FCALL and EVALSHA calls, every primary's, over the requests."
     );
     drop(servers);

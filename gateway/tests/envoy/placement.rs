@@ -276,3 +276,28 @@ fn check_names_each_domains_placement() {
         assert!(summary.contains(expected), "{expected:?} in {summary}");
     }
 }
+
+/// The extensions example of gateway/docs/envoy.md loads as the page shows it, and with the
+/// other placement its comment names.
+#[test]
+fn the_guides_extensions_example_loads_with_either_placement() {
+    let guide = include_str!("../../docs/envoy.md");
+    let example = guide
+        .split("## Extensions")
+        .nth(1)
+        .and_then(|rest| rest.split("```yaml\n").nth(1))
+        .and_then(|rest| rest.split("```").next())
+        .expect("the extensions example");
+    let store = "[stores.shared]\ntype = \"memory\"\n";
+    for (yaml, placement) in [
+        (example.to_owned(), Placement::AllOrNothing),
+        (
+            example.replace("placement: all_or_nothing", "placement: per_descriptor"),
+            Placement::PerDescriptor,
+        ),
+    ] {
+        let rules = Files::new(&[("api.yaml", &yaml)], store);
+        let service = rules.service(FailureMode::Open);
+        assert_eq!(service.placement("api"), Some(placement));
+    }
+}
