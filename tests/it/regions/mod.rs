@@ -11,4 +11,5 @@ mod config;
 mod demand;
 mod failures;
 mod partition;
+mod rates;
 mod world;

@@ -78,6 +78,12 @@ pub(crate) struct Setup {
     /// Each region's latency to the ledger, one way.
     pub(crate) latencies: [Duration; 3],
     pub(crate) partition: PartitionMode,
+    /// The global policy every instance limits (`QUOTA` per `PERIOD`, a fixed window, unless a
+    /// scenario says otherwise), and how long after the ledger's declaration it fences the
+    /// policy's windows (one period for a fixed window; `docs/regions.md`). Its windows are
+    /// `PERIOD` long: time 0 is the start of one.
+    pub(crate) policy: Policy,
+    pub(crate) fence: Duration,
 }
 
 impl Default for Setup {
@@ -89,6 +95,9 @@ impl Default for Setup {
                 Duration::from_millis(150),
             ],
             partition: PartitionMode::Refuse,
+            policy: Policy::global(Rule::fixed_window("api", Quota::new(QUOTA, PERIOD)))
+                .expect("a global policy"),
+            fence: PERIOD,
         }
     }
 }
@@ -115,8 +124,7 @@ impl World {
         ledger_for: impl Fn(&WanLink) -> Ledger,
     ) -> Self {
         let clock = SystemClock::new();
-        let policy = Policy::global(Rule::fixed_window("api", Quota::new(QUOTA, PERIOD)))
-            .expect("a global policy");
+        let policy = &setup.policy;
         let epoch = declare
             .declare_new(MAX_SKEW)
             .await
@@ -148,16 +156,13 @@ impl World {
                 Site {
                     redis: Mutex::new(redis),
                     link,
-                    fronts: instances
-                        .iter()
-                        .map(|store| front(store, &policy))
-                        .collect(),
+                    fronts: instances.iter().map(|store| front(store, policy)).collect(),
                 }
             })
             .collect();
-        // The ledger grants no window starting within a period and twice the skew of its
+        // The ledger grants no window starting within its fence and twice the skew of its
         // declaration: the first it grants opens the scenario.
-        let fence = epoch + PERIOD_US + 2 * skew_us();
+        let fence = epoch + u64::try_from(setup.fence.as_micros()).unwrap() + 2 * skew_us();
         let t0_us = (fence / PERIOD_US + 1) * PERIOD_US;
         let world = Self {
             sites,
