@@ -9,6 +9,7 @@ use crate::store::redis::wrapped::{Call, Entry, slot};
 use crate::store::{RedisStore, StoreError};
 
 use super::global_key::GlobalKey;
+use super::meter::Meter;
 use super::window::Window;
 
 /// The ledger of global policies: for each key and window, the units free and the units each
@@ -135,6 +136,9 @@ impl Ledger {
         }
     }
 
+    /// A call of `op` on `window` of `key`: the birth, the window's hash, the one before, its
+    /// moves, then what the rule's meter reads (a sliding window's windows, a bucket's meter);
+    /// the meter's name and settings come after `op`'s own arguments ([`meter_args`]).
     fn call(&self, key: &GlobalKey, window: Window, op: &str, now_us: u64) -> Call {
         let prefix = self.store.prefix();
         let hash = key.ledger_key(prefix, window);
@@ -146,13 +150,25 @@ impl Ledger {
             },
         );
         let moves = format!("{hash}:moves");
-        let mut call = Call::new(Entry::Ledger, 0, 4);
+        let meter = key.meter();
+        let windows = meter.windows_read(window.index);
+        let bucket = matches!(meter, Meter::Bucket { .. });
+        let mut call = Call::new(
+            Entry::Ledger,
+            0,
+            4 + windows.clone().count() + usize::from(bucket),
+        );
         call.key(self.birth_key_of(key))
             .key(hash)
             .key(previous)
-            .key(moves)
-            .arg(op)
-            .arg(window.ttl_ms(now_us));
+            .key(moves);
+        for index in windows {
+            call.key(key.ledger_key(prefix, Window { index, ..window }));
+        }
+        if bucket {
+            call.key(key.meter_key(prefix));
+        }
+        call.arg(op).arg(key.ledger_ttl_ms(window, now_us));
         call
     }
 
@@ -174,9 +190,11 @@ impl Ledger {
             .arg(id)
             .arg(want)
             .arg(demand)
-            .arg(key.quota())
+            .arg(key.limit())
             .arg(window.start_us())
-            .arg(window.period_us);
+            // The fence: how long after a declaration an earlier life's grants may bear.
+            .arg(key.meter().memory_us(key.limit(), window.period_us));
+        meter_args(&mut call, key, window);
         type Reply = (u64, u64, i64, u64, u64, u64);
         let ((units, _epoch, fenced, share, held, waiting), acknowledged): (Reply, u32) = self
             .store
@@ -204,9 +222,25 @@ impl Ledger {
     ) -> Result<(), StoreError> {
         let mut call = self.call(key, window, "credit", now_us);
         call.arg(region).arg(id).arg(units);
+        meter_args(&mut call, key, window);
         let _free: u64 = self.store.run(&call).await?;
         Ok(())
     }
+}
+
+/// The meter's arguments, after an operation's own: its name, windows per period, burst (0 but
+/// for a bucket), the rule's limit and the window's index.
+fn meter_args(call: &mut Call, key: &GlobalKey, window: Window) {
+    let meter = key.meter();
+    let burst = match meter {
+        Meter::Bucket { burst, .. } => burst,
+        _ => 0,
+    };
+    call.arg(meter.name())
+        .arg(meter.windows())
+        .arg(burst)
+        .arg(key.limit())
+        .arg(window.index);
 }
 
 impl fmt::Debug for Ledger {

@@ -463,7 +463,10 @@ async fn perform(shared: &Arc<Shared>, key: &GlobalKey, step: &Move, now: u64) -
 /// emergency share of the current window, applied once per region and window whichever of its
 /// instances leads (the move's id is the same for all).
 async fn emergency(shared: &Arc<Shared>, key: &GlobalKey, window: Window, now: u64) {
-    let units = shared.settings.partition.emergency_units(key.quota());
+    let units = shared
+        .settings
+        .partition
+        .emergency_units(key.window_quota());
     if units == 0 || !shared.cut_off(now) {
         return;
     }

@@ -11,5 +11,6 @@ mod config;
 mod demand;
 mod failures;
 mod partition;
+mod rates;
 mod spread;
 mod world;

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use tower_redis_ratelimit::RedisStore;
 use tower_redis_ratelimit::store::region::Ledger;
+use tower_redis_ratelimit::{Policy, Quota, RedisStore, Rule};
 
 use super::world::{Setup, World};
 use crate::support::RedisServer;
@@ -19,8 +19,13 @@ const LEADER: usize = 0;
 
 fn setup() -> Setup {
     Setup {
-        quota: Q as u32,
-        period: Duration::from_secs_f64(PERIOD_S),
+        policy: Policy::global(Rule::fixed_window(
+            "api",
+            Quota::new(Q as u32, Duration::from_secs_f64(PERIOD_S)),
+        ))
+        .expect("a global policy"),
+        fence: Duration::from_secs_f64(PERIOD_S),
+        window: Duration::from_secs_f64(PERIOD_S),
         sync_every: Duration::from_millis(100),
         ..Setup::default()
     }

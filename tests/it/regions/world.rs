@@ -19,6 +19,8 @@ use crate::support::RedisServer;
 
 /// A scenario's quota unless its setup says otherwise: `QUOTA` units per window, worldwide.
 pub(crate) const QUOTA: u32 = 100;
+/// A scenario's window unless its setup says otherwise.
+pub(crate) const PERIOD: Duration = Duration::from_secs(1);
 /// The clocks' skew bound: every instance reads one machine's clock.
 pub(crate) const MAX_SKEW: Duration = Duration::from_millis(2);
 
@@ -69,7 +71,7 @@ pub(crate) struct World {
     pub(crate) clock: SystemClock,
     /// The start of the first window the ledger grants (µs): a scenario's time 0.
     pub(crate) t0_us: u64,
-    /// The global rule's period (µs).
+    /// The ledger's windows' length (µs).
     pub(crate) period_us: u64,
 }
 
@@ -78,9 +80,14 @@ pub(crate) struct Setup {
     /// Each region's latency to the ledger, one way.
     pub(crate) latencies: [Duration; 3],
     pub(crate) partition: PartitionMode,
-    /// The global rule: `quota` units a `period`, worldwide.
-    pub(crate) quota: u32,
-    pub(crate) period: Duration,
+    /// The global policy every instance limits (`QUOTA` per `PERIOD`, a fixed window, unless a
+    /// scenario says otherwise), and how long after the ledger's declaration it fences the
+    /// policy's windows (one period for a fixed window; `docs/regions.md`).
+    pub(crate) policy: Policy,
+    pub(crate) fence: Duration,
+    /// How long the ledger's windows of the policy are (`PERIOD` unless a scenario says
+    /// otherwise): time 0 is the start of one.
+    pub(crate) window: Duration,
     /// How often the instances report demand and move allotments.
     pub(crate) sync_every: Duration,
 }
@@ -94,8 +101,10 @@ impl Default for Setup {
                 Duration::from_millis(150),
             ],
             partition: PartitionMode::Refuse,
-            quota: QUOTA,
-            period: Duration::from_secs(1),
+            policy: Policy::global(Rule::fixed_window("api", Quota::new(QUOTA, PERIOD)))
+                .expect("a global policy"),
+            fence: PERIOD,
+            window: PERIOD,
             sync_every: Duration::from_millis(50),
         }
     }
@@ -123,12 +132,8 @@ impl World {
         ledger_for: impl Fn(&WanLink) -> Ledger,
     ) -> Self {
         let clock = SystemClock::new();
-        let policy = Policy::global(Rule::fixed_window(
-            "api",
-            Quota::new(setup.quota, setup.period),
-        ))
-        .expect("a global policy");
-        let period_us = u64::try_from(setup.period.as_micros()).unwrap();
+        let policy = &setup.policy;
+        let period_us = u64::try_from(setup.window.as_micros()).unwrap();
         let epoch = declare
             .declare_new(MAX_SKEW)
             .await
@@ -160,16 +165,13 @@ impl World {
                 Site {
                     redis: Mutex::new(redis),
                     link,
-                    fronts: instances
-                        .iter()
-                        .map(|store| front(store, &policy))
-                        .collect(),
+                    fronts: instances.iter().map(|store| front(store, policy)).collect(),
                 }
             })
             .collect();
-        // The ledger grants no window starting within a period and twice the skew of its
+        // The ledger grants no window starting within its fence and twice the skew of its
         // declaration: the first it grants opens the scenario.
-        let fence = epoch + period_us + 2 * skew_us();
+        let fence = epoch + u64::try_from(setup.fence.as_micros()).unwrap() + 2 * skew_us();
         let t0_us = (fence / period_us + 1) * period_us;
         let world = Self {
             sites,
