@@ -37,10 +37,15 @@
 --           Each region's share is the window's capacity (a window's limit; a meter's units free
 --           and held) split in proportion to the demands (its whole demand when all fit). A
 --           region gets what it wants, within what is free, up to its share less what it holds,
---           or more when the others' shares are covered. Reply {units granted, epoch, 1 if the
---           window is fenced else 0}. A window that an earlier life of the ledger may have metered
---           (it starts no later than the fence and twice the skew after the declaration) is
---           fenced: nothing is granted.
+--           or more when the others' shares are covered. A take of 0 units only reports the
+--           demand. Reply {units granted, epoch, 1 if the window is fenced else 0, the region's
+--           share, the units it holds here (the grant included), the units the other regions
+--           wait for: what their shares lack beyond the free units}: a region that holds more
+--           than its share gives back what the others wait for (surrender, then credit). A
+--           retried take answers its first grant and 0 for the last three, as a fenced one does.
+--           A window that an earlier life of the ledger may have metered (it starts no later
+--           than the fence and twice the skew after the declaration) is fenced: nothing is
+--           granted.
 -- credit:   ARGV[3] region, ARGV[4] move id, ARGV[5] units surrendered, ARGV[6..10] the meter.
 --           Reply the units free.
 -- the meter: its name ('window', 'sliding' or 'bucket'), windows per period k, burst (a
@@ -153,11 +158,11 @@ if op == 'take' then
   local start, fence = tonumber(ARGV[8]), tonumber(ARGV[9])
   local meter = meter_of(10)
   if start <= declared + fence + 2 * skew then
-    return {0, epoch, 1}
+    return {0, epoch, 1, 0, 0, 0}
   end
   local before = tonumber(redis.call('HGET', moves, id))
   if before then
-    return {before, epoch, 0}
+    return {before, epoch, 0, 0, 0, 0}
   end
   local flat = redis.call('HGETALL', window)
   local held = by_region(flat, 'g')
@@ -221,7 +226,8 @@ if op == 'take' then
   redis.call('HSET', moves, id, give)
   redis.call('PEXPIRE', window, ttl)
   redis.call('PEXPIRE', moves, ttl)
-  return {give, epoch, 0}
+  local waiting = math.max(0, owed - (free - give))
+  return {give, epoch, 0, share(region), (held[region] or 0) + give, waiting}
 elseif op == 'credit' then
   local before = tonumber(redis.call('HGET', moves, id))
   if before then

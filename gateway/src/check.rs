@@ -13,6 +13,7 @@ use tower_redis_ratelimit::store::redact_url;
 use tower_redis_ratelimit::store::region::PartitionMode;
 
 use crate::config::{AccessLogFormat, Connections, DEFAULT_GATEWAYS, File, FileError};
+use crate::envoy::placement::Placement;
 use crate::runtime::AdminAccess;
 use crate::{proxy, serve};
 
@@ -115,7 +116,21 @@ fn describe_serve(out: &mut String, serve: &serve::Loaded) {
             settings.deadline,
         );
         for (domain, file) in envoy.domains() {
-            let _ = writeln!(out, "    domain {domain} ({})", file.display());
+            let placement = match envoy.placement(&domain).unwrap_or_default() {
+                Placement::PerDescriptor => {
+                    "per_descriptor: each descriptor decided on its own, its counter in a slot of \
+                     its own"
+                }
+                Placement::AllOrNothing => {
+                    "all_or_nothing: a request's descriptors decided together, every counter in \
+                     the domain's slot"
+                }
+            };
+            let _ = writeln!(
+                out,
+                "    domain {domain} ({}), placement {placement}",
+                file.display()
+            );
         }
     }
     describe_listener(

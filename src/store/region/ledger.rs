@@ -56,6 +56,22 @@ pub(crate) struct Taken {
     pub(crate) fenced: bool,
     /// Whether enough replicas acknowledged the take: only then may it be applied.
     pub(crate) counted: bool,
+    /// The region's share of the window: the quota split by the demands the ledger knows
+    /// (0 in the answer to a retried or fenced take).
+    pub(crate) share: u64,
+    /// The units the region holds of the window on the ledger, this grant included.
+    pub(crate) held: u64,
+    /// The units the other regions wait for: what their shares lack beyond the free units.
+    pub(crate) waiting: u64,
+}
+
+impl Taken {
+    /// The units the region should give back: what it holds beyond its share, up to what the
+    /// others wait for. Nothing while the others' shares are covered: then a region may hold
+    /// more than its share.
+    pub(crate) fn to_give_back(self) -> u64 {
+        self.held.saturating_sub(self.share).min(self.waiting)
+    }
 }
 
 impl Ledger {
@@ -179,7 +195,8 @@ impl Ledger {
             // The fence: how long after a declaration an earlier life's grants may bear.
             .arg(key.meter().memory_us(key.limit(), window.period_us));
         meter_args(&mut call, key, window);
-        let ((units, _epoch, fenced), acknowledged): ((u64, u64, i64), u32) = self
+        type Reply = (u64, u64, i64, u64, u64, u64);
+        let ((units, _epoch, fenced, share, held, waiting), acknowledged): (Reply, u32) = self
             .store
             .run_and_wait(&call, self.replicas, self.wait)
             .await?;
@@ -187,6 +204,9 @@ impl Ledger {
             units,
             fenced: fenced == 1,
             counted: acknowledged >= self.replicas,
+            share,
+            held,
+            waiting,
         })
     }
 
@@ -404,6 +424,57 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(us.units, 75);
+    }
+
+    /// A take answers the region's share and what the others wait for, so that a region
+    /// holding more than its share gives back what the others lack, even when its own demand
+    /// still needs it.
+    #[tokio::test]
+    async fn a_take_says_what_a_region_holds_beyond_the_share_others_wait_for() {
+        let redis = RedisServer::start();
+        let ledger = Ledger::new(RedisStore::open(&redis.url()).unwrap());
+        ledger.declare_new(Duration::from_millis(5)).await.unwrap();
+        let (key, now) = (key(), now_us());
+        let window = later(now);
+        // Alone, "eu" asks twice the quota: its share is the whole quota, and it takes it.
+        let eu = ledger
+            .take(&key, window, "eu", "m1", 100, 200, now)
+            .await
+            .unwrap();
+        assert_eq!(
+            (eu.units, eu.share, eu.held, eu.waiting),
+            (100, 100, 100, 0)
+        );
+        assert_eq!(eu.to_give_back(), 0);
+        // "us" asks as much: a third of the quota is its share, nothing is free.
+        let us = ledger
+            .take(&key, window, "us", "m2", 50, 100, now)
+            .await
+            .unwrap();
+        assert_eq!((us.units, us.share, us.held, us.waiting), (0, 33, 0, 0));
+        // "eu" reports again (a take of nothing): it holds 100 of a share of 66, and "us"
+        // waits for its 33.
+        let eu = ledger
+            .take(&key, window, "eu", "m3", 0, 200, now)
+            .await
+            .unwrap();
+        assert_eq!((eu.units, eu.share, eu.held, eu.waiting), (0, 66, 100, 33));
+        assert_eq!(eu.to_give_back(), 33);
+        // Given back (the region surrendered them first), "us" takes its share.
+        ledger
+            .credit(&key, window, "eu", "m4", 33, now)
+            .await
+            .unwrap();
+        let us = ledger
+            .take(&key, window, "us", "m5", 50, 100, now)
+            .await
+            .unwrap();
+        assert_eq!((us.units, us.held, us.waiting), (33, 33, 0));
+        let eu = ledger
+            .take(&key, window, "eu", "m6", 0, 200, now)
+            .await
+            .unwrap();
+        assert_eq!(eu.to_give_back(), 0);
     }
 
     #[tokio::test]

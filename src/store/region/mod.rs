@@ -7,7 +7,10 @@
 //! decides every request from what it holds, in its own Redis, with no call across regions; in
 //! the background, the instance that leads the region reports its demand to the ledger and moves
 //! units between them (take, apply, surrender, credit: each idempotent, by a move id). Units of
-//! a window are only spent in that window, so an allotment ends with its window.
+//! a window are only spent in that window, so an allotment ends with its window. A take's
+//! answer says the region's share and what the other regions wait for, and a region holding
+//! more than its share gives that back (a surrender and a credit like any other): shares
+//! follow demand within about a second, when it spreads to new regions too.
 //!
 //! **Windows.** A global rule's quota `Q` per period is allotted in *windows* aligned to the Unix
 //! epoch (`policy::global`): a fixed window's windows, a sliding window's `k` sub-intervals, or
@@ -43,7 +46,9 @@ mod meter;
 #[cfg(test)]
 mod metered_takes;
 mod mover;
+mod pace;
 mod partition;
+mod rate;
 mod shared;
 mod store;
 mod window;
