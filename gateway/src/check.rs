@@ -6,13 +6,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use tower_redis_ratelimit::config::{
-    KeyConfig, Limits, LimitsConfig, RouteConfig, RuleConfig, StoreConfig,
+    KeyConfig, Limits, LimitsConfig, PolicyConfig, RouteConfig, RuleConfig, StoreConfig,
 };
 use tower_redis_ratelimit::policy::Algorithm;
 use tower_redis_ratelimit::store::redact_url;
 use tower_redis_ratelimit::store::region::PartitionMode;
 
 use crate::config::{AccessLogFormat, Connections, DEFAULT_GATEWAYS, File, FileError};
+use crate::envoy::placement::Placement;
 use crate::runtime::AdminAccess;
 use crate::{proxy, serve};
 
@@ -50,7 +51,7 @@ fn describe(
         Some(serve) => describe_serve(&mut out, serve),
         None => out.push_str("serve: none (no [serve] table)\n"),
     }
-    describe_limits(&mut out, &file.limits);
+    describe_limits(&mut out, &file.limits, limits);
     describe_paths(&mut out, limits);
     out
 }
@@ -115,7 +116,21 @@ fn describe_serve(out: &mut String, serve: &serve::Loaded) {
             settings.deadline,
         );
         for (domain, file) in envoy.domains() {
-            let _ = writeln!(out, "    domain {domain} ({})", file.display());
+            let placement = match envoy.placement(&domain).unwrap_or_default() {
+                Placement::PerDescriptor => {
+                    "per_descriptor: each descriptor decided on its own, its counter in a slot of \
+                     its own"
+                }
+                Placement::AllOrNothing => {
+                    "all_or_nothing: a request's descriptors decided together, every counter in \
+                     the domain's slot"
+                }
+            };
+            let _ = writeln!(
+                out,
+                "    domain {domain} ({}), placement {placement}",
+                file.display()
+            );
         }
     }
     if let Some(quota) = &serve.quota {
@@ -204,7 +219,7 @@ fn describe_proxy(out: &mut String, proxy: &proxy::Loaded) {
     }
 }
 
-fn describe_limits(out: &mut String, limits: &LimitsConfig) {
+fn describe_limits(out: &mut String, limits: &LimitsConfig, built: &Limits) {
     if limits.stores.is_empty() {
         out.push_str("stores: none named: counts are kept in process (one instance)\n");
     } else {
@@ -217,9 +232,15 @@ fn describe_limits(out: &mut String, limits: &LimitsConfig) {
     for (name, policy) in &limits.policies {
         let rules: Vec<String> = policy.rules.iter().map(rule).collect();
         let global = if policy.global {
-            ", global (one quota across regions; fails closed whatever the failure_mode)"
+            // The windows it is allotted in, from a route's layer of it (none: no route uses it).
+            let windows = limits
+                .routes
+                .iter()
+                .filter(|(_, route)| route.policy == *name)
+                .find_map(|(route, _)| built.layer(route)?.policy().global_windows());
+            global(policy, windows)
         } else {
-            ""
+            String::new()
         };
         let _ = writeln!(out, "  {name}: {}{global}", rules.join("; "));
     }
@@ -342,6 +363,37 @@ fn store(store: &StoreConfig) -> String {
 
 /// A rule in the file's words: `api: gcra, limit 10 per 1s, burst 20`, with every setting the
 /// store runs (a sliding window's sub-intervals, default or not).
+/// What a global policy of one rule is held to worldwide, allotted in `windows` a period (see
+/// `docs/regions.md`).
+fn global(policy: &PolicyConfig, windows: Option<u32>) -> String {
+    let bound = match (policy.rules.first(), windows) {
+        (Some(rule), Some(windows)) => {
+            let window = human(rule.period / windows);
+            match rule.algorithm {
+                Algorithm::FixedWindow => format!("at most {} a window", rule.limit),
+                Algorithm::SlidingWindow { .. } => format!(
+                    "allotted in windows of {window}: at most {} in any {windows} consecutive",
+                    rule.limit
+                ),
+                _ => {
+                    let burst = rule.burst.unwrap_or(rule.limit);
+                    let refill = if rule.limit % windows == 0 {
+                        (rule.limit / windows).to_string()
+                    } else {
+                        format!("{}/{windows}", rule.limit)
+                    };
+                    format!(
+                        "allotted in {windows} windows of {window}: at most {burst} + {refill} × m in \
+                         any m consecutive"
+                    )
+                }
+            }
+        }
+        _ => "used by no route".to_owned(),
+    };
+    format!(", global (one quota across regions, {bound}; fails closed whatever the failure_mode)")
+}
+
 fn rule(rule: &RuleConfig) -> String {
     let mut text = format!(
         "{}: {}, limit {} per {}",

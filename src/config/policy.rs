@@ -23,8 +23,9 @@ use crate::quota::Quota;
 pub struct PolicyConfig {
     /// The rules, at least one.
     pub rules: Vec<RuleConfig>,
-    /// One quota for every region ([`Policy::global`]): one `fixed_window` rule, decided in
-    /// each region by a store with a `region` table (default `false`).
+    /// One quota for every region ([`Policy::global`]): one `fixed_window`, `sliding_window`,
+    /// `gcra` or `token_bucket` rule, decided in each region by a store with a `region` table
+    /// (default `false`).
     #[serde(default)]
     pub global: bool,
 }
@@ -70,9 +71,9 @@ impl PolicyConfig {
             .map(|(index, rule)| rule.build(&format!("{field}.rules[{index}]")))
             .collect::<Result<Vec<_>, _>>()?;
         // Per-rule mistakes were named above; what is left concerns the rules together (two with
-        // one name, too many, a global policy's one rule not a fixed window).
+        // one name, too many, a global policy's one rule not one it can hold).
         Policy::of(rules, self.global).map_err(|err| match err {
-            ConfigError::GlobalNotFixedWindow { .. } => err.at(format!("{field}.rules[0]")),
+            ConfigError::GlobalRule { .. } => err.at(format!("{field}.rules[0]")),
             err => err.at(format!("{field}.rules")),
         })
     }

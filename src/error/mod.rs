@@ -40,15 +40,15 @@ pub enum ConfigError {
         /// The maximum.
         max: usize,
     },
-    /// A global policy (one quota for every region, see [`Policy::global`](crate::Policy::global))
-    /// holds one fixed-window rule.
-    #[error(
-        "rule {rule:?} of a global policy is not a fixed window: a global policy holds one \
-         fixed-window rule (`Rule::fixed_window`)"
-    )]
-    GlobalNotFixedWindow {
+    /// A rule that a global policy (one quota for every region, see
+    /// [`Policy::global`](crate::Policy::global)) cannot hold: a sliding log, a rule with a
+    /// `max_delay`, or a bucket whose windows would be shorter than a microsecond.
+    #[error("rule {rule:?} cannot be a global policy's: {reason}")]
+    GlobalRule {
         /// The rule's name.
         rule: String,
+        /// Why.
+        reason: &'static str,
     },
     /// A global policy given more rules than its one.
     #[error(

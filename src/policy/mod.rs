@@ -10,6 +10,7 @@
 //!   burst keeps it.
 //! - A [`Policy`] is one or more rules checked together, all or nothing.
 
+mod global;
 mod rule;
 mod set;
 mod state_code;

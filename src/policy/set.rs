@@ -36,6 +36,9 @@ struct PolicyInner {
     rules: Box<[Rule]>,
     /// One quota for the whole world, spent by regions (see [`Policy::global`]).
     global: bool,
+    /// The windows per period the ledger allots a global policy's rule in (`policy::global`);
+    /// 1 for a policy that is not global.
+    windows: u32,
     /// Stable per-rule identities for the memory store (name and state code hashed).
     rule_ids: Box<[u64]>,
     /// Each rule's parameters as the algorithms compute with them, validated once here.
@@ -78,6 +81,7 @@ impl Policy {
             inner: Arc::new(PolicyInner {
                 rules,
                 global: false,
+                windows: 1,
                 rule_ids,
                 params,
             }),
@@ -86,8 +90,12 @@ impl Policy {
 
     /// A global policy: one quota per key for the whole world, of which each region spends the
     /// allotments a ledger hands it (see `store::region::RegionStore`), deciding every request in the
-    /// region. It holds one fixed-window rule, whose windows are aligned to the Unix epoch under
-    /// a region store so that every region counts the same windows.
+    /// region. It holds one rule: a fixed window, a sliding window, GCRA or a token bucket (not a
+    /// sliding log, nor a rule with a `max_delay`). Under a region store the ledger allots it in
+    /// *windows* aligned to the Unix epoch, so that every region counts the same ones: a fixed
+    /// window's windows, a sliding window's sub-intervals, and for GCRA and the token bucket
+    /// the period split so that a window refills at most half the burst; it meters the windows'
+    /// grants as the rule's algorithm would (`docs/regions.md` states each bound).
     ///
     /// A store that is not a `store::region::RegionStore` counts a global policy as any other: one
     /// Redis, or one process, is then the whole world. A rate-limit layer fails closed (503) on a
@@ -99,19 +107,18 @@ impl Policy {
     ///
     /// let policy = Policy::global(Rule::fixed_window("api", Quota::per_minute(6_000)))?;
     /// assert!(policy.is_global());
-    /// let error = Policy::global(Rule::gcra("api", Quota::per_minute(6_000))).unwrap_err();
-    /// assert!(matches!(error, ConfigError::GlobalNotFixedWindow { .. }));
+    /// let rate = Policy::global(Rule::gcra("api", Quota::per_minute(6_000).with_burst(100)))?;
+    /// assert!(rate.is_global());
+    /// let error = Policy::global(Rule::sliding_log("api", Quota::per_minute(6_000))).unwrap_err();
+    /// assert!(matches!(error, ConfigError::GlobalRule { .. }));
     /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn global(rule: Rule) -> Result<Self, ConfigError> {
-        if rule.algorithm() != crate::algorithm::Algorithm::FixedWindow {
-            return Err(ConfigError::GlobalNotFixedWindow {
-                rule: rule.name().to_owned(),
-            });
-        }
         let mut policy = Self::new([rule])?;
+        let windows = super::global::windows(&policy.inner.rules[0])?;
         if let Some(inner) = Arc::get_mut(&mut policy.inner) {
             inner.global = true;
+            inner.windows = windows;
         }
         Ok(policy)
     }
@@ -132,6 +139,28 @@ impl Policy {
     /// Whether this is a [global](Self::global) policy.
     pub fn is_global(&self) -> bool {
         self.inner.global
+    }
+
+    /// For a [global](Self::global) policy, how many windows a period its quota is allotted in
+    /// (each `period / windows` long): 1 for a fixed window (its windows), a sliding window's
+    /// sub-intervals, the fewest that refill at most half the burst for GCRA and the token
+    /// bucket. `None` for a policy that is not global.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tower_redis_ratelimit::{Policy, Quota, Rule};
+    ///
+    /// let rate = Rule::gcra("api", Quota::new(600, Duration::from_secs(60)).with_burst(20));
+    /// assert_eq!(Policy::global(rate)?.global_windows(), Some(60));
+    /// # Ok::<(), tower_redis_ratelimit::ConfigError>(())
+    /// ```
+    pub fn global_windows(&self) -> Option<u32> {
+        self.inner.global.then_some(self.inner.windows)
+    }
+
+    /// The windows per period a global policy's rule is allotted in (1 when not global).
+    pub(crate) fn window_count(&self) -> u32 {
+        self.inner.windows
     }
 
     /// The rules, in the order they were given.

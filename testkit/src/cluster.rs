@@ -1,6 +1,7 @@
 //! A real Redis Cluster for one test: three primaries and a replica each, on free ports, started
 //! with `redis-server --cluster-enabled yes` and joined with `redis-cli --cluster create`, torn
-//! down with its processes (SIGKILL by PID) and their directories.
+//! down with its processes (SIGKILL by PID) and their directories; or, for a benchmark, any
+//! number of primaries without replicas, joined slot range by slot range.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -70,6 +71,47 @@ impl RedisCluster {
             "redis-cli --cluster create failed: {}",
             String::from_utf8_lossy(&output.stdout)
         );
+        cluster.wait_until_ready(Duration::from_secs(30));
+        cluster
+    }
+
+    /// `count` primaries (1 or more) and no replicas, the slots shared evenly between them
+    /// (`CLUSTER ADDSLOTSRANGE`, then `CLUSTER MEET`): one primary too, which
+    /// `redis-cli --cluster create` refuses (it wants three). For a benchmark of how a load
+    /// spreads over primaries: no replica takes a core from them.
+    pub fn start_primaries(count: usize) -> Self {
+        assert!(count >= 1, "a cluster has at least one primary");
+        let node_timeout = NODE_TIMEOUT_MS.to_string();
+        let arguments = [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-node-timeout",
+            &node_timeout,
+        ];
+        let nodes: Vec<RedisServer> = (0..count)
+            .map(|_| {
+                RedisServer::try_start_tls_on(&arguments, cluster_port, None)
+                    .unwrap_or_else(|err| panic!("{err}"))
+            })
+            .collect();
+        let cluster = RedisCluster { nodes, tls: None };
+        let slots = 16_384;
+        let first = cluster.nodes[0].port().to_string();
+        for (index, node) in cluster.nodes.iter().enumerate() {
+            let start = slots * index / count;
+            let end = slots * (index + 1) / count - 1;
+            let added = node.cli(&[
+                "CLUSTER",
+                "ADDSLOTSRANGE",
+                &start.to_string(),
+                &end.to_string(),
+            ]);
+            assert_eq!(added, "OK", "CLUSTER ADDSLOTSRANGE {start} {end}");
+            if index > 0 {
+                let met = node.cli(&["CLUSTER", "MEET", "127.0.0.1", &first]);
+                assert_eq!(met, "OK", "CLUSTER MEET");
+            }
+        }
         cluster.wait_until_ready(Duration::from_secs(30));
         cluster
     }

@@ -25,73 +25,26 @@
 
 mod generator;
 mod modes;
+mod report;
+mod run;
+mod serving;
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use testkit::{BoxError, RedisServer, env_or};
-
 use testkit::load::Measured;
+use testkit::{BoxError, RedisServer};
 
-use crate::generator::{RedisCost, drive};
+use crate::generator::drive;
 use crate::modes::{Mode, Server};
+use crate::report::RedisCost;
+use crate::run::Settings;
 
 /// Each mode's unmeasured first slice.
 const WARM_UP: Duration = Duration::from_millis(500);
 
 fn main() -> ExitCode {
-    // `cargo bench` passes `--bench`; `cargo test --benches` does not, and should not start a
-    // long run (nor need Redis).
-    if !testkit::run_by_cargo_bench("envoy") {
-        return ExitCode::SUCCESS;
-    }
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("benches/envoy: {err}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// The run's settings, read from the environment.
-struct Settings {
-    slice: Duration,
-    rounds: usize,
-    connections: usize,
-    in_flight: usize,
-    workers: usize,
-}
-
-impl Settings {
-    fn from_env() -> Result<Self, BoxError> {
-        let seconds: f64 = env_or("ENVOY_BENCH_SECONDS", 2.0)?;
-        let slice = Duration::try_from_secs_f64(seconds)
-            .ok()
-            .filter(|slice| !slice.is_zero())
-            .ok_or("ENVOY_BENCH_SECONDS must be a positive number of seconds")?;
-        let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
-        let settings = Self {
-            slice,
-            rounds: env_or("ENVOY_BENCH_ROUNDS", 3)?,
-            connections: env_or("ENVOY_BENCH_CONNECTIONS", 4)?,
-            in_flight: env_or("ENVOY_BENCH_IN_FLIGHT", 16)?,
-            workers: env_or("ENVOY_BENCH_WORKERS", cores)?,
-        };
-        if [
-            settings.rounds,
-            settings.connections,
-            settings.in_flight,
-            settings.workers,
-        ]
-        .contains(&0)
-        {
-            return Err(
-                "rounds, connections, in-flight requests and workers must be at least 1".into(),
-            );
-        }
-        Ok(settings)
-    }
+    run::main("envoy", run)
 }
 
 fn run() -> Result<(), BoxError> {
@@ -110,20 +63,12 @@ fn run() -> Result<(), BoxError> {
     let client = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    eprintln!(
-        "benches/envoy: {} modes, {} rounds of {:?} slices, {} connections × {} in flight, {} \
-         server threads; warming up",
-        targets.len(),
-        settings.rounds,
-        settings.slice,
-        settings.connections,
-        settings.in_flight,
-        settings.workers,
-    );
+    settings.announce("envoy", targets.len());
     let slice = |server: &Server, duration| {
+        let mode = server.mode;
         client.block_on(drive(
-            server.addr,
-            server.mode,
+            server.served.addr,
+            move |n| mode.request(n),
             settings.connections,
             settings.in_flight,
             duration,
@@ -151,20 +96,8 @@ fn run() -> Result<(), BoxError> {
             measured.add(&outcome)?;
         }
     }
-    let load_after = testkit::load::load_average();
-    let cores = std::thread::available_parallelism().map_or(0, |cores| cores.get());
-    let load = match (load_before, load_after) {
-        (Some(before), Some(after)) => {
-            format!("; load average {before:.2} before, {after:.2} after")
-        }
-        _ => String::new(),
-    };
-    let line = format!(
-        "cargo bench -p tower-redis-ratelimit-gateway --bench envoy: {} rounds × {:?} per mode, \
-         {} connections × {} in flight, {} server threads, {cores} cores{load}",
-        settings.rounds, settings.slice, settings.connections, settings.in_flight, settings.workers
-    );
-    generator::print(
+    let line = settings.line("envoy", load_before);
+    report::print(
         &line,
         targets.into_iter().map(|(_, measured)| measured).collect(),
         &costs,

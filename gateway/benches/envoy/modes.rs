@@ -1,8 +1,5 @@
 //! What each mode serves, and the requests the generator sends it.
 
-use std::convert::Infallible;
-use std::net::SocketAddr;
-
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
@@ -10,15 +7,10 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService as Rls, RateLimitServiceServer,
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use ratelimit_gateway::config::EnvoySettings;
-use ratelimit_gateway::envoy::RateLimitService;
-use ratelimit_gateway::runtime::{self, Address, Connections, Listener, ShutdownTrigger};
-use testkit::{BoxError, TempDir};
-use tower::Service;
-use tower_redis_ratelimit::HeaderFamilies;
-use tower_redis_ratelimit::admission::FailureMode;
-use tower_redis_ratelimit::config::{Format, LimitsConfig};
+use testkit::BoxError;
 use tower_redis_ratelimit::deadpool_redis::redis;
+
+use crate::serving::Served;
 
 /// The limits: `allowed` admits everything (a billion an hour per key), `denied` admits one
 /// request per user an hour, so all but the first of each user are refused.
@@ -199,90 +191,30 @@ impl Mode {
 /// A mode's server, listening until dropped.
 pub(crate) struct Server {
     pub(crate) mode: Mode,
-    pub(crate) addr: SocketAddr,
-    _trigger: ShutdownTrigger,
-    _rules: Option<TempDir>,
+    pub(crate) served: Served,
 }
 
 impl Server {
     /// Starts `mode`'s server on a free port (inside the servers' runtime).
     pub(crate) async fn start(mode: Mode, redis_url: &str) -> Result<Server, BoxError> {
-        let listener = Listener::tcp(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
-        let Address::Tcp(addr) = listener.address()? else {
-            return Err("not a TCP listener".into());
-        };
-        let (trigger, shutdown) = ShutdownTrigger::new();
-        let mut rules_dir = None;
-        match mode {
-            Mode::Bare { .. } => serve(listener, shutdown, RateLimitServiceServer::new(Bare(None))),
+        let served = match mode {
+            Mode::Bare { .. } => Served::start(RateLimitServiceServer::new(Bare(None))).await?,
             Mode::Evalsha => {
                 let client = redis::Client::open(redis_url)?;
                 let connection = client.get_multiplexed_async_connection().await?;
-                serve(
-                    listener,
-                    shutdown,
-                    RateLimitServiceServer::new(Bare(Some(connection))),
-                );
+                Served::start(RateLimitServiceServer::new(Bare(Some(connection)))).await?
             }
             Mode::Service { redis, .. } => {
-                let dir = TempDir::new("envoy-bench")?;
-                for (name, yaml) in RULES {
-                    std::fs::write(dir.path().join(name), yaml)?;
-                }
                 let stores = if redis {
                     format!("[stores.shared]\ntype = \"redis\"\nurl = \"{redis_url}\"\n")
                 } else {
                     String::new()
                 };
-                let limits = LimitsConfig::parse(&stores, Format::Toml)?.build()?;
-                let settings = EnvoySettings {
-                    failure_mode: FailureMode::Closed,
-                    deadline: std::time::Duration::from_secs(1),
-                    headers: HeaderFamilies::DEFAULT,
-                };
-                let service = RateLimitService::load(dir.path(), settings, &limits)?;
-                serve(listener, shutdown, service.grpc());
-                rules_dir = Some(dir);
+                Served::rules(&RULES, &stores).await?
             }
-        }
-        Ok(Server {
-            mode,
-            addr,
-            _trigger: trigger,
-            _rules: rules_dir,
-        })
+        };
+        Ok(Server { mode, served })
     }
-}
-
-/// Serves a tonic service on the gateway's listener, as `serve` does.
-fn serve<S>(listener: Listener, shutdown: runtime::Shutdown, service: S)
-where
-    S: Service<
-            http::Request<hyper::body::Incoming>,
-            Response = http::Response<tonic::body::Body>,
-            Error = Infallible,
-        > + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send + 'static,
-{
-    let handler = move |request| {
-        let mut service = service.clone();
-        async move {
-            match service.call(request).await {
-                Ok(response) => response,
-                Err(never) => match never {},
-            }
-        }
-    };
-    tokio::spawn(runtime::serve_connections(
-        listener,
-        Connections::defaults(),
-        runtime::Workers::none(),
-        handler,
-        shutdown,
-    ));
 }
 
 /// The floors: OK for every descriptor, after one `EVALSHA` when it has a connection.

@@ -1,52 +1,33 @@
 //! One `ShouldRateLimit` request decided: each descriptor's limit found, the counted ones decided
-//! together in the domain's store (all or nothing: a request refused by one limit consumes
-//! none of the others), then one status per descriptor, the overall code, the metrics and the
-//! headers for the client.
+//! in the domain's store as its [`Placement`](super::placement::Placement) says (all or
+//! nothing: a request refused by one limit consumes none of the others; or each descriptor on
+//! its own, as the reference decides), then one status per descriptor, the overall code, the
+//! metrics and the headers for the client.
 //!
-//! The descriptors' rules are one [`Policy`] on one key, the domain: the store decides every
-//! rule of a policy in one atomic step and counts them only when all admit. On Redis their
-//! state keys share the domain as hash tag, one slot on a Cluster (`gateway/docs/envoy.md` says what
-//! that means for a domain's load). A store decides one cost per policy and holds a rule once,
-//! so descriptors with different `hits_addend` are decided one cost after another (a cost of 0,
-//! a descriptor's "check only", first: a peek that counts nothing), one counter sent twice in two
-//! steps, and a request with more descriptors than a policy holds
-//! ([`MAX_RULES`]) in groups of that size: a refusal stops the groups after it from counting,
-//! and the groups before it stay counted.
+//! Here the counted descriptors become steps (by cost, one counter once per step, enforced
+//! before shadow); `calls` makes the store calls of the placement.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use http::HeaderMap;
 use sha2::{Digest, Sha256};
 use tower_redis_ratelimit::Quota;
-use tower_redis_ratelimit::decision::RuleVerdict;
-use tower_redis_ratelimit::key::Key;
-use tower_redis_ratelimit::policy::{Algorithm, MAX_RULES, Policy, Rule};
-use tower_redis_ratelimit::respond::PolicyHeaders;
-use tower_redis_ratelimit::store::StoreError;
-use tower_redis_ratelimit::{Decision, Store};
+use tower_redis_ratelimit::policy::{Algorithm, Rule};
 
-use super::limit::{LimitKind, Reported, unit_period};
+use super::calls::{Answered, Counted, Step, decide_steps};
+use super::limit::{LimitKind, unit_period};
 use super::loaded::Loaded;
 use super::matching::{Found, apply_replaces};
-use super::metrics::{Hit, near, record};
-use super::status::{current_limit, failed, fill, header_values, proto, response};
+use super::metrics::{Hit, record};
+use super::status::{current_limit, failed, header_values, proto, response};
 use crate::config::EnvoySettings;
 
 /// The most descriptors one request may carry. Envoy sends one per `rate_limits` action of a
 /// route (a handful); without a bound, one message of the 4 MiB tonic accepts could carry
 /// hundreds of thousands, each found, named and counted.
 pub const MAX_DESCRIPTORS: usize = 256;
-
-/// A descriptor's limit to count, and what it is reported as.
-struct Counted {
-    index: usize,
-    rule: Rule,
-    reported: Reported,
-}
 
 /// Decides `request` with `loaded`'s domains and stores.
 pub(super) async fn decide(
@@ -146,7 +127,7 @@ pub(super) async fn decide(
                 let hit = Hit::Over {
                     shadow: found.limit.shadow,
                 };
-                record(&labels(found), hit, u64::from(cost(index)));
+                record(&found.labels(), hit, u64::from(cost(index)));
             }
             LimitKind::Counted {
                 algorithm,
@@ -177,115 +158,40 @@ pub(super) async fn decide(
             }
         }
     }
-    let key = Key::from(request.domain.as_str());
-    // One deadline for the whole request: a request decided in several steps still answers
-    // within it, as the gateway waiting for it expects.
-    let until = Until::after(settings.deadline);
-    let mut shown: Option<(PolicyHeaders, Decision)> = None;
-    for (groups, shadow) in [(enforced, false), (shadow, true)] {
-        for ((cost, _), group) in groups {
-            for chunk in group.chunks(MAX_RULES) {
-                let answer = decide_group(store, &key, until, chunk, cost, !refused).await;
-                let (decision, each) = match answer {
-                    Ok(answer) => answer,
-                    // Shadow limits never refuse: their store failing changes no answer.
-                    Err(_) if shadow => continue,
-                    Err(err) => return Ok(failed(settings, &found, statuses, &err)),
-                };
-                for (position, (counted, own)) in chunk.iter().zip(&each).enumerate() {
-                    let over = decision.refused_by().any(|index| index == position);
-                    let found = &found[counted.index];
-                    fill(
-                        &mut statuses[counted.index],
-                        found,
-                        counted.reported,
-                        own,
-                        over && !shadow,
-                    );
-                    record_hit(found, own, counted.rule.capacity(), over, shadow, cost);
-                }
-                if shadow {
-                    continue;
-                }
-                // The headers tell the most restrictive decision: a refusal, else the fewest
-                // remaining.
-                let more_restrictive = shown.as_ref().is_none_or(|(_, before)| {
-                    before.is_allowed()
-                        && (!decision.is_allowed() || decision.remaining() < before.remaining())
-                });
-                refused |= !decision.is_allowed();
-                if more_restrictive && let Some(headers) = headers_of(chunk, &found) {
-                    shown = Some((headers, decision));
-                }
-            }
-        }
-    }
+    let steps = [(enforced, false), (shadow, true)]
+        .into_iter()
+        .flat_map(|(groups, shadow)| {
+            groups.into_iter().map(move |((cost, _), group)| Step {
+                cost,
+                shadow,
+                group,
+            })
+        })
+        .collect();
+    let answered = Answered::new(&found, statuses, refused);
+    let placement = domain.placement;
+    let decided = decide_steps(
+        store,
+        placement,
+        &request.domain,
+        settings.deadline,
+        steps,
+        answered,
+    )
+    .await;
+    let answered = match decided {
+        Ok(answered) => answered,
+        Err((err, statuses)) => return Ok(failed(settings, &found, statuses, &err)),
+    };
     let mut headers = HeaderMap::new();
-    if let Some((policy, decision)) = shown {
+    if let Some((policy, decision)) = answered.shown {
         policy.write(&mut headers, settings.headers, decision);
     }
-    Ok(response(statuses, refused, header_values(&headers)))
-}
-
-/// When the request's store calls must have answered, and the deadline that instant comes from
-/// (for the error).
-#[derive(Clone, Copy)]
-struct Until {
-    instant: tokio::time::Instant,
-    deadline: Duration,
-}
-
-impl Until {
-    fn after(deadline: Duration) -> Self {
-        let now = tokio::time::Instant::now();
-        // A deadline of years (a file may say so) is a deadline of a year, not an overflow.
-        let instant = now
-            .checked_add(deadline)
-            .unwrap_or(now + Duration::from_secs(365 * 24 * 3600));
-        Self { instant, deadline }
-    }
-}
-
-/// Checks `group` with `cost` (or, when the request is refused already, only reads it), until
-/// the request's deadline: the group's decision and each rule's own verdict (its remaining and
-/// reset), all from the one store call that decides.
-async fn decide_group(
-    store: &Arc<dyn Store>,
-    key: &Key,
-    until: Until,
-    group: &[Counted],
-    cost: u32,
-    count: bool,
-) -> Result<(Decision, Vec<RuleVerdict>), StoreError> {
-    let rules = group.iter().map(|counted| counted.rule.clone());
-    let policy = Policy::new(rules).map_err(|err| StoreError::error_reply(err.to_string()))?;
-    let cost = if count { cost } else { 0 };
-    let check = Arc::clone(store).check_verdicts(key, &policy, cost);
-    let verdicts = match tokio::time::timeout_at(until.instant, check).await {
-        Ok(answer) => answer?,
-        Err(_) => return Err(StoreError::timeout(until.deadline)),
-    };
-    let each = verdicts.rules().to_vec();
-    Ok((verdicts.into_decision(), each))
-}
-
-fn record_hit(
-    found: &Option<Found>,
-    own: &RuleVerdict,
-    capacity: u32,
-    over: bool,
-    shadow: bool,
-    cost: u32,
-) {
-    let Some(found) = found else { return };
-    let hit = if over {
-        Hit::Over { shadow }
-    } else {
-        Hit::Within {
-            near: near(own.used(), u64::from(capacity)),
-        }
-    };
-    record(&labels(found), hit, u64::from(cost));
+    Ok(response(
+        answered.statuses,
+        answered.refused,
+        header_values(&headers),
+    ))
 }
 
 /// The rule a descriptor's counted limit is decided by, in its domain's key: what a reset of
@@ -312,36 +218,4 @@ fn counter_name(counter: &[(String, String)]) -> String {
         .map(|byte| format!("{byte:02x}"))
         .collect();
     format!("e.{hex}")
-}
-
-/// The headers of a group's decisions: its rules under the names the client sees (each
-/// limit's [`shown`](super::limit::Limit) name, made unique with the descriptor's position), made
-/// once per limit for a group of one. `None` would be a bug (names made plain, quotas checked
-/// when the file loaded), answered without headers.
-fn headers_of(group: &[Counted], found: &[Option<Found>]) -> Option<PolicyHeaders> {
-    let limit = |counted: &Counted| found[counted.index].as_ref().map(|found| &found.limit);
-    if let [one] = group {
-        return limit(one)?.headers().cloned();
-    }
-    let mut names: Vec<String> = Vec::with_capacity(group.len());
-    for counted in group {
-        let mut name = limit(counted)?.shown.clone();
-        if name.is_empty() || names.contains(&name) {
-            name = format!("{name}.{}", counted.index);
-        }
-        names.push(name);
-    }
-    let rules = group
-        .iter()
-        .zip(names)
-        .map(|(counted, name)| Rule::new(name, counted.rule.algorithm(), counted.rule.quota()));
-    Policy::new(rules).ok().map(PolicyHeaders::new)
-}
-
-/// The labels of a descriptor's metrics: its limit's, unless the request's values are in them.
-fn labels(found: &Found) -> std::borrow::Cow<'_, [metrics::Label]> {
-    match &found.metric_key {
-        Some(key) => std::borrow::Cow::Owned(super::metrics::labels(key)),
-        None => std::borrow::Cow::Borrowed(&found.limit.labels),
-    }
 }

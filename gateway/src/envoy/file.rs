@@ -2,8 +2,8 @@
 //! file or from every `.yaml` / `.yml` file of a directory. Only what serde checks happens here
 //! (shapes, unknown fields); what the reference validates beyond that is [`super::tree`]'s.
 //!
-//! The gateway's extensions sit under keys named `extensions`, at the top of a file (the store)
-//! and in a `rate_limit` (algorithm, burst, any period), so a reader sees at once what
+//! The gateway's extensions sit under keys named `extensions`, at the top of a file (the store,
+//! the placement) and in a `rate_limit` (algorithm, burst, any period), so a reader sees at once what
 //! envoyproxy/ratelimit would not read.
 
 use std::fmt;
@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Deserializer, de};
 
+use super::placement::Placement;
 use crate::config::EnvoyFilesError;
 
 /// One file: a domain and its descriptors.
@@ -36,6 +37,10 @@ pub struct DomainExtensions {
     /// the default store when absent.
     #[serde(default)]
     pub store: Option<String>,
+    /// Where its counters live and how a request's descriptors are decided: `all_or_nothing`
+    /// (default) or `per_descriptor`.
+    #[serde(default)]
+    pub placement: Placement,
     /// The quotas Envoy's rate limit quota service assigns this domain's buckets.
     #[serde(default)]
     pub quota_service: Option<super::quota::file::QuotaServiceFile>,

@@ -131,6 +131,14 @@ impl<'a> Step<'a> {
 }
 
 impl Found {
+    /// The labels of its metrics: its limit's, unless the request's values are in them.
+    pub(super) fn labels(&self) -> std::borrow::Cow<'_, [metrics::Label]> {
+        match &self.metric_key {
+            Some(key) => std::borrow::Cow::Owned(super::metrics::labels(key)),
+            None => std::borrow::Cow::Borrowed(&self.limit.labels),
+        }
+    }
+
     /// A descriptor's own limit (`limit` in the request), in place of the files': counted in a
     /// fixed window, as the reference does, never in shadow mode. Its counter is the
     /// descriptor's entries, as the reference's key; a unit Envoy does not name counts per

@@ -5,14 +5,15 @@
 //! Istio configuration that points at it.
 //!
 //! - [`file`](mod@file): the YAML files as written, and the gateway's extensions (`extensions:` keys).
+//! - [`placement`]: where a domain's counters live, and so whether a request's descriptors are
+//!   decided all or nothing or each on its own.
 //! - [`limit`]: a `rate_limit`, its units and extensions.
 //! - [`tree`]: the reference's validation, and each domain's descriptor tree; `loaded`: the
 //!   trees with each domain's store.
 //! - [`matching`]: which limit a descriptor gets (most specific first, wildcards, `replaces`).
 //! - `budget`: the caller's `grpc-timeout`, and the store deadline it leaves.
-//! - `decide`: one request decided, its descriptors all or nothing, in the domain's store;
-//!   `status`: the answer Envoy gets.
-//! - [`metrics`]: the reference's per-descriptor counters.
+//! - `decide`: one request decided in the domain's store; `calls`: its store calls, as the
+//!   domain's placement says; `status`: the answer Envoy gets.
 //! - `reset`: a descriptor's counter reset, named as `decide` names it.
 //! - [`metrics`]: the reference's per-descriptor counters; `unknown`: the warning of a domain
 //!   the files do not have.
@@ -21,12 +22,14 @@
 //! - [`quota`]: Envoy's rate limit quota service (RLQS), over the same files.
 
 mod budget;
+mod calls;
 mod decide;
 pub mod file;
 pub mod limit;
 mod loaded;
 pub mod matching;
 pub mod metrics;
+pub mod placement;
 pub mod quota;
 mod reset;
 mod service;

@@ -1,8 +1,8 @@
 //! A descriptor's counter reset: the limit the descriptor finds in its domain's tree, named as
-//! `decide` names it (the domain as key, the counter's rule), reset in the domain's store.
+//! `decide` names it (the counter's rule, under the key its domain's placement gives it), reset
+//! in the domain's store.
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
-use tower_redis_ratelimit::key::Key;
 use tower_redis_ratelimit::policy::Policy;
 
 use super::decide::counter_rule;
@@ -55,9 +55,10 @@ pub(super) async fn reset(
             shown()
         )));
     };
-    let policy = Policy::try_from(counter_rule(&found, *algorithm, *quota))
-        .map_err(|err| ResetError::Invalid(err.to_string()))?;
-    reset_within(store.reset(&Key::from(domain), &policy)).await?;
+    let rule = counter_rule(&found, *algorithm, *quota);
+    let key = tree.placement.key(domain, &rule);
+    let policy = Policy::try_from(rule).map_err(|err| ResetError::Invalid(err.to_string()))?;
+    reset_within(store.reset(&key, &policy)).await?;
     Ok(format!(
         "reset the counter of descriptor {} in domain {domain:?}",
         shown()

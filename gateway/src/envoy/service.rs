@@ -14,6 +14,7 @@ use tower_redis_ratelimit::config::Limits;
 use super::budget::{GRPC_TIMEOUT, parse_grpc_timeout, store_deadline};
 use super::decide::decide;
 use super::loaded::{Loaded, load};
+use super::placement::Placement;
 use crate::config::{EnvoyFilesError, EnvoySettings};
 
 /// The path every request of the protocol starts with: a listener hands requests under it to
@@ -123,6 +124,11 @@ impl RateLimitService {
     pub fn domain_store(&self, domain: &str) -> Option<Option<&str>> {
         let domain = self.loaded.domains.get(domain)?;
         Some(domain.store.as_deref())
+    }
+
+    /// Where `domain`'s counters live and how its requests are decided, when the files have it.
+    pub fn placement(&self, domain: &str) -> Option<Placement> {
+        Some(self.loaded.domains.get(domain)?.placement)
     }
 
     /// Each domain with the file it came from, for `check`.

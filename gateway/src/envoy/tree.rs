@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::file::{DescriptorFile, DomainFile, Level};
 use super::limit::{Limit, limit};
+use super::placement::Placement;
 use crate::config::{EnvoyFilesError, FieldError};
 
 /// Every domain, by name.
@@ -22,6 +23,9 @@ pub struct Domain {
     pub file: PathBuf,
     /// The store it counts in (`extensions.store`), the default one when `None`.
     pub store: Option<String>,
+    /// Where its counters live, and how a request's descriptors are decided
+    /// (`extensions.placement`).
+    pub placement: Placement,
     pub(super) root: Node,
 }
 
@@ -75,6 +79,7 @@ impl Domains {
                 Domain {
                     file: path.clone(),
                     store: file.extensions.store.clone(),
+                    placement: file.extensions.placement,
                     root,
                 },
             );

@@ -6,6 +6,7 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descri
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::google::protobuf::UInt64Value;
 use metrics_exporter_prometheus::PrometheusBuilder;
+use ratelimit_gateway::envoy::placement::Placement;
 use tower_redis_ratelimit::admission::FailureMode;
 
 use crate::support::{Files, ask, codes, descriptor, header, overall, remaining, request};
@@ -25,14 +26,27 @@ descriptors:
 
 /// The all-or-nothing check, against whichever store `rules` has.
 pub(crate) async fn refused_requests_consume_no_other_limit(rules: &Files) {
+    refused_requests(rules, Placement::AllOrNothing).await;
+}
+
+/// Alice's requests of [`TWO_LIMITS`], each with the route `/orders`, against whichever store
+/// `rules` has: three admitted, then five refused by her limit, which count nothing on it. All
+/// or nothing, they spend nothing on the route either; per descriptor (its domain so placed),
+/// the route counts each, as the reference does.
+pub(crate) async fn refused_requests(rules: &Files, placement: Placement) {
     let service = rules.service(FailureMode::Closed);
+    assert_eq!(service.placement("api"), Some(placement));
     let both = request("api", &[&[("user", "alice")], &[("route", "/orders")]]);
     for sent in 1..=3u32 {
         let answer = ask(&service, &both).await;
         assert_eq!(codes(&answer).1, Code::Ok);
         assert_eq!(remaining(&answer), vec![3 - sent, 100 - sent]);
     }
-    for _ in 0..5 {
+    let spent_by_refusals = |refused: u32| match placement {
+        Placement::AllOrNothing => 0,
+        Placement::PerDescriptor => refused,
+    };
+    for refused in 1..=5 {
         let answer = ask(&service, &both).await;
         assert_eq!(
             codes(&answer),
@@ -40,12 +54,15 @@ pub(crate) async fn refused_requests_consume_no_other_limit(rules: &Files) {
         );
         assert_eq!(
             remaining(&answer),
-            vec![0, 97],
-            "the route's limit not spent"
+            vec![0, 97 - spent_by_refusals(refused)],
+            "{placement:?}: what the refused requests spent of the route's limit"
         );
     }
     let route = request("api", &[&[("route", "/orders")]]);
-    assert_eq!(remaining(&ask(&service, &route).await), vec![96]);
+    assert_eq!(
+        remaining(&ask(&service, &route).await),
+        vec![96 - spent_by_refusals(5)]
+    );
 }
 
 #[tokio::test]

@@ -3,24 +3,9 @@
 use tower_redis_ratelimit::admission::FailureMode;
 use tower_redis_ratelimit::config::{Format, LimitsConfig};
 
-use crate::support::Files;
+use crate::support::{Files, refused};
 use ratelimit_gateway::config::EnvoySettings;
 use ratelimit_gateway::envoy::RateLimitService;
-
-/// The error loading `files` (name, YAML), as printed.
-fn refused(files: &[(&str, &str)]) -> String {
-    let rules = Files::new(files, "");
-    let settings = EnvoySettings {
-        failure_mode: FailureMode::Open,
-        deadline: std::time::Duration::from_millis(100),
-        headers: tower_redis_ratelimit::HeaderFamilies::DEFAULT,
-    };
-    let err = RateLimitService::load(&rules.path(), settings, &rules.limits)
-        .err()
-        .expect("refused");
-    let text = err.to_string();
-    text.replace(&format!("{}/", rules.path().display()), "")
-}
 
 #[test]
 fn invalid_files_are_refused_with_the_file_the_field_and_the_references_message() {

@@ -1,5 +1,6 @@
 //! Envoy's rate limit service: the reference's documented configurations and requests, this
-//! crate's differences (all or nothing, every algorithm), both stores, failures, reload,
+//! crate's differences (all or nothing, every algorithm), a domain's placement (all or nothing,
+//! or per descriptor), both stores, failures, reload,
 //! invalid files, and the transports (h2c on TCP, a Unix socket, any `:authority`); then a
 //! real Envoy configured as gateway/docs/envoy.md says in front of `serve`, and what its clients see. A
 //! module per area; [`support`] writes the rules, serves them and holds the tonic client of
@@ -14,6 +15,7 @@ mod files;
 mod front;
 mod live;
 mod live_failures;
+mod placement;
 #[path = "../common/process.rs"]
 mod process;
 mod quota;

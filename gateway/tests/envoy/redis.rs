@@ -171,7 +171,7 @@ async fn a_refused_request_consumes_none_of_its_other_limits_under_sentinel() {
 }
 
 /// `urls` as a TOML array of strings.
-fn toml_list(urls: &[String]) -> String {
+pub(crate) fn toml_list(urls: &[String]) -> String {
     let quoted: Vec<String> = urls.iter().map(|url| format!("{url:?}")).collect();
     format!("[{}]", quoted.join(", "))
 }

@@ -112,6 +112,23 @@ async fn a_reset_lifts_exactly_its_descriptors_counter_in_every_instance_on_redi
     .await;
 }
 
+/// Per descriptor, a counter's key is its own (`placement`): the reset names it there.
+#[tokio::test]
+async fn a_reset_lifts_exactly_its_descriptors_counter_per_descriptor_on_redis() {
+    let redis = RedisServer::start();
+    let rules = RULES.replace(
+        "domain: api\n",
+        "domain: api\nextensions: { placement: per_descriptor }\n",
+    );
+    let first = Files::new(&[("api.yaml", &rules)], &redis_store(&redis.url()));
+    let second = Files::new(&[("api.yaml", &rules)], &redis_store(&redis.url()));
+    exactly_its_counter_is_reset(
+        &first.service(FailureMode::Open),
+        &second.service(FailureMode::Open),
+    )
+    .await;
+}
+
 /// `serve` with Envoy files: a descriptor reset through its admin address and from the command
 /// line.
 #[tokio::test]

@@ -50,13 +50,40 @@ impl Files {
 
     /// The service over these rules, failing as `failure_mode` says.
     pub(crate) fn service(&self, failure_mode: FailureMode) -> RateLimitService {
+        self.service_within(failure_mode, DEADLINE)
+    }
+
+    /// [`service`](Self::service), waiting for its store up to `deadline`.
+    pub(crate) fn service_within(
+        &self,
+        failure_mode: FailureMode,
+        deadline: std::time::Duration,
+    ) -> RateLimitService {
         let settings = EnvoySettings {
             failure_mode,
-            deadline: DEADLINE,
+            deadline,
             headers: HeaderFamilies::DEFAULT,
         };
         RateLimitService::load(&self.path(), settings, &self.limits).expect("the rules load")
     }
+}
+
+/// The error loading `files` (name, YAML), as printed, the directory left out.
+pub(crate) fn refused(files: &[(&str, &str)]) -> String {
+    let rules = Files::new(files, "");
+    let err = RateLimitService::load(
+        &rules.path(),
+        EnvoySettings {
+            failure_mode: FailureMode::Open,
+            deadline: std::time::Duration::from_millis(100),
+            headers: HeaderFamilies::DEFAULT,
+        },
+        &rules.limits,
+    )
+    .err()
+    .expect("refused");
+    let text = err.to_string();
+    text.replace(&format!("{}/", rules.path().display()), "")
 }
 
 /// A service served on `listener`, until dropped.

@@ -133,6 +133,9 @@ fn check_says_which_store_is_a_region_s_and_which_policy_global() {
          region = { name = \"eu-west\", ledger = { url = \"redis://:s3cret@ledger:6379\" } }\n\
          [policies.api]\nglobal = true\n\
          rules = [{ name = \"api\", algorithm = \"fixed_window\", limit = 600, period = \"1min\" }]\n\
+         [policies.rate]\nglobal = true\n\
+         rules = [{ name = \"rate\", algorithm = \"gcra\", limit = 600, period = \"1min\", burst = 20 }]\n\
+         [routes.rate]\npaths = [\"/rate/\"]\npolicy = \"rate\"\nkey = { header = \"x-api-key\" }\n\
          [routes.api]\npaths = [\"/api/\"]\npolicy = \"api\"\nkey = { header = \"x-api-key\" }\n",
     );
     let output = Command::new(BINARY)
@@ -148,7 +151,9 @@ fn check_says_which_store_is_a_region_s_and_which_policy_global() {
     );
     for line in [
         "  eu: redis redis://127.0.0.1:6379, region eu-west (ledger redis://:***@ledger:6379, partition refuse, max_skew the default)",
-        "  api: api: fixed_window, limit 600 per 1m, global (one quota across regions; fails closed whatever the failure_mode)",
+        "  api: api: fixed_window, limit 600 per 1m, global (one quota across regions, at most 600 a window; fails closed whatever the failure_mode)",
+        // A bucket is allotted in windows that refill at most half its burst: 60 of a second.
+        "  rate: rate: gcra, limit 600 per 1m, burst 20, global (one quota across regions, allotted in 60 windows of 1s: at most 20 + 10 × m in any m consecutive; fails closed whatever the failure_mode)",
     ] {
         assert!(
             stdout.lines().any(|l| l == line),

@@ -7,7 +7,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::process::{output_of, stdout_of};
-use crate::support::{BINARY, Proxy, TempFile, client, free_addr, get_with, proxy_table, upstream};
+use crate::support::{
+    BINARY, Proxy, TempFile, free_addr, get_with, keys_per_primary, proxy_table, readyz,
+    readyz_until, toml_strings, upstream,
+};
 
 /// A proxy in region `eu-west`, its Redis at `region`, spending a ledger at `ledger`.
 fn config(
@@ -69,28 +72,6 @@ fn walkthrough() -> Vec<String> {
         .filter(|line| !line.trim_start().starts_with('#') && !line.trim().is_empty())
         .map(str::to_owned)
         .collect()
-}
-
-async fn readyz(admin: std::net::SocketAddr) -> (u16, String) {
-    let response = client()
-        .get(format!("http://{admin}/readyz"))
-        .send()
-        .await
-        .unwrap();
-    (response.status().as_u16(), response.text().await.unwrap())
-}
-
-/// Asks `/readyz` until it answers `status`, for at most 10 s; its body.
-async fn readyz_until(admin: std::net::SocketAddr, status: u16) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let (code, body) = readyz(admin).await;
-        if code == status {
-            return body;
-        }
-        assert!(Instant::now() < deadline, "/readyz still {code}: {body}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -252,18 +233,13 @@ async fn a_ledger_on_a_redis_cluster_is_declared_and_spent_from_the_binary() {
     let upstream = upstream().await;
     let region = testkit::RedisServer::start();
     let cluster = testkit::cluster::RedisCluster::start();
-    let nodes = cluster
-        .urls()
-        .iter()
-        .map(|url| format!("{url:?}"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let nodes = toml_strings(&cluster.urls());
     let admin = free_addr();
     let proxy = Proxy::start(&config_with(
         upstream,
         admin,
         &region.url(),
-        &format!("nodes = [{nodes}]"),
+        &format!("nodes = {nodes}"),
         "20ms",
         LIMIT as u32,
     ));
@@ -327,20 +303,7 @@ async fn a_ledger_on_a_redis_cluster_is_declared_and_spent_from_the_binary() {
     }
 
     // The keys' windows on the ledger, per primary: on every one.
-    let spread: Vec<usize> = primaries
-        .iter()
-        .map(|&primary| {
-            cluster
-                .node(primary)
-                .cli(&["KEYS", "ratelimit:ledger:api:*"])
-                .lines()
-                .filter(|name| !name.ends_with(":moves") && !name.is_empty())
-                .filter_map(|name| name.split_once('{')?.1.split_once('}'))
-                .map(|(client, _)| client.to_owned())
-                .collect::<std::collections::BTreeSet<_>>()
-                .len()
-        })
-        .collect();
+    let spread = keys_per_primary(&cluster, "api");
     eprintln!("keys per primary: {spread:?}");
     assert_eq!(spread.iter().sum::<usize>(), KEYS, "{spread:?}");
     assert!(spread.iter().all(|&keys| keys > 0), "{spread:?}");

@@ -16,6 +16,7 @@ mod paths;
 #[path = "../common/process.rs"]
 mod process;
 mod redis_tls;
+mod regions;
 mod reset;
 mod routes;
 mod smoothing;

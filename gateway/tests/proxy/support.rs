@@ -2,7 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -247,4 +247,53 @@ pub(crate) async fn get_with(url: &str, headers: &[(&str, &str)]) -> reqwest::Re
         request = request.header(*name, *value);
     }
     request.send().await.unwrap()
+}
+
+/// `/readyz` of the admin listener at `admin`: its status and body.
+pub(crate) async fn readyz(admin: std::net::SocketAddr) -> (u16, String) {
+    let response = client()
+        .get(format!("http://{admin}/readyz"))
+        .send()
+        .await
+        .unwrap();
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+/// Asks `/readyz` until it answers `status`, for at most 10 s; its body.
+pub(crate) async fn readyz_until(admin: std::net::SocketAddr, status: u16) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (code, body) = readyz(admin).await;
+        if code == status {
+            return body;
+        }
+        assert!(Instant::now() < deadline, "/readyz still {code}: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `items` as a TOML array of strings: `["a", "b"]`.
+pub(crate) fn toml_strings(items: &[String]) -> String {
+    let quoted: Vec<String> = items.iter().map(|item| format!("{item:?}")).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+/// How many client keys of `rule` have windows on a Cluster ledger's primaries, per primary
+/// (read with `KEYS`, as an operator would list them; a window lives two periods).
+pub(crate) fn keys_per_primary(cluster: &testkit::cluster::RedisCluster, rule: &str) -> Vec<usize> {
+    let pattern = format!("ratelimit:ledger:{rule}:*");
+    cluster
+        .primaries()
+        .into_iter()
+        .map(|primary| {
+            cluster
+                .node(primary)
+                .cli(&["KEYS", &pattern])
+                .lines()
+                .filter_map(|name| name.split_once('{')?.1.split_once('}'))
+                .map(|(client, _)| client.to_owned())
+                .collect::<std::collections::BTreeSet<_>>()
+                .len()
+        })
+        .collect()
 }

@@ -12,15 +12,18 @@ use crate::store::redis::wrapped::StorageKey;
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Holding {
-    /// The rule's state name (`<rule>:<code>`), as in the keys of the Redis store.
+    /// The rule's state name (`<rule>:<code>`), as in the keys of the Redis store; followed by
+    /// `:w<k>` for a rule allotted in `k` windows a period (a sliding window, GCRA, a token
+    /// bucket).
     pub rule: String,
     /// The client key in its storage form: verbatim, or `#` and a digest for a long or binary
     /// key.
     pub key: String,
-    /// The window's index: window `w` of a rule of period `P` is `[w·P, (w+1)·P)` since the
-    /// Unix epoch.
+    /// The window's index: window `w` of a rule allotted in windows of `σ` (its period, or the
+    /// period over its windows) is `[w·σ, (w+1)·σ)` since the Unix epoch.
     pub window: u64,
-    /// Units of the quota that no region holds.
+    /// Units of the quota that no region holds: of a fixed window, what is left of it; of a
+    /// metered rule, what its meter left free after the window's last take or credit.
     pub free: u64,
     /// What each region holds, by region name.
     pub regions: Vec<RegionHolding>,
@@ -123,6 +126,11 @@ mod tests {
             parse("api:fw1:{customer-1}:442352"),
             Some(("api:fw1", "customer-1", 442352))
         );
+        assert_eq!(
+            parse("api:gcra-10/1s:w4:{customer-1}:442352"),
+            Some(("api:gcra-10/1s:w4", "customer-1", 442352))
+        );
+        assert_eq!(parse("api:gcra-10/1s:w4:{customer-1}:meter"), None);
         assert_eq!(parse("api:fw1:{customer-1}:442352:moves"), None);
         assert_eq!(parse("birth"), None);
         assert_eq!(parse("birth:{3560}"), None);

@@ -9,6 +9,7 @@ use crate::store::redis::wrapped::{Call, Entry, slot};
 use crate::store::{RedisStore, StoreError};
 
 use super::global_key::GlobalKey;
+use super::meter::Meter;
 use super::window::Window;
 
 /// The ledger of global policies: for each key and window, the units free and the units each
@@ -55,6 +56,22 @@ pub(crate) struct Taken {
     pub(crate) fenced: bool,
     /// Whether enough replicas acknowledged the take: only then may it be applied.
     pub(crate) counted: bool,
+    /// The region's share of the window: the quota split by the demands the ledger knows
+    /// (0 in the answer to a retried or fenced take).
+    pub(crate) share: u64,
+    /// The units the region holds of the window on the ledger, this grant included.
+    pub(crate) held: u64,
+    /// The units the other regions wait for: what their shares lack beyond the free units.
+    pub(crate) waiting: u64,
+}
+
+impl Taken {
+    /// The units the region should give back: what it holds beyond its share, up to what the
+    /// others wait for. Nothing while the others' shares are covered: then a region may hold
+    /// more than its share.
+    pub(crate) fn to_give_back(self) -> u64 {
+        self.held.saturating_sub(self.share).min(self.waiting)
+    }
 }
 
 impl Ledger {
@@ -119,6 +136,9 @@ impl Ledger {
         }
     }
 
+    /// A call of `op` on `window` of `key`: the birth, the window's hash, the one before, its
+    /// moves, then what the rule's meter reads (a sliding window's windows, a bucket's meter);
+    /// the meter's name and settings come after `op`'s own arguments ([`meter_args`]).
     fn call(&self, key: &GlobalKey, window: Window, op: &str, now_us: u64) -> Call {
         let prefix = self.store.prefix();
         let hash = key.ledger_key(prefix, window);
@@ -130,13 +150,25 @@ impl Ledger {
             },
         );
         let moves = format!("{hash}:moves");
-        let mut call = Call::new(Entry::Ledger, 0, 4);
+        let meter = key.meter();
+        let windows = meter.windows_read(window.index);
+        let bucket = matches!(meter, Meter::Bucket { .. });
+        let mut call = Call::new(
+            Entry::Ledger,
+            0,
+            4 + windows.clone().count() + usize::from(bucket),
+        );
         call.key(self.birth_key_of(key))
             .key(hash)
             .key(previous)
-            .key(moves)
-            .arg(op)
-            .arg(window.ttl_ms(now_us));
+            .key(moves);
+        for index in windows {
+            call.key(key.ledger_key(prefix, Window { index, ..window }));
+        }
+        if bucket {
+            call.key(key.meter_key(prefix));
+        }
+        call.arg(op).arg(key.ledger_ttl_ms(window, now_us));
         call
     }
 
@@ -158,10 +190,13 @@ impl Ledger {
             .arg(id)
             .arg(want)
             .arg(demand)
-            .arg(key.quota())
+            .arg(key.limit())
             .arg(window.start_us())
-            .arg(window.period_us);
-        let ((units, _epoch, fenced), acknowledged): ((u64, u64, i64), u32) = self
+            // The fence: how long after a declaration an earlier life's grants may bear.
+            .arg(key.meter().memory_us(key.limit(), window.period_us));
+        meter_args(&mut call, key, window);
+        type Reply = (u64, u64, i64, u64, u64, u64);
+        let ((units, _epoch, fenced, share, held, waiting), acknowledged): (Reply, u32) = self
             .store
             .run_and_wait(&call, self.replicas, self.wait)
             .await?;
@@ -169,6 +204,9 @@ impl Ledger {
             units,
             fenced: fenced == 1,
             counted: acknowledged >= self.replicas,
+            share,
+            held,
+            waiting,
         })
     }
 
@@ -184,9 +222,25 @@ impl Ledger {
     ) -> Result<(), StoreError> {
         let mut call = self.call(key, window, "credit", now_us);
         call.arg(region).arg(id).arg(units);
+        meter_args(&mut call, key, window);
         let _free: u64 = self.store.run(&call).await?;
         Ok(())
     }
+}
+
+/// The meter's arguments, after an operation's own: its name, windows per period, burst (0 but
+/// for a bucket), the rule's limit and the window's index.
+fn meter_args(call: &mut Call, key: &GlobalKey, window: Window) {
+    let meter = key.meter();
+    let burst = match meter {
+        Meter::Bucket { burst, .. } => burst,
+        _ => 0,
+    };
+    call.arg(meter.name())
+        .arg(meter.windows())
+        .arg(burst)
+        .arg(key.limit())
+        .arg(window.index);
 }
 
 impl fmt::Debug for Ledger {
@@ -370,6 +424,57 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(us.units, 75);
+    }
+
+    /// A take answers the region's share and what the others wait for, so that a region
+    /// holding more than its share gives back what the others lack, even when its own demand
+    /// still needs it.
+    #[tokio::test]
+    async fn a_take_says_what_a_region_holds_beyond_the_share_others_wait_for() {
+        let redis = RedisServer::start();
+        let ledger = Ledger::new(RedisStore::open(&redis.url()).unwrap());
+        ledger.declare_new(Duration::from_millis(5)).await.unwrap();
+        let (key, now) = (key(), now_us());
+        let window = later(now);
+        // Alone, "eu" asks twice the quota: its share is the whole quota, and it takes it.
+        let eu = ledger
+            .take(&key, window, "eu", "m1", 100, 200, now)
+            .await
+            .unwrap();
+        assert_eq!(
+            (eu.units, eu.share, eu.held, eu.waiting),
+            (100, 100, 100, 0)
+        );
+        assert_eq!(eu.to_give_back(), 0);
+        // "us" asks as much: a third of the quota is its share, nothing is free.
+        let us = ledger
+            .take(&key, window, "us", "m2", 50, 100, now)
+            .await
+            .unwrap();
+        assert_eq!((us.units, us.share, us.held, us.waiting), (0, 33, 0, 0));
+        // "eu" reports again (a take of nothing): it holds 100 of a share of 66, and "us"
+        // waits for its 33.
+        let eu = ledger
+            .take(&key, window, "eu", "m3", 0, 200, now)
+            .await
+            .unwrap();
+        assert_eq!((eu.units, eu.share, eu.held, eu.waiting), (0, 66, 100, 33));
+        assert_eq!(eu.to_give_back(), 33);
+        // Given back (the region surrendered them first), "us" takes its share.
+        ledger
+            .credit(&key, window, "eu", "m4", 33, now)
+            .await
+            .unwrap();
+        let us = ledger
+            .take(&key, window, "us", "m5", 50, 100, now)
+            .await
+            .unwrap();
+        assert_eq!((us.units, us.held, us.waiting), (33, 33, 0));
+        let eu = ledger
+            .take(&key, window, "eu", "m6", 0, 200, now)
+            .await
+            .unwrap();
+        assert_eq!(eu.to_give_back(), 0);
     }
 
     #[tokio::test]

@@ -8,7 +8,7 @@
 //! (the ledger frees them). Units are always taken off one side before they are added to the
 //! other, so a move cut short strands units (until its window ends) and never creates them.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::mem;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -16,8 +16,11 @@ use std::sync::{Arc, Weak};
 use futures_util::future::join_all;
 use tokio::task::JoinHandle;
 
+use super::allotment::Counts;
 use super::demand::Asked;
 use super::global_key::{GlobalKey, KeyId};
+use super::pace::{Intent, Pace, Report};
+use super::rate::AskRate;
 use super::shared::{DECLARED, Shared};
 use super::window::Window;
 
@@ -69,15 +72,18 @@ enum Stepped {
 /// What the mover remembers of a key between ticks.
 #[derive(Default)]
 struct Track {
-    /// The window, the region's units asked in it and when they were read: the last reading.
-    last: Option<(Window, u64, u64)>,
-    /// Units asked per µs in the region, smoothed.
-    rate: f64,
+    /// The region's rate of asks, from the readings of its count.
+    asked: AskRate,
     /// The moves of each window (the current one, the next), by window index.
     lanes: BTreeMap<u64, Lane>,
-    /// Windows whose ledger holds a demand of this region above zero: a demand of zero must be
-    /// reported there when it goes, so that its share goes to the others.
-    reported: HashSet<u64>,
+    /// The reports of demand (takes of nothing) of each window, and what their answers give
+    /// back, beside its moves: a report never holds up a move (a surplus to give back, a take
+    /// of units), which it would for a round trip.
+    reports: BTreeMap<u64, Lane>,
+    /// What this leader last reported of the region's demand, by window, where it was above
+    /// zero: reported again when it changes (as zero when it goes, so that its share goes to
+    /// the others), and while units are held.
+    reported: HashMap<u64, Report>,
 }
 
 /// The moves of one window: steps not done yet, in order, and the task running them, which
@@ -102,6 +108,23 @@ impl Lane {
             self.pending = running.await.unwrap_or_default();
         }
         self.pending.is_empty()
+    }
+
+    /// Whether nothing is pending or running (as [`settle`](Self::settle) left it).
+    fn is_free(&self) -> bool {
+        self.running.is_none() && self.pending.is_empty()
+    }
+
+    /// A take handed back (not answered, or not acknowledged yet) reports `demand` when it is
+    /// sent again: if the ledger never saw it, the demand it records is today's; if it did,
+    /// the move's id still grants once.
+    fn report(&mut self, demand: u64) {
+        if let Some(Move::Take { demand: sent, .. }) = self.pending.front_mut()
+            && *sent > 0
+            && demand > 0
+        {
+            *sent = demand;
+        }
     }
 
     fn start(&mut self, shared: &Arc<Shared>, key: &GlobalKey) {
@@ -196,120 +219,132 @@ async fn step(
     else {
         return track;
     };
-    // The rate the region is asked at, from its count of units asked (every instance's); at
-    // first, since the window started or this instance was first asked, whichever is later.
-    let instant = match track.last {
-        Some((window, asked_before, at)) if window == current && now > at => {
-            counts.asked.saturating_sub(asked_before) as f64 / (now - at) as f64
-        }
-        _ => {
-            let since = current.start_us().max(asked.first_us);
-            counts.asked as f64 / now.saturating_sub(since).max(1) as f64
-        }
-    };
-    // Smoothed, but following a change within a few ticks: demand that moves away must free
-    // its share soon.
-    track.rate = if track.last.is_some() {
-        0.4 * track.rate + 0.6 * instant
-    } else {
-        instant
-    };
-    track.last = Some((current, counts.asked, now));
+    // The rate the region is asked at, from its count of units asked (every instance's).
+    let mut ended = None;
+    if let Some(before) = track.asked.crossing(current) {
+        let Ok(counts) = shared
+            .within("sync", shared.region.sync(key, before, 0, now))
+            .await
+        else {
+            return track;
+        };
+        ended = Some(counts.asked);
+    }
+    let tick_us = shared.settings.sync_every.as_micros() as u64;
+    let rate = track
+        .asked
+        .read(current, counts.asked, now, ended, (asked.first_us, tick_us));
     if !leads {
         return track;
     }
     emergency(shared, key, current, now).await;
     let next = current.next();
     track.lanes.retain(|window, _| *window >= current.index);
-    track.reported.retain(|window| *window >= current.index);
+    track.reports.retain(|window, _| *window >= current.index);
+    for window in [current, next] {
+        track
+            .reports
+            .entry(window.index)
+            .or_default()
+            .settle()
+            .await;
+    }
+    track.reported.retain(|window, _| *window >= current.index);
 
     let settings = &shared.settings;
-    let quota = key.quota();
     let skew = settings.max_skew_us;
-    let sync_us = settings.sync_every.as_micros() as f64;
     // Units per window the region is asked at: what the ledger shares the quota by.
     let whole = current.period_us.saturating_sub(2 * skew) as f64;
-    let demand = (track.rate * whole).round() as u64;
-    let margin = track.rate * 2.0 * sync_us;
+    let pace = Pace {
+        rate,
+        demand: (rate * whole).round() as u64,
+        quota: key.quota(),
+        margin: rate * 2.0 * tick_us as f64,
+        horizon_us: 2.0 * (settings.sync_every + settings.move_timeout).as_micros() as f64,
+        tick_us,
+        report_every_us: 5 * tick_us,
+    };
 
     if track.lanes.entry(current.index).or_default().settle().await {
         let left = current.end_us().saturating_sub(skew).saturating_sub(now) as f64;
-        let needed = track.rate * left;
-        let unspent = counts.unspent() as f64;
-        let want = ((needed + margin - unspent).ceil().max(0.0) as u64)
-            .min(quota.saturating_sub(counts.held));
-        let surplus = (unspent - (needed + 2.0 * margin).ceil()).max(0.0) as u64;
-        let step = if want > 0 || (demand == 0 && track.reported.contains(&current.index)) {
-            Some(take(shared, &mut track.reported, current, want, demand))
-        } else if surplus > (quota / 50).max(1) {
-            Some(Move::Surrender {
-                id: shared.move_id(),
-                window: current,
-                most: surplus,
-            })
-        } else {
-            None
-        };
-        track
-            .lanes
-            .entry(current.index)
-            .or_default()
-            .pending
-            .extend(step);
+        track.plan(shared, &pace, current, counts, left, now);
     }
 
     // Near the window's end, the next window's allotment, so that it opens with units held;
-    // and a demand reported there that has gone, so that its share goes to the others.
-    let lookahead = (current.period_us / 4).max(3 * settings.sync_every.as_micros() as u64);
+    // and, where a demand was reported, the same care as the current window's.
+    let lookahead = (current.period_us / 4).max(3 * tick_us);
     if track.lanes.entry(next.index).or_default().settle().await {
-        let mut step = None;
-        if demand == 0 && track.reported.contains(&next.index) {
-            step = Some(take(shared, &mut track.reported, next, 0, 0));
-        } else if now + lookahead >= current.end_us() && demand > 0 {
+        let reported = track.reported.get(&next.index).copied();
+        let due = now + lookahead >= current.end_us() && pace.demand > 0;
+        if due || reported.is_some() {
             if let Ok(ahead) = shared
                 .within("sync", shared.region.sync(key, next, 0, now))
                 .await
             {
-                let want = ((demand as f64 + margin).ceil() as u64)
-                    .min(quota)
-                    .saturating_sub(ahead.held);
-                if want > 0 {
-                    step = Some(take(shared, &mut track.reported, next, want, demand));
-                }
+                track.plan(shared, &pace, next, ahead, whole, now);
             }
         }
-        track
-            .lanes
-            .entry(next.index)
-            .or_default()
-            .pending
-            .extend(step);
     }
-    for lane in track.lanes.values_mut() {
+    for lane in track.lanes.values_mut().chain(track.reports.values_mut()) {
+        lane.report(pace.demand);
         lane.start(shared, key);
     }
     track
 }
 
-/// A take of `want` units of `window`, reporting `demand`; `reported` notes where the ledger
-/// holds a demand of this region.
-fn take(
-    shared: &Shared,
-    reported: &mut HashSet<u64>,
-    window: Window,
-    want: u64,
-    demand: u64,
-) -> Move {
-    if demand > 0 {
-        reported.insert(window.index);
-    } else {
-        reported.remove(&window.index);
-    }
-    Move::Take {
-        id: shared.move_id(),
-        window,
-        want,
-        demand,
+impl Track {
+    /// Plans `window`'s next move, of which the region holds and spent `counts` with `left_us`
+    /// of spending left, into its lane (free); a take notes what the ledger will have heard.
+    fn plan(
+        &mut self,
+        shared: &Shared,
+        pace: &Pace,
+        window: Window,
+        counts: Counts,
+        left_us: f64,
+        now: u64,
+    ) {
+        let reported = self.reported.get(&window.index).copied();
+        let Some(intent) = pace.plan(counts, left_us, reported, now) else {
+            return;
+        };
+        let lanes = match intent {
+            Intent::Take { want: 0 } => &mut self.reports,
+            _ => &mut self.lanes,
+        };
+        let lane = lanes.entry(window.index).or_default();
+        if !lane.is_free() {
+            // The window's last report is still on its way: this one waits for a tick.
+            return;
+        }
+        let id = shared.move_id();
+        let step = match intent {
+            Intent::Take { want } => {
+                let demand = pace.demand;
+                if demand > 0 {
+                    let report = Report { demand, at_us: now };
+                    self.reported.insert(window.index, report);
+                } else {
+                    self.reported.remove(&window.index);
+                }
+                Move::Take {
+                    id,
+                    window,
+                    want,
+                    demand,
+                }
+            }
+            Intent::Surrender { most } => Move::Surrender { id, window, most },
+        };
+        let lanes = match step {
+            Move::Take { want: 0, .. } => &mut self.reports,
+            _ => &mut self.lanes,
+        };
+        lanes
+            .entry(window.index)
+            .or_default()
+            .pending
+            .push_back(step);
     }
 }
 
@@ -364,6 +399,17 @@ async fn perform(shared: &Arc<Shared>, key: &GlobalKey, step: &Move, now: u64) -
                 return Stepped::Again;
             }
             if taken.units == 0 {
+                // Holding more than its share while others wait for theirs: given back now,
+                // in this window's lane, so that their next take finds the units free. Every
+                // unit: what others wait for is no surplus too small to move.
+                let most = taken.to_give_back();
+                if most > 0 {
+                    return Stepped::Then(Move::Surrender {
+                        id: shared.move_id(),
+                        window: *window,
+                        most,
+                    });
+                }
                 return Stepped::Done;
             }
             Stepped::Then(Move::Apply {
@@ -417,7 +463,10 @@ async fn perform(shared: &Arc<Shared>, key: &GlobalKey, step: &Move, now: u64) -
 /// emergency share of the current window, applied once per region and window whichever of its
 /// instances leads (the move's id is the same for all).
 async fn emergency(shared: &Arc<Shared>, key: &GlobalKey, window: Window, now: u64) {
-    let units = shared.settings.partition.emergency_units(key.quota());
+    let units = shared
+        .settings
+        .partition
+        .emergency_units(key.window_quota());
     if units == 0 || !shared.cut_off(now) {
         return;
     }

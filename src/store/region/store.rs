@@ -118,7 +118,8 @@ impl RegionStoreBuilder {
 
     /// The most that any instance's clock, in any region, is off true time (10 ms by default):
     /// nothing is spent within it of a window's edges (see the module's docs). A global
-    /// policy's period must be longer than twice it.
+    /// policy's window (its period, a sliding window's sub-interval, a bucket's window) must be
+    /// longer than twice it.
     pub fn max_skew(mut self, skew: Duration) -> Self {
         self.max_skew = skew;
         self
@@ -211,8 +212,10 @@ impl Store for RegionStore {
         let (period, skew) = (key.period_us(), shared.settings.max_skew_us);
         if period <= 2 * skew {
             return StoreFuture::ready(Err(StoreError::error_reply(format!(
-                "a global policy's period must be longer than twice the region's max_skew \
-                 ({:?}): lengthen the period or tighten the skew bound",
+                "a global policy's window ({:?}: its period, a sliding window's sub-interval, or \
+                 for a bucket the time to refill half its burst) must be longer than twice the \
+                 region's max_skew ({:?}): lengthen it or tighten the skew bound",
+                Duration::from_micros(period),
                 Duration::from_micros(skew)
             ))));
         }

@@ -86,7 +86,9 @@ fn mistakes_of_global_policies_and_regions_name_their_field() {
         field_of(&policy(&format!("{window}, {bucket}"))),
         "policies.api.rules"
     );
-    assert_eq!(field_of(&policy(bucket)), "policies.api.rules[0]");
+    // A sliding log cannot be allotted to regions; a global rule does not delay.
+    let log = r#"{ name = "b", algorithm = "sliding_log", limit = 5, period = "1s" }"#;
+    assert_eq!(field_of(&policy(log)), "policies.api.rules[0]");
     let store = |region: &str| {
         format!(
             "[stores.eu]\ntype = \"redis\"\nurl = \"redis://127.0.0.1:1\"\nregion = {region}\n{}",
@@ -125,6 +127,25 @@ fn mistakes_of_global_policies_and_regions_name_their_field() {
     // A global policy fails closed: a route that says it fails open is a mistake.
     let open = format!("{}failure_mode = \"open\"\n", policy(window));
     assert_eq!(field_of(&open), "routes.api.failure_mode");
+}
+
+/// A global policy's rule may be a fixed window, a sliding window, GCRA or a token bucket.
+#[test]
+fn global_rate_and_sliding_rules_from_a_file_build() {
+    for rule in [
+        r#"{ name = "a", algorithm = "gcra", limit = 600, period = "1min", burst = 20 }"#,
+        r#"{ name = "a", algorithm = "token_bucket", limit = 600, period = "1min", burst = 20 }"#,
+        r#"{ name = "a", algorithm = "sliding_window", limit = 600, period = "1min", sub_intervals = 12 }"#,
+    ] {
+        let file = format!(
+            "[policies.api]\nglobal = true\nrules = [{rule}]\n[routes.api]\npolicy = \"api\"\nkey = {{ global = \"all\" }}\n"
+        );
+        let config: LimitsConfig = toml::from_str(&file).unwrap();
+        let limits = config
+            .build()
+            .unwrap_or_else(|error| panic!("{rule}: {error}"));
+        assert!(limits.layer("api").unwrap().policy().is_global(), "{rule}");
+    }
 }
 
 /// A layer built in code from a global policy is global; one given another rule besides is a

@@ -53,6 +53,7 @@ async fn demand_moving_mid_window_takes_the_quota_with_it() {
         .find(|admission| admission.region == 2 && admission.allowed)
         .map(|admission| (admission.at_us - world.t0_us) as f64 / 1e6)
         .expect("region 2 admitted some");
+    eprintln!("region 2 first admitted at {first:.3} s (its demand from 2.5 s)");
     assert!(
         (2.5..3.1).contains(&first),
         "region 2 first admitted at {first} s: {windows:?}"

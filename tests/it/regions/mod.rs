@@ -3,7 +3,7 @@
 //! and cut on command ([`world`]). Every scenario checks, from the log of every admission with
 //! its time, that no window admitted more than the quota worldwide (or, in emergency mode, the
 //! documented bound), and that the regions did admit what the scenario should let through.
-//! Windows are one second, so the whole module takes tens of seconds.
+//! Windows are one second (four in `spread`), so the whole module takes tens of seconds.
 
 #[cfg(feature = "cluster")]
 mod cluster;
@@ -11,4 +11,6 @@ mod config;
 mod demand;
 mod failures;
 mod partition;
+mod rates;
+mod spread;
 mod world;

@@ -17,12 +17,12 @@ use tower_redis_ratelimit::{Policy, Quota, RateLimitLayer, RedisStore, Rule};
 
 use crate::support::RedisServer;
 
-/// Every scenario's quota: `QUOTA` units per one-second window, worldwide.
+/// A scenario's quota unless its setup says otherwise: `QUOTA` units per window, worldwide.
 pub(crate) const QUOTA: u32 = 100;
+/// A scenario's window unless its setup says otherwise.
 pub(crate) const PERIOD: Duration = Duration::from_secs(1);
 /// The clocks' skew bound: every instance reads one machine's clock.
 pub(crate) const MAX_SKEW: Duration = Duration::from_millis(2);
-const PERIOD_US: u64 = 1_000_000;
 
 /// One region: its Redis, its link to the ledger, its instances.
 pub(crate) struct Site {
@@ -71,6 +71,8 @@ pub(crate) struct World {
     pub(crate) clock: SystemClock,
     /// The start of the first window the ledger grants (µs): a scenario's time 0.
     pub(crate) t0_us: u64,
+    /// The ledger's windows' length (µs).
+    pub(crate) period_us: u64,
 }
 
 /// How a world is made.
@@ -78,6 +80,16 @@ pub(crate) struct Setup {
     /// Each region's latency to the ledger, one way.
     pub(crate) latencies: [Duration; 3],
     pub(crate) partition: PartitionMode,
+    /// The global policy every instance limits (`QUOTA` per `PERIOD`, a fixed window, unless a
+    /// scenario says otherwise), and how long after the ledger's declaration it fences the
+    /// policy's windows (one period for a fixed window; `docs/regions.md`).
+    pub(crate) policy: Policy,
+    pub(crate) fence: Duration,
+    /// How long the ledger's windows of the policy are (`PERIOD` unless a scenario says
+    /// otherwise): time 0 is the start of one.
+    pub(crate) window: Duration,
+    /// How often the instances report demand and move allotments.
+    pub(crate) sync_every: Duration,
 }
 
 impl Default for Setup {
@@ -89,6 +101,11 @@ impl Default for Setup {
                 Duration::from_millis(150),
             ],
             partition: PartitionMode::Refuse,
+            policy: Policy::global(Rule::fixed_window("api", Quota::new(QUOTA, PERIOD)))
+                .expect("a global policy"),
+            fence: PERIOD,
+            window: PERIOD,
+            sync_every: Duration::from_millis(50),
         }
     }
 }
@@ -115,8 +132,8 @@ impl World {
         ledger_for: impl Fn(&WanLink) -> Ledger,
     ) -> Self {
         let clock = SystemClock::new();
-        let policy = Policy::global(Rule::fixed_window("api", Quota::new(QUOTA, PERIOD)))
-            .expect("a global policy");
+        let policy = &setup.policy;
+        let period_us = u64::try_from(setup.window.as_micros()).unwrap();
         let epoch = declare
             .declare_new(MAX_SKEW)
             .await
@@ -138,7 +155,7 @@ impl World {
                         )
                         .partition(setup.partition)
                         .max_skew(MAX_SKEW)
-                        .sync_every(Duration::from_millis(50))
+                        .sync_every(setup.sync_every)
                         .move_timeout(Duration::from_millis(400))
                         .partition_after(Duration::from_millis(500))
                         .build()
@@ -148,24 +165,22 @@ impl World {
                 Site {
                     redis: Mutex::new(redis),
                     link,
-                    fronts: instances
-                        .iter()
-                        .map(|store| front(store, &policy))
-                        .collect(),
+                    fronts: instances.iter().map(|store| front(store, policy)).collect(),
                 }
             })
             .collect();
-        // The ledger grants no window starting within a period and twice the skew of its
+        // The ledger grants no window starting within its fence and twice the skew of its
         // declaration: the first it grants opens the scenario.
-        let fence = epoch + PERIOD_US + 2 * skew_us();
-        let t0_us = (fence / PERIOD_US + 1) * PERIOD_US;
+        let fence = epoch + u64::try_from(setup.fence.as_micros()).unwrap() + 2 * skew_us();
+        let t0_us = (fence / period_us + 1) * period_us;
         let world = Self {
             sites,
             log: Arc::default(),
             clock,
             t0_us,
+            period_us,
         };
-        // Demand is asked from half a window before: the regions take the first window's
+        // Demand is asked from half a second before: the regions take the first window's
         // allotments ahead, as they do every window's.
         world.sleep_until(-0.5).await;
         world
@@ -233,7 +248,7 @@ impl World {
             let Some(window) = admission.at_us.checked_sub(self.t0_us) else {
                 continue;
             };
-            let window = usize::try_from(window / PERIOD_US).unwrap();
+            let window = usize::try_from(window / self.period_us).unwrap();
             if windows.len() <= window {
                 windows.resize(window + 1, [0; 3]);
             }
@@ -242,13 +257,29 @@ impl World {
         windows
     }
 
+    /// Requests asked and admitted per region in `[from_s, to_s)` (scenario time).
+    pub(crate) fn counted(&self, from_s: f64, to_s: f64) -> [(u64, u64); 3] {
+        let mut counted = [(0, 0); 3];
+        for admission in self.log.lock().unwrap().iter() {
+            let at_s = (admission.at_us as f64 - self.t0_us as f64) / 1e6;
+            if (from_s..to_s).contains(&at_s) {
+                let (asked, admitted) = &mut counted[admission.region];
+                *asked += 1;
+                *admitted += u64::from(admission.allowed);
+            }
+        }
+        counted
+    }
+
     /// Checks from the log that no window admitted more than `bound` worldwide (counting every
     /// admission, the half window before time 0 included), and returns the admissions per window.
     pub(crate) fn assert_at_most(&self, bound: u64) -> Vec<[u64; 3]> {
         let log = self.log.lock().unwrap();
         let mut per_window = std::collections::BTreeMap::<u64, u64>::new();
         for admission in log.iter().filter(|admission| admission.allowed) {
-            *per_window.entry(admission.at_us / PERIOD_US).or_default() += 1;
+            *per_window
+                .entry(admission.at_us / self.period_us)
+                .or_default() += 1;
         }
         drop(log);
         let windows = self.admitted();
