@@ -18,6 +18,7 @@ mod demand;
 mod drive;
 mod failures;
 mod partition;
+mod rates;
 mod tally;
 mod upstream;
 mod world;

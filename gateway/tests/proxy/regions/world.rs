@@ -46,8 +46,11 @@ pub(crate) struct Setup {
     pub(crate) ledger: LedgerAt,
     /// The `region` table's fields beyond its name, ledger and `max_skew`.
     pub(crate) region: &'static str,
-    /// The global policy's quota a window, per key.
+    /// The global policy's quota a window, per key: its rule's rate a window (the figures'
+    /// utilisation is of it).
     pub(crate) quota: u64,
+    /// The global policy's rule.
+    pub(crate) rule: GlobalRule,
     /// How many keys the drivers ask, in turn (`customer-0`, ...).
     pub(crate) keys: usize,
 }
@@ -60,6 +63,7 @@ impl Setup {
             ledger,
             region: r#"partition = "refuse""#,
             quota: 100,
+            rule: GlobalRule::FixedWindow,
             keys: 1,
         }
     }
@@ -67,6 +71,61 @@ impl Setup {
     /// [`new`](Self::new), each region reaching the ledger's Redis at `ledger` through its link.
     pub(crate) fn linked(ledger: SocketAddr) -> Self {
         Self::new(LedgerAt::Linked(ledger))
+    }
+}
+
+/// The global policy's rule, its windows a second each (docs/regions.md, "Windows").
+#[derive(Clone, Copy)]
+pub(crate) enum GlobalRule {
+    /// A fixed window of [`Setup::quota`] a second.
+    FixedWindow,
+    /// GCRA of `limit` per `period_s` seconds, `burst` at once: windows of a second when
+    /// `period_s` is the fewest whole windows at or above `2 × limit / burst`.
+    Gcra {
+        limit: u64,
+        period_s: u64,
+        burst: u64,
+    },
+    /// A sliding window of `limit` per `sub_intervals` seconds, in sub-intervals of a second.
+    SlidingWindow { limit: u64, sub_intervals: u64 },
+}
+
+impl GlobalRule {
+    /// The rule's fields in the file beyond its name, `quota` a window for a fixed window.
+    fn fields(self, quota: u64) -> String {
+        match self {
+            Self::FixedWindow => {
+                format!(r#"algorithm = "fixed_window", limit = {quota}, period = "1s""#)
+            }
+            Self::Gcra {
+                limit,
+                period_s,
+                burst,
+            } => format!(
+                r#"algorithm = "gcra", limit = {limit}, period = "{period_s}s", burst = {burst}"#
+            ),
+            Self::SlidingWindow {
+                limit,
+                sub_intervals,
+            } => format!(
+                r#"algorithm = "sliding_window", limit = {limit}, period = "{sub_intervals}s", sub_intervals = {sub_intervals}"#
+            ),
+        }
+    }
+
+    /// The meter's memory (µs), which the declaration fences beyond (docs/regions.md, "Birth
+    /// and fence"): a fixed or sliding window's period; a bucket's time to refill its burst
+    /// from empty, and two windows.
+    fn memory_us(self) -> u64 {
+        match self {
+            Self::FixedWindow => PERIOD_US,
+            Self::Gcra {
+                limit,
+                period_s,
+                burst,
+            } => (burst * period_s * PERIOD_US).div_ceil(limit) + 2 * PERIOD_US,
+            Self::SlidingWindow { sub_intervals, .. } => sub_intervals * PERIOD_US,
+        }
     }
 }
 
@@ -102,7 +161,7 @@ fn config(
     admin: SocketAddr,
 ) -> String {
     let proxy = proxy_table(upstream, &format!("admin = \"{admin}\""));
-    let (quota, region) = (setup.quota, setup.region);
+    let (rule, region) = (setup.rule.fields(setup.quota), setup.region);
     format!(
         r#"{proxy}
         [stores.region]
@@ -112,7 +171,7 @@ fn config(
 
         [policies.api]
         global = true
-        rules = [{{ name = "api", algorithm = "fixed_window", limit = {quota}, period = "1s" }}]
+        rules = [{{ name = "api", {rule} }}]
 
         # A policy that is not global, decided by the region's Redis alone: the latency to
         # compare with.
@@ -178,9 +237,9 @@ impl World {
         ]);
         let declared = stdout_of(declare).await;
         assert!(declared.contains(" declared: epoch "), "{declared}");
-        // The declaration fences every window that starts within a period and twice the skew
-        // of it; it happened before now.
-        let fence = now_us() + PERIOD_US + 2 * MAX_SKEW_US;
+        // The declaration fences every window that starts within the meter's memory and twice
+        // the skew of it; it happened before now.
+        let fence = now_us() + setup.rule.memory_us() + 2 * MAX_SKEW_US;
         let t0_us = (fence / PERIOD_US + 1) * PERIOD_US;
         for site in &sites {
             for (_, admin) in &site.proxies {
