@@ -148,7 +148,13 @@ pub(crate) struct World {
     /// The start of the first window the ledger grants (µs since the epoch): time 0.
     pub(crate) t0_us: u64,
     pub(crate) client: reqwest::Client,
+    /// This world's turn: one world runs at a time (nine processes and their drivers each, on
+    /// a machine of two cores that runs the binary's other tests beside them).
+    _turn: tokio::sync::MutexGuard<'static, ()>,
 }
+
+/// Whose turn it is to run a world.
+static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The file of a proxy of region `index`, as docs/regions.md's "Configuration" writes it, its
 /// `ledger` table holding `ledger`.
@@ -223,6 +229,7 @@ impl World {
     /// first window the declaration does not fence), when the drivers should start: the
     /// regions take each window's units ahead.
     pub(crate) async fn start(setup: Setup) -> Self {
+        let turn = TURN.lock().await;
         let upstream = Upstream::start();
         let sites: Vec<Site> = tokio::task::block_in_place(|| {
             (0..LATENCIES.len())
@@ -257,6 +264,7 @@ impl World {
                 .timeout(Duration::from_secs(10))
                 .build()
                 .unwrap(),
+            _turn: turn,
         };
         world.sleep_until(-0.5).await;
         world
