@@ -159,6 +159,7 @@ impl Policy {
     }
 
     /// The windows per period a global policy's rule is allotted in (1 when not global).
+    #[cfg(feature = "regions")]
     pub(crate) fn window_count(&self) -> u32 {
         self.inner.windows
     }

@@ -36,7 +36,7 @@ impl RedisStore {
     ) -> Result<u64, StoreError> {
         let mut call = self.share_call(bucket, "settle", holder, timing);
         call.arg(demand).arg(limit);
-        self.run(&call).await
+        self.inner.connection.call(&call).await
     }
 
     /// `holder` is gone from `bucket`: its share is freed once its last assignment has
@@ -48,13 +48,13 @@ impl RedisStore {
         timing: ShareTiming,
     ) -> Result<(), StoreError> {
         let call = self.share_call(bucket, "leave", holder, timing);
-        let _zero: u64 = self.run(&call).await?;
+        let _zero: u64 = self.inner.connection.call(&call).await?;
         Ok(())
     }
 
     fn share_call(&self, bucket: &str, op: &str, holder: &str, timing: ShareTiming) -> Call {
         let mut call = Call::new(Entry::Shares, 0, 1);
-        call.key(format!("{}:shares:{{{bucket}}}", self.prefix()))
+        call.key(format!("{}:shares:{{{bucket}}}", self.inner.prefix))
             .arg(op)
             .arg(holder)
             .arg(timing.ttl_ms)
