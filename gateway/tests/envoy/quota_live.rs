@@ -197,10 +197,17 @@ struct Fleet {
     instances: Vec<GatewayProcess>,
     envoys: Vec<SocketAddr>,
     _peers: Vec<Peer>,
+    /// This fleet's turn: one fleet runs at a time (up to three Envoys, two instances and their
+    /// load, timed by the second, beside the binary's other tests on a machine of two cores).
+    _turn: tokio::sync::MutexGuard<'static, ()>,
 }
+
+/// Whose turn it is to run a fleet.
+static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 impl Fleet {
     async fn start(instances: usize, envoys: &[usize]) -> Fleet {
+        let turn = TURN.lock().await;
         let redis = RedisServer::start();
         let upstream = Upstream::start().await;
         let dir = TempDir::new("quota-live").unwrap();
@@ -218,6 +225,7 @@ impl Fleet {
             instances: processes,
             envoys,
             _peers: peers,
+            _turn: turn,
         }
     }
 
@@ -247,20 +255,24 @@ fn at_least_nine_tenths(counts: &[usize], seconds: std::ops::Range<usize>, limit
 
 /// Two Envoys, one per instance, each asking the quota: half each. The first instance is
 /// killed: its Envoy's assignment expires (and then denies, as the page's file says), and its
-/// share goes to the other Envoy once that assignment has expired.
+/// share goes to the other Envoy once that assignment has expired. That Envoy then asks twice
+/// the quota, so that its share, not its load generator's pace on a busy machine, is what the
+/// upstream counts.
 #[tokio::test]
 async fn a_killed_instance_frees_its_envoys_share_for_the_others() {
     let mut fleet = Fleet::start(2, &[0, 1]).await;
     let limit = u32::try_from(LIMIT).unwrap();
     let before = fleet.drive(&[(&[limit, limit], 8)]).await;
     fleet.instances[0].child.kill().unwrap();
-    let after = fleet.drive(&[(&[limit, limit], 8)]).await;
+    let after = fleet.drive(&[(&[limit, 2 * limit], 8)]).await;
     let counts = [before, after].concat();
     eprintln!("admitted per second: {counts:?} (limit {LIMIT}, killed after 8 s)");
     for (second, count) in counts.iter().enumerate() {
         assert!(*count <= LIMIT + BOUND, "second {second}: {counts:?}");
     }
-    at_least_nine_tenths(&counts, 5..8, LIMIT);
+    // Envoy reports every 5 s: the shares settle after the first reports (seconds 3 to 5, a
+    // lowered share held until its assignment expires), then hold.
+    at_least_nine_tenths(&counts, 6..8, LIMIT);
     at_least_nine_tenths(&counts, 13..16, LIMIT);
 }
 
