@@ -24,6 +24,7 @@ pub mod check;
 pub mod config;
 pub mod envoy;
 pub mod guide;
+mod hex;
 pub mod ledger;
 pub mod paths;
 pub mod proxy;

@@ -213,9 +213,5 @@ fn counter_name(counter: &[(String, String)]) -> String {
         }
     }
     let digest = digest.finalize();
-    let hex: String = digest[..16]
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect();
-    format!("e.{hex}")
+    format!("e.{}", crate::hex::lower(&digest[..16]))
 }

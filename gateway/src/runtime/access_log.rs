@@ -3,7 +3,6 @@
 //! request up: when the queue is full, lines are dropped and counted
 //! (`gateway_access_log_dropped_total`).
 
-use std::fmt::Write as _;
 use std::io::Write as _;
 use std::net::IpAddr;
 use std::sync::mpsc::{SyncSender, TrySendError};
@@ -114,12 +113,7 @@ impl AccessLog {
             .chain_update(self.secret)
             .chain_update(key)
             .finalize();
-        digest[..8]
-            .iter()
-            .fold(String::with_capacity(16), |mut hex, byte| {
-                let _ = write!(hex, "{byte:02x}");
-                hex
-            })
+        crate::hex::lower(&digest[..8])
     }
 
     /// Writes `entry`'s line (or drops it, counted, when the writer is behind).
