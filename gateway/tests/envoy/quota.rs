@@ -199,6 +199,58 @@ impl Envoy {
 
 const ACME: [(&str, &str); 2] = [("name", "tenant"), ("tenant", "acme")];
 
+/// An Envoy reporting more buckets than a stream holds (a client's memory on the service is
+/// bounded): the first `MAX_BUCKETS` are assigned, the rest get nothing, in that report and in
+/// the next.
+#[tokio::test]
+async fn a_stream_holds_at_most_max_buckets() {
+    use ratelimit_gateway::envoy::quota::MAX_BUCKETS;
+    let service = Service::start(RULES);
+    let envoy = service.envoy().await;
+    let usage = |tenant: usize| BucketQuotaUsage {
+        bucket_id: Some(BucketId {
+            bucket: [
+                ("name", "tenant".to_owned()),
+                ("tenant", format!("t{tenant}")),
+            ]
+            .into_iter()
+            .map(|(key, value)| (key.to_owned(), value))
+            .collect(),
+        }),
+        time_elapsed: None,
+        num_requests_allowed: 1,
+        num_requests_denied: 0,
+    };
+    let report = RateLimitQuotaUsageReports {
+        domain: "edge".to_owned(),
+        bucket_quota_usages: (0..MAX_BUCKETS + 10).map(usage).collect(),
+    };
+    envoy
+        .reports
+        .send(report)
+        .await
+        .expect("the stream is open");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while envoy.seen().len() < MAX_BUCKETS {
+        assert!(Instant::now() < deadline, "{} assigned", envoy.seen().len());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Renewals come at half the time to live (1 s): before them, nothing beyond the bound.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(envoy.seen().len(), MAX_BUCKETS);
+    let report = RateLimitQuotaUsageReports {
+        domain: "edge".to_owned(),
+        bucket_quota_usages: vec![usage(MAX_BUCKETS + 1)],
+    };
+    envoy
+        .reports
+        .send(report)
+        .await
+        .expect("the stream is open");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(envoy.seen().len(), MAX_BUCKETS);
+}
+
 fn share(seen: Seen) -> u32 {
     match seen {
         Seen::Tokens { per_fill, .. } => per_fill,

@@ -22,4 +22,4 @@ mod state;
 mod stream;
 
 pub use self::service::{QUOTA_PATH_PREFIX, QuotaService};
-pub use self::stream::GRACE;
+pub use self::stream::{GRACE, MAX_BUCKETS};

@@ -27,6 +27,11 @@ use super::state::Inner;
 /// the proportions.
 const MAX_DEMAND: u64 = (1 << 20) - 1;
 
+/// The most buckets one stream holds: each is memory and, with the shares in Redis, a key. An
+/// Envoy's filter makes as many buckets as its matchers' values; past this, a new bucket gets
+/// no assignment (Envoy applies its `no_assignment_behavior`) and the stream warns once.
+pub const MAX_BUCKETS: usize = 4_096;
+
 /// How often a stream looks for assignments to renew and for a reload.
 const TICK: Duration = Duration::from_millis(250);
 
@@ -78,6 +83,7 @@ pub(super) async fn run(
         domain: String::new(),
         buckets: HashMap::new(),
         warned: false,
+        full_warned: false,
         store_failing: false,
     };
     let mut tick = tokio::time::interval(TICK);
@@ -116,6 +122,8 @@ struct Stream {
     warned: bool,
     /// Whether the shares' store failed at the last settle (warned of once until it answers).
     store_failing: bool,
+    /// Whether the stream was warned of as holding [`MAX_BUCKETS`].
+    full_warned: bool,
 }
 
 impl Stream {
@@ -135,6 +143,18 @@ impl Stream {
                 continue;
             }
             let key = bucket_key(&self.domain, &id);
+            if self.buckets.len() >= MAX_BUCKETS && !self.buckets.contains_key(&key) {
+                if !self.full_warned {
+                    self.full_warned = true;
+                    tracing::warn!(
+                        domain = %self.domain,
+                        most = MAX_BUCKETS,
+                        "an Envoy reports more buckets than a stream holds: the new ones get no \
+                         assignment"
+                    );
+                }
+                continue;
+            }
             let asked = (usage.num_requests_allowed + usage.num_requests_denied) as f64;
             let bucket = self.buckets.entry(key.clone()).or_insert_with(|| Bucket {
                 id,
