@@ -49,6 +49,26 @@ fn describe_gateway() {
         "gateway_connections_open",
         "Client connections open on the serving listeners (the admin address's not included)."
     );
+    describe_gauge!(
+        "gateway_quota_streams_open",
+        "Envoys' rate limit quota streams open on this instance."
+    );
+    describe_gauge!(
+        "gateway_quota_buckets_watched",
+        "Buckets the open quota streams hold, by domain."
+    );
+    describe_counter!(
+        "gateway_quota_reports_total",
+        "Usage reports of a bucket received (one per bucket in each of Envoy's messages), by domain."
+    );
+    describe_counter!(
+        "gateway_quota_assignments_total",
+        "Bucket actions sent to Envoys, by domain and action (assign, abandon)."
+    );
+    describe_counter!(
+        "gateway_quota_requests_total",
+        "Requests Envoys reported deciding from their assignments, by domain and decision (allowed, denied)."
+    );
     for (name, help) in [
         (
             "ratelimit_service_rate_limit_total_hits",

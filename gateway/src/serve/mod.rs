@@ -86,6 +86,9 @@ impl Serve {
         if let Some(envoy) = &loaded.envoy {
             envoy.export_metrics();
         }
+        if let Some(quota) = &loaded.quota {
+            quota.export_metrics();
+        }
         let log = AccessLog::new(loaded.table.access_log);
         let state = State {
             loaded: Reloadable::new(loaded),

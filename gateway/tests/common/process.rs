@@ -36,9 +36,20 @@ impl GatewayProcess {
         config: &Path,
         log: Option<std::fs::File>,
     ) -> (Self, String, Output) {
+        Self::start_with_env(command, config, log, &[])
+    }
+
+    /// [`start`](Self::start) with `env` added to its environment (`RUST_LOG`).
+    pub(crate) fn start_with_env(
+        command: &str,
+        config: &Path,
+        log: Option<std::fs::File>,
+        env: &[(&str, &str)],
+    ) -> (Self, String, Output) {
         let mut child = Command::new(BINARY)
             .arg(command)
             .arg(config)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

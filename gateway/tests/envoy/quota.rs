@@ -49,12 +49,14 @@ enum Seen {
     Abandon,
 }
 
-/// `serve` with `rules` in `rules/edge.yaml`, on a TCP port and a Unix socket.
+/// `serve` with `rules` in `rules/edge.yaml`, on a TCP port and a Unix socket, its admin
+/// address at `admin`.
 struct Service {
-    _process: GatewayProcess,
+    process: GatewayProcess,
     dir: TempDir,
     addr: String,
     socket: PathBuf,
+    admin: std::net::SocketAddr,
 }
 
 impl Service {
@@ -65,30 +67,37 @@ impl Service {
     /// With the stores of `stores` (TOML) in its file, and its domain's shares in the store
     /// the rules name.
     fn start_with(rules: &str, stores: &str) -> Service {
+        Self::start_logging(rules, stores, &[])
+    }
+
+    /// With `env` in its environment (`RUST_LOG`).
+    fn start_logging(rules: &str, stores: &str, env: &[(&str, &str)]) -> Service {
         let dir = TempDir::new("envoy-quota").unwrap();
         std::fs::create_dir(dir.path().join("rules")).unwrap();
         std::fs::write(dir.path().join("rules").join("edge.yaml"), rules).unwrap();
         let socket = dir.path().join("serve.sock");
         let config = dir.path().join("serve.toml");
+        let admin = crate::process::free_addr();
         std::fs::write(
             &config,
             format!(
-                "{stores}\n[serve]\nlisten = \"127.0.0.1:0\"\nsocket = {socket:?}\n\n\
-                 [serve.envoy]\nfiles = \"rules\"\n"
+                "{stores}\n[serve]\nlisten = \"127.0.0.1:0\"\nsocket = {socket:?}\n\
+                 admin = \"{admin}\"\n\n[serve.envoy]\nfiles = \"rules\"\n"
             ),
         )
         .unwrap();
-        let (process, line, _stdout) = GatewayProcess::start("serve", &config, None);
+        let (process, line, _stdout) = GatewayProcess::start_with_env("serve", &config, None, env);
         let addr = line
             .strip_prefix("serve: listening on ")
             .and_then(|rest| rest.split(' ').next())
             .unwrap_or_else(|| panic!("{line}"))
             .to_owned();
         Service {
-            _process: process,
+            process,
             dir,
             addr,
             socket,
+            admin,
         }
     }
 
@@ -443,7 +452,7 @@ async fn instances_on_one_redis_share_the_quota_and_a_killed_one_frees_its_share
         0,
         "the whole quota is a's, on the other instance"
     );
-    second._process.child.kill().unwrap();
+    second.process.child.kill().unwrap();
     let last_sent = a.seen().last().unwrap().0;
     gets_the_whole_quota_once_expired(&b, last_sent).await;
 }
@@ -517,10 +526,175 @@ async fn a_drain_ends_the_streams() {
     let envoy = service.envoy().await;
     envoy.report(&ACME, 1, 0).await;
     assert_eq!(share(envoy.latest().await), 20);
-    service._process.signal("-TERM");
+    service.process.signal("-TERM");
     // The drain starts after `drain_delay` (5 s by default).
     service
-        ._process
+        .process
         .exits_successfully_within(Duration::from_secs(10))
         .await;
+}
+
+/// The value of the series of `name` with every label of `labels` in a scrape.
+fn series(scrape: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    scrape.lines().find_map(|line| {
+        let rest = line.strip_prefix(name)?;
+        let (labelled, value) = rest.rsplit_once(' ')?;
+        let all = labels
+            .iter()
+            .all(|(key, value)| labelled.contains(&format!("{key}=\"{value}\"")));
+        (all && (labelled.is_empty() || labelled.starts_with('{'))).then(|| value.parse().unwrap())
+    })
+}
+
+/// What the quota streams say on `/metrics` and on standard error: the streams open, the
+/// buckets watched, each report and the requests it counts, each action sent; a domain the
+/// files do not have counted under `domain=""`; a line when a stream opens and ends, and one
+/// (at `debug`) when a bucket's assignment changes, not when it is renewed unchanged.
+#[tokio::test]
+async fn streams_are_counted_and_logged() {
+    let service = Service::start_logging(
+        RULES,
+        "",
+        &[("RUST_LOG", "info,ratelimit_gateway::envoy::quota=debug")],
+    );
+    let scrape = async || {
+        reqwest::get(format!("http://{}/metrics", service.admin))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    };
+    let edge = [("domain", "edge")];
+    let before = scrape().await;
+    assert_eq!(
+        series(&before, "gateway_quota_streams_open", &[]),
+        Some(0.0),
+        "{before}"
+    );
+    for (name, labels) in [
+        ("gateway_quota_reports_total", &edge[..]),
+        ("gateway_quota_buckets_watched", &edge),
+        (
+            "gateway_quota_assignments_total",
+            &[("domain", "edge"), ("action", "abandon")],
+        ),
+        (
+            "gateway_quota_requests_total",
+            &[("domain", "edge"), ("decision", "denied")],
+        ),
+    ] {
+        assert_eq!(series(&before, name, labels), Some(0.0), "{name}: {before}");
+    }
+
+    let a = service.envoy().await;
+    a.report(&ACME, 3, 1).await;
+    assert_eq!(share(a.latest().await), 20);
+    let elsewhere = service.envoy().await;
+    elsewhere
+        .reports
+        .send(RateLimitQuotaUsageReports {
+            domain: "elsewhere".to_owned(),
+            bucket_quota_usages: vec![BucketQuotaUsage {
+                bucket_id: Some(BucketId {
+                    bucket: [("name".to_owned(), "x".to_owned())].into(),
+                }),
+                time_elapsed: None,
+                num_requests_allowed: 0,
+                num_requests_denied: 2,
+            }],
+        })
+        .await
+        .unwrap();
+    assert_eq!(elsewhere.latest().await, Seen::Deny);
+    // Renewed unchanged at half the time to live (2 s): counted, not logged.
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    let during = scrape().await;
+    let value = |name: &str, labels: &[(&str, &str)]| series(&during, name, labels);
+    assert_eq!(
+        value("gateway_quota_streams_open", &[]),
+        Some(2.0),
+        "{during}"
+    );
+    assert_eq!(value("gateway_quota_buckets_watched", &edge), Some(1.0));
+    assert_eq!(
+        value("gateway_quota_buckets_watched", &[("domain", "")]),
+        Some(1.0)
+    );
+    assert_eq!(value("gateway_quota_reports_total", &edge), Some(1.0));
+    let requests = |domain, decision| {
+        value(
+            "gateway_quota_requests_total",
+            &[("domain", domain), ("decision", decision)],
+        )
+    };
+    assert_eq!(requests("edge", "allowed"), Some(3.0));
+    assert_eq!(requests("edge", "denied"), Some(1.0));
+    assert_eq!(requests("", "denied"), Some(2.0));
+    let assigned = value(
+        "gateway_quota_assignments_total",
+        &[("domain", "edge"), ("action", "assign")],
+    )
+    .unwrap();
+    assert_eq!(assigned, a.seen().len() as f64);
+    assert!(assigned >= 2.0, "renewed: {during}");
+    assert!(!during.contains("elsewhere"), "{during}");
+
+    write_rules(
+        &service.rules(),
+        "domain: edge\nextensions:\n  quota_service:\n    unmatched: { blanket: allow_all }\n",
+    );
+    let started = Instant::now();
+    while a.latest().await != Seen::Abandon {
+        assert!(started.elapsed() < Duration::from_secs(4), "{:?}", a.seen());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(elsewhere);
+    let after = async || {
+        let scraped = scrape().await;
+        (
+            series(&scraped, "gateway_quota_streams_open", &[]),
+            series(&scraped, "gateway_quota_buckets_watched", &edge),
+            series(
+                &scraped,
+                "gateway_quota_assignments_total",
+                &[("domain", "edge"), ("action", "abandon")],
+            ),
+        )
+    };
+    let started = Instant::now();
+    while after().await != (Some(1.0), Some(0.0), Some(1.0)) {
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{}",
+            scrape().await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // The lines, in order: each stream opened, each assignment change (the first of each
+    // bucket, then the abandon; no renewal), the stream that ended.
+    let process = &service.process;
+    process.message_containing("an Envoy's quota stream opened");
+    let first = process.message_containing("a bucket's assignment changed");
+    assert!(
+        first.contains("domain=edge") && first.contains("from=nothing to=20 per 1s, burst 4"),
+        "{first}"
+    );
+    process.message_containing("an Envoy's quota stream opened");
+    let denied = process.message_containing("a bucket's assignment changed");
+    assert!(
+        denied.contains("domain=elsewhere") && denied.contains("to=deny_all"),
+        "{denied}"
+    );
+    let abandoned = process.message_containing("a bucket's assignment changed");
+    assert!(
+        abandoned.contains("from=20 per 1s, burst 4 to=abandon"),
+        "{abandoned}"
+    );
+    let ended = process.message_containing("an Envoy's quota stream ended");
+    assert!(
+        ended.contains("domain=elsewhere") && ended.contains("buckets=1 reports=1"),
+        "{ended}"
+    );
 }

@@ -83,6 +83,23 @@ impl Assigned {
     }
 }
 
+/// As a log line says it: `20 per 1s, burst 4`, `allow_all`, `deny_all`, `abandon`.
+impl std::fmt::Display for Assigned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Assigned::Share { quota, share } => write!(
+                f,
+                "{share} per {}, burst {}",
+                humantime::format_duration(quota.period()),
+                Self::token_bucket(quota, share).max_tokens
+            ),
+            Assigned::AllowAll => f.write_str("allow_all"),
+            Assigned::DenyAll => f.write_str("deny_all"),
+            Assigned::Abandon => f.write_str("abandon"),
+        }
+    }
+}
+
 fn proto_duration(duration: Duration) -> ProtoDuration {
     ProtoDuration {
         seconds: i64::try_from(duration.as_secs()).unwrap_or(i64::MAX),
@@ -104,5 +121,6 @@ mod tests {
         // A share too small for a whole token of burst still admits one at a time.
         assert_eq!(Assigned::token_bucket(quota, 1).max_tokens, 1);
         assert_eq!(Assigned::share(quota, 0), Assigned::DenyAll);
+        assert_eq!(Assigned::share(quota, 8).to_string(), "8 per 1s, burst 2");
     }
 }

@@ -9,11 +9,13 @@
 //! - [`share`]: one bucket's quota split among its Envoys (the state transition);
 //!   [`shares`]: where the shares are kept.
 //! - [`assignment`]: what Envoy is sent.
+//! - `metrics`: what `/metrics` says of the streams.
 //! - `stream`: one Envoy's stream; `state`: what the streams share; [`QuotaService`]: the
 //!   tonic service.
 
 pub mod assignment;
 pub mod file;
+mod metrics;
 pub mod rules;
 mod service;
 pub mod share;

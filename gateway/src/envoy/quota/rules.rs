@@ -99,6 +99,11 @@ impl Rules {
         })
     }
 
+    /// Whether a file has `domain`.
+    pub fn has(&self, domain: &str) -> bool {
+        self.domains.contains_key(domain)
+    }
+
     /// The store `domain`'s shares are kept in (its file's `extensions.store`).
     pub fn store(&self, domain: &str) -> Option<&str> {
         self.domains.get(domain)?.store.as_deref()

@@ -51,6 +51,7 @@ impl QuotaService {
     /// bucket settled again under the new rules at once.
     pub fn reload_from(&self, reloaded: &QuotaService) -> QuotaService {
         self.inner.replace(reloaded.inner.in_force());
+        self.export_metrics();
         self.clone()
     }
 
@@ -62,6 +63,20 @@ impl QuotaService {
             shutdown.draining().await;
             inner.close();
         });
+    }
+
+    /// Exports its metrics at 0 (the streams' gauge, and each domain's series) in the
+    /// recorder installed now: called once the admin address has installed the process's,
+    /// and after each reload (a domain added).
+    pub fn export_metrics(&self) {
+        let in_force = self.inner.in_force();
+        super::metrics::export(
+            in_force
+                .rules()
+                .describe()
+                .iter()
+                .map(|(domain, ..)| domain.as_str()),
+        );
     }
 
     /// Each domain with its file and number of bucket rules, for `check`.
@@ -89,9 +104,12 @@ impl Rlqs for QuotaService {
     ) -> Result<tonic::Response<Answers>, tonic::Status> {
         let (sender, receiver) = mpsc::channel(QUEUED_ANSWERS);
         let holder = self.inner.next_holder();
+        // `serve`'s listeners put the client's address in every request's extensions.
+        let peer = request.extensions().get::<std::net::SocketAddr>().copied();
         tokio::spawn(super::stream::run(
             Arc::clone(&self.inner),
             holder,
+            peer,
             request.into_inner(),
             sender,
         ));

@@ -140,7 +140,7 @@ async fn within<T>(call: impl Future<Output = Result<T, StoreError>>) -> Result<
 
 /// A bucket's name as its key's hash tag: the first 16 bytes of its SHA-256, in hex (no `{`
 /// or `}`, and short whatever the bucket id's length).
-fn digest(bucket: &str) -> String {
+pub(super) fn digest(bucket: &str) -> String {
     crate::hex::lower(&Sha256::digest(bucket.as_bytes())[..16])
 }
 

@@ -8,9 +8,11 @@
 //! once its assignments have expired.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ::metrics::SharedString;
 use envoy_types::pb::envoy::service::rate_limit_quota::v3::rate_limit_quota_response::BucketAction;
 use envoy_types::pb::envoy::service::rate_limit_quota::v3::{
     RateLimitQuotaResponse, RateLimitQuotaUsageReports,
@@ -19,6 +21,7 @@ use tokio::sync::mpsc;
 use tonic::{Status, Streaming};
 
 use super::assignment::Assigned;
+use super::metrics;
 use super::rules::{DEFAULT_ASSIGNMENT_TTL, Found, Treatment};
 use super::share::Timing;
 use super::state::Inner;
@@ -42,6 +45,10 @@ pub const GRACE: Duration = Duration::from_millis(500);
 /// A bucket of this stream.
 struct Bucket {
     id: HashMap<String, String>,
+    /// Its domain as the metrics label it (counted under it in the buckets watched).
+    label: SharedString,
+    /// What it was last sent, so that a change is logged.
+    sent: Option<Assigned>,
     /// Requests asked per second (allowed and denied), as the last report says.
     rate: Option<f64>,
     last_report: Instant,
@@ -70,10 +77,11 @@ impl Bucket {
 }
 
 /// Serves one stream until Envoy ends it, the answers can no longer be sent or the process
-/// drains, then leaves its shares.
+/// drains, then leaves its shares. `peer` is the Envoy's address (none on a Unix socket).
 pub(super) async fn run(
     inner: Arc<Inner>,
     holder: String,
+    peer: Option<SocketAddr>,
     mut reports: Streaming<RateLimitQuotaUsageReports>,
     answers: mpsc::Sender<Result<RateLimitQuotaResponse, Status>>,
 ) {
@@ -81,24 +89,31 @@ pub(super) async fn run(
         inner,
         holder,
         domain: String::new(),
+        label: metrics::domain_label("", false),
         buckets: HashMap::new(),
         warned: false,
         full_warned: false,
         store_failing: false,
+        reports: 0,
     };
+    let opened = Instant::now();
+    let peer = peer.map_or_else(|| "unix socket".to_owned(), |peer| peer.to_string());
+    metrics::streams(1.0);
+    tracing::info!(stream = %stream.holder, %peer, "an Envoy's quota stream opened");
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let closed = stream.inner.closed();
     tokio::pin!(closed);
-    loop {
+    let ended = loop {
         let actions = tokio::select! {
             report = reports.message() => match report {
                 Ok(Some(report)) => stream.reported(report).await,
-                Ok(None) | Err(_) => break,
+                Ok(None) => break "the Envoy ended it",
+                Err(_) => break "the stream broke",
             },
             _ = tick.tick() => stream.renew().await,
-            () = answers.closed() => break,
-            () = &mut closed => break,
+            () = answers.closed() => break "the Envoy stopped reading",
+            () = &mut closed => break "the process drains",
         };
         if actions.is_empty() {
             continue;
@@ -107,9 +122,20 @@ pub(super) async fn run(
             bucket_action: actions,
         };
         if answers.send(Ok(response)).await.is_err() {
-            break;
+            break "the Envoy stopped reading";
         }
-    }
+    };
+    tracing::info!(
+        stream = %stream.holder,
+        %peer,
+        domain = %stream.domain,
+        buckets = stream.buckets.len(),
+        reports = stream.reports,
+        seconds = opened.elapsed().as_secs(),
+        why = ended,
+        "an Envoy's quota stream ended"
+    );
+    metrics::streams(-1.0);
     stream.leave().await;
 }
 
@@ -117,7 +143,11 @@ struct Stream {
     inner: Arc<Inner>,
     holder: String,
     domain: String,
+    /// The domain as the metrics label it.
+    label: SharedString,
     buckets: HashMap<String, Bucket>,
+    /// Reports of a bucket received.
+    reports: u64,
     /// Whether the domain was warned of as missing from the files.
     warned: bool,
     /// Whether the shares' store failed at the last settle (warned of once until it answers).
@@ -130,7 +160,9 @@ impl Stream {
     /// A report: each bucket's demand updated, and each settled.
     async fn reported(&mut self, report: RateLimitQuotaUsageReports) -> Vec<BucketAction> {
         // Envoy names the domain in every report; the protocol needs it in the first only.
-        if !report.domain.is_empty() {
+        if !report.domain.is_empty() && report.domain != self.domain {
+            let known = self.inner.in_force().rules().has(&report.domain);
+            self.label = metrics::domain_label(&report.domain, known);
             self.domain = report.domain;
         }
         let now = Instant::now();
@@ -142,6 +174,12 @@ impl Stream {
             if id.is_empty() {
                 continue;
             }
+            self.reports += 1;
+            metrics::reported(
+                &self.label,
+                usage.num_requests_allowed,
+                usage.num_requests_denied,
+            );
             let key = bucket_key(&self.domain, &id);
             if self.buckets.len() >= MAX_BUCKETS && !self.buckets.contains_key(&key) {
                 if !self.full_warned {
@@ -156,15 +194,21 @@ impl Stream {
                 continue;
             }
             let asked = (usage.num_requests_allowed + usage.num_requests_denied) as f64;
-            let bucket = self.buckets.entry(key.clone()).or_insert_with(|| Bucket {
-                id,
-                rate: None,
-                last_report: now,
-                interval: Duration::from_secs(1),
-                settled_at: None,
-                generation: 0,
-                matched: false,
-                shared: false,
+            let label = &self.label;
+            let bucket = self.buckets.entry(key.clone()).or_insert_with(|| {
+                metrics::watched(label, 1.0);
+                Bucket {
+                    id,
+                    label: label.clone(),
+                    sent: None,
+                    rate: None,
+                    last_report: now,
+                    interval: Duration::from_secs(1),
+                    settled_at: None,
+                    generation: 0,
+                    matched: false,
+                    shared: false,
+                }
             });
             // Demand is what the last report says, per second: Envoy reports every
             // `reporting_interval`, which averages enough, and a share follows a move of
@@ -245,6 +289,7 @@ impl Stream {
             // Its rule is gone: Envoy forgets the bucket and reports it anew, to be assigned
             // what an unmatched bucket gets.
             let bucket = self.buckets.remove(key)?;
+            metrics::watched(&bucket.label, -1.0);
             if bucket.shared {
                 let _ = self
                     .inner
@@ -252,6 +297,7 @@ impl Stream {
                     .leave(key, &self.holder, timing)
                     .await;
             }
+            self.sent(key, &bucket, Assigned::Abandon);
             return Some(Assigned::Abandon.action(&bucket.id, found.ttl));
         }
         let assigned = match found.treatment {
@@ -297,12 +343,34 @@ impl Stream {
         bucket.shared = shared;
         let assigned = assigned?;
         bucket.settled_at = Some(Instant::now());
-        Some(assigned.action(&bucket.id, found.ttl))
+        let action = assigned.action(&bucket.id, found.ttl);
+        let bucket = self.buckets.get(key)?;
+        self.sent(key, bucket, assigned);
+        self.buckets.get_mut(key)?.sent = Some(assigned);
+        Some(action)
+    }
+
+    /// `assigned` is sent for the bucket `key`: counted, and logged when it changes what the
+    /// bucket was sent before (the bucket named by its digest, as its key in Redis is, never
+    /// by its values: they may be a client's).
+    fn sent(&self, key: &str, bucket: &Bucket, assigned: Assigned) {
+        metrics::sent(&bucket.label, assigned == Assigned::Abandon);
+        if bucket.sent != Some(assigned) {
+            tracing::debug!(
+                stream = %self.holder,
+                domain = %self.domain,
+                bucket = %super::shares::digest(key),
+                from = %bucket.sent.map_or_else(|| "nothing".to_owned(), |sent| sent.to_string()),
+                to = %assigned,
+                "a bucket's assignment changed"
+            );
+        }
     }
 
     /// The stream ended: every share of this Envoy left.
     async fn leave(self) {
         for (key, bucket) in &self.buckets {
+            metrics::watched(&bucket.label, -1.0);
             if bucket.shared {
                 let ttl = self
                     .found(bucket)
