@@ -26,6 +26,23 @@ pub async fn command_calls(
     parse_command_stats(&info)
 }
 
+/// The CPU time the server's process has used, in seconds (`INFO cpu`: `used_cpu_sys` +
+/// `used_cpu_user`): networking and parsing included, which commandstats leaves out, and not
+/// inflated when the process waits for a core.
+pub async fn used_cpu(connection: &mut redis::aio::MultiplexedConnection) -> Result<f64, BoxError> {
+    let info: String = redis::cmd("INFO")
+        .arg("cpu")
+        .query_async(connection)
+        .await?;
+    let field = |name: &str| -> Result<f64, BoxError> {
+        info.lines()
+            .find_map(|line| line.trim().strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|value| value.parse().ok())
+            .ok_or_else(|| format!("no {name} in INFO cpu: {info}").into())
+    };
+    Ok(field("used_cpu_sys")? + field("used_cpu_user")?)
+}
+
 /// What Redis counted of one command.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CommandStat {

@@ -42,7 +42,6 @@ use testkit::BoxError;
 use testkit::cluster::RedisCluster;
 use testkit::commands::{Calls, CommandStat};
 use testkit::load::{Measured, ratio};
-use tower_redis_ratelimit::deadpool_redis::redis;
 use tower_redis_ratelimit::deadpool_redis::redis::aio::MultiplexedConnection;
 
 use crate::generator::drive;
@@ -164,28 +163,16 @@ impl RedisCost {
 }
 
 /// A primary's counters: its commands (`INFO commandstats`) and the CPU time its process has
-/// used (`INFO cpu`: `used_cpu_sys` + `used_cpu_user`, networking and parsing included, which
-/// commandstats leaves out, and not inflated when the process waits for a core).
+/// used ([`testkit::commands::used_cpu`]).
 struct Reading {
     commands: HashMap<String, CommandStat>,
     cpu: f64,
 }
 
 async fn read(connection: &mut MultiplexedConnection) -> Result<Reading, BoxError> {
-    let commands = testkit::commands::command_calls(connection).await?;
-    let info: String = redis::cmd("INFO")
-        .arg("cpu")
-        .query_async(connection)
-        .await?;
-    let field = |name: &str| -> Result<f64, BoxError> {
-        info.lines()
-            .find_map(|line| line.trim().strip_prefix(name)?.strip_prefix(':'))
-            .and_then(|value| value.parse().ok())
-            .ok_or_else(|| format!("no {name} in INFO cpu: {info}").into())
-    };
     Ok(Reading {
-        commands,
-        cpu: field("used_cpu_sys")? + field("used_cpu_user")?,
+        commands: testkit::commands::command_calls(connection).await?,
+        cpu: testkit::commands::used_cpu(connection).await?,
     })
 }
 
