@@ -12,7 +12,8 @@
 //! (default 8,000), each client every `N·M / rate` (from 125 µs for one Envoy of one bucket to
 //! 1.25 s for 100 of 100). The time to live is 4 s, so no assignment is renewed while its
 //! bucket is reported (a renewal is due 2 s after a settle); then the clients stay silent for
-//! 2.6 s, in which every bucket is renewed once.
+//! 3 s, in which every bucket is renewed (once or twice). A renewal's cost is printed where
+//! there were 1,000 or more, and `serve`'s where they took ten ticks of the CPU clock or more.
 //!
 //! Around each phase: `serve`'s CPU time (`utime` + `stime` of `/proc/<pid>/stat`), its
 //! counters (`gateway_quota_reports_total`, `gateway_quota_assignments_total` on `/metrics`: the
@@ -46,8 +47,10 @@ use crate::process::GatewayProcess;
 const REPORTING: Duration = Duration::from_millis(2_500);
 const WARM_UP: Duration = Duration::from_millis(600);
 /// The silent phase: long enough for every bucket's renewal (2 s after its last settle, seen
-/// at the stream's next 250 ms tick), short of a second one.
-const SILENT: Duration = Duration::from_millis(2_600);
+/// at the stream's next 250 ms tick), reports still queued when the clients stopped included.
+const SILENT: Duration = Duration::from_millis(3_000);
+/// The least CPU time a cost is read from: ten ticks of the clock `/proc` counts in.
+const LEAST_CPU_TICKS: f64 = 10.0;
 const SIZES: [usize; 3] = [1, 10, 100];
 
 fn main() -> ExitCode {
@@ -122,9 +125,15 @@ async fn run() -> Result<(), BoxError> {
                 };
                 let redis_cell = |text: String| if in_redis { text } else { "-".to_owned() };
                 // A renewal's cost is read only where the silent phase has enough of them
-                // for the clock's ticks (10 ms) and the streams' idle timers not to dominate.
+                // for the streams' idle ticks not to dominate, and, for `serve`, enough CPU
+                // time for the clock's resolution.
                 let renewals = if silent.settles >= 1_000.0 {
                     silent.settles
+                } else {
+                    0.0
+                };
+                let serve_renewals = if silent.serve_cpu * ticks >= LEAST_CPU_TICKS {
+                    renewals
                 } else {
                     0.0
                 };
@@ -143,7 +152,7 @@ async fn run() -> Result<(), BoxError> {
                         reporting.redis_commands / reporting.reports.max(1.0)
                     )),
                     redis_cell(per(reporting.redis_cpu, reporting.reports)),
-                    per(silent.serve_cpu, renewals),
+                    per(silent.serve_cpu, serve_renewals),
                     redis_cell(per(silent.redis_cpu, renewals)),
                 );
             }

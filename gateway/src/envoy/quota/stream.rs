@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ::metrics::SharedString;
+use ::metrics::Gauge;
 use envoy_types::pb::envoy::service::rate_limit_quota::v3::rate_limit_quota_response::BucketAction;
 use envoy_types::pb::envoy::service::rate_limit_quota::v3::{
     RateLimitQuotaResponse, RateLimitQuotaUsageReports,
@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use tonic::{Status, Streaming};
 
 use super::assignment::Assigned;
-use super::metrics;
+use super::metrics::{self, Series};
 use super::rules::{DEFAULT_ASSIGNMENT_TTL, Found, Treatment};
 use super::share::Timing;
 use super::state::Inner;
@@ -45,8 +45,8 @@ pub const GRACE: Duration = Duration::from_millis(500);
 /// A bucket of this stream.
 struct Bucket {
     id: HashMap<String, String>,
-    /// Its domain as the metrics label it (counted under it in the buckets watched).
-    label: SharedString,
+    /// The buckets watched of its domain, which count it.
+    watched: Gauge,
     /// What it was last sent, so that a change is logged.
     sent: Option<Assigned>,
     /// Requests asked per second (allowed and denied), as the last report says.
@@ -89,7 +89,7 @@ pub(super) async fn run(
         inner,
         holder,
         domain: String::new(),
-        label: metrics::domain_label("", false),
+        series: Series::of("", false),
         buckets: HashMap::new(),
         warned: false,
         full_warned: false,
@@ -143,8 +143,8 @@ struct Stream {
     inner: Arc<Inner>,
     holder: String,
     domain: String,
-    /// The domain as the metrics label it.
-    label: SharedString,
+    /// The domain's metrics.
+    series: Series,
     buckets: HashMap<String, Bucket>,
     /// Reports of a bucket received.
     reports: u64,
@@ -162,7 +162,7 @@ impl Stream {
         // Envoy names the domain in every report; the protocol needs it in the first only.
         if !report.domain.is_empty() && report.domain != self.domain {
             let known = self.inner.in_force().rules().has(&report.domain);
-            self.label = metrics::domain_label(&report.domain, known);
+            self.series = Series::of(&report.domain, known);
             self.domain = report.domain;
         }
         let now = Instant::now();
@@ -175,11 +175,8 @@ impl Stream {
                 continue;
             }
             self.reports += 1;
-            metrics::reported(
-                &self.label,
-                usage.num_requests_allowed,
-                usage.num_requests_denied,
-            );
+            self.series
+                .reported(usage.num_requests_allowed, usage.num_requests_denied);
             let key = bucket_key(&self.domain, &id);
             if self.buckets.len() >= MAX_BUCKETS && !self.buckets.contains_key(&key) {
                 if !self.full_warned {
@@ -194,12 +191,12 @@ impl Stream {
                 continue;
             }
             let asked = (usage.num_requests_allowed + usage.num_requests_denied) as f64;
-            let label = &self.label;
+            let watched = &self.series.watched;
             let bucket = self.buckets.entry(key.clone()).or_insert_with(|| {
-                metrics::watched(label, 1.0);
+                watched.increment(1.0);
                 Bucket {
                     id,
-                    label: label.clone(),
+                    watched: watched.clone(),
                     sent: None,
                     rate: None,
                     last_report: now,
@@ -289,7 +286,7 @@ impl Stream {
             // Its rule is gone: Envoy forgets the bucket and reports it anew, to be assigned
             // what an unmatched bucket gets.
             let bucket = self.buckets.remove(key)?;
-            metrics::watched(&bucket.label, -1.0);
+            bucket.watched.decrement(1.0);
             if bucket.shared {
                 let _ = self
                     .inner
@@ -354,7 +351,7 @@ impl Stream {
     /// bucket was sent before (the bucket named by its digest, as its key in Redis is, never
     /// by its values: they may be a client's).
     fn sent(&self, key: &str, bucket: &Bucket, assigned: Assigned) {
-        metrics::sent(&bucket.label, assigned == Assigned::Abandon);
+        self.series.sent(assigned == Assigned::Abandon);
         if bucket.sent != Some(assigned) {
             tracing::debug!(
                 stream = %self.holder,
@@ -370,7 +367,7 @@ impl Stream {
     /// The stream ended: every share of this Envoy left.
     async fn leave(self) {
         for (key, bucket) in &self.buckets {
-            metrics::watched(&bucket.label, -1.0);
+            bucket.watched.decrement(1.0);
             if bucket.shared {
                 let ttl = self
                     .found(bucket)
