@@ -171,8 +171,13 @@ impl Envoy {
 
     /// Reports `allowed` and `denied` requests of `bucket`.
     async fn report(&self, bucket: &[(&str, &str)], allowed: u64, denied: u64) {
+        self.report_in("edge", bucket, allowed, denied).await;
+    }
+
+    /// Reports `allowed` and `denied` requests of `bucket` of `domain`.
+    async fn report_in(&self, domain: &str, bucket: &[(&str, &str)], allowed: u64, denied: u64) {
         let report = RateLimitQuotaUsageReports {
-            domain: "edge".to_owned(),
+            domain: domain.to_owned(),
             bucket_quota_usages: vec![BucketQuotaUsage {
                 bucket_id: Some(BucketId {
                     bucket: bucket
@@ -592,20 +597,8 @@ async fn streams_are_counted_and_logged() {
     assert_eq!(share(a.latest().await), 20);
     let elsewhere = service.envoy().await;
     elsewhere
-        .reports
-        .send(RateLimitQuotaUsageReports {
-            domain: "elsewhere".to_owned(),
-            bucket_quota_usages: vec![BucketQuotaUsage {
-                bucket_id: Some(BucketId {
-                    bucket: [("name".to_owned(), "x".to_owned())].into(),
-                }),
-                time_elapsed: None,
-                num_requests_allowed: 0,
-                num_requests_denied: 2,
-            }],
-        })
-        .await
-        .unwrap();
+        .report_in("elsewhere", &[("name", "x")], 0, 2)
+        .await;
     assert_eq!(elsewhere.latest().await, Seen::Deny);
     // Renewed unchanged at half the time to live (2 s): counted, not logged.
     tokio::time::sleep(Duration::from_millis(1_300)).await;
@@ -697,4 +690,48 @@ async fn streams_are_counted_and_logged() {
         ended.contains("domain=elsewhere") && ended.contains("buckets=1 reports=1"),
         "{ended}"
     );
+}
+
+/// A domain the files gain by a reload is labelled from then on, on the streams already open:
+/// until then, its reports are counted under `domain=""`.
+#[tokio::test]
+async fn a_domain_added_by_a_reload_is_labelled_on_the_streams_open() {
+    let service = Service::start(RULES);
+    let requests = async |domain: &str| {
+        let scraped = reqwest::get(format!("http://{}/metrics", service.admin))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        series(
+            &scraped,
+            "gateway_quota_requests_total",
+            &[("domain", domain), ("decision", "denied")],
+        )
+    };
+    let envoy = service.envoy().await;
+    envoy.report_in("later", &[("name", "x")], 0, 1).await;
+    assert_eq!(envoy.latest().await, Seen::Deny);
+    assert_eq!(requests("").await, Some(1.0));
+    write_rules(
+        &service.dir.path().join("rules").join("later.yaml"),
+        "domain: later\nextensions:\n  quota_service:\n    unmatched: { blanket: allow_all }\n",
+    );
+    let started = Instant::now();
+    while envoy.latest().await != Seen::Allow {
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "{:?}",
+            envoy.seen()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    envoy.report_in("later", &[("name", "x")], 0, 2).await;
+    let started = Instant::now();
+    while requests("later").await != Some(2.0) {
+        assert!(started.elapsed() < Duration::from_secs(2));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(requests("").await, Some(1.0));
 }

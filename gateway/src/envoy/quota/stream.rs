@@ -90,6 +90,7 @@ pub(super) async fn run(
         holder,
         domain: String::new(),
         series: Series::of("", false),
+        series_generation: 0,
         buckets: HashMap::new(),
         warned: false,
         full_warned: false,
@@ -143,8 +144,9 @@ struct Stream {
     inner: Arc<Inner>,
     holder: String,
     domain: String,
-    /// The domain's metrics.
+    /// The domain's metrics, as labelled under the rules of `series_generation`.
     series: Series,
+    series_generation: u64,
     buckets: HashMap<String, Bucket>,
     /// Reports of a bucket received.
     reports: u64,
@@ -161,9 +163,15 @@ impl Stream {
     async fn reported(&mut self, report: RateLimitQuotaUsageReports) -> Vec<BucketAction> {
         // Envoy names the domain in every report; the protocol needs it in the first only.
         if !report.domain.is_empty() && report.domain != self.domain {
-            let known = self.inner.in_force().rules().has(&report.domain);
-            self.series = Series::of(&report.domain, known);
             self.domain = report.domain;
+            self.series_generation = 0;
+        }
+        // Labelled anew after a reload too: the files may have gained or lost the domain.
+        let generation = self.inner.generation();
+        if self.series_generation != generation && !self.domain.is_empty() {
+            let known = self.inner.in_force().rules().has(&self.domain);
+            self.series = Series::of(&self.domain, known);
+            self.series_generation = generation;
         }
         let now = Instant::now();
         let mut actions = Vec::new();
