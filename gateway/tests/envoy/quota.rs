@@ -198,6 +198,20 @@ impl Envoy {
         self.seen.lock().unwrap().clone()
     }
 
+    /// Waits up to 4 s (a reload seen, then the next tick) for `wanted` to be the latest
+    /// assignment.
+    async fn waits_for(&self, wanted: Seen) {
+        let started = Instant::now();
+        while self.latest().await != wanted {
+            assert!(
+                started.elapsed() < Duration::from_secs(4),
+                "no {wanted:?}: {:?}",
+                self.seen()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// The latest assignment, waiting up to 2 s for a first one.
     async fn latest(&self) -> Seen {
         let deadline = Instant::now() + Duration::from_secs(2);
@@ -403,15 +417,7 @@ async fn a_rule_removed_by_a_reload_abandons_its_buckets() {
         &service.rules(),
         "domain: edge\nextensions:\n  quota_service:\n    unmatched: { blanket: allow_all }\n",
     );
-    let started = Instant::now();
-    while envoy.latest().await != Seen::Abandon {
-        assert!(
-            started.elapsed() < Duration::from_secs(4),
-            "{:?}",
-            envoy.seen()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    envoy.waits_for(Seen::Abandon).await;
     envoy.report(&ACME, 1, 0).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(envoy.latest().await, Seen::Allow);
@@ -637,11 +643,7 @@ async fn streams_are_counted_and_logged() {
         &service.rules(),
         "domain: edge\nextensions:\n  quota_service:\n    unmatched: { blanket: allow_all }\n",
     );
-    let started = Instant::now();
-    while a.latest().await != Seen::Abandon {
-        assert!(started.elapsed() < Duration::from_secs(4), "{:?}", a.seen());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    a.waits_for(Seen::Abandon).await;
     drop(elsewhere);
     let after = async || {
         let scraped = scrape().await;
@@ -718,15 +720,7 @@ async fn a_domain_added_by_a_reload_is_labelled_on_the_streams_open() {
         &service.dir.path().join("rules").join("later.yaml"),
         "domain: later\nextensions:\n  quota_service:\n    unmatched: { blanket: allow_all }\n",
     );
-    let started = Instant::now();
-    while envoy.latest().await != Seen::Allow {
-        assert!(
-            started.elapsed() < Duration::from_secs(4),
-            "{:?}",
-            envoy.seen()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    envoy.waits_for(Seen::Allow).await;
     envoy.report_in("later", &[("name", "x")], 0, 2).await;
     let started = Instant::now();
     while requests("later").await != Some(2.0) {
