@@ -4,7 +4,8 @@
 --
 -- KEYS: one, the rule's state key.
 -- State: a hash { s = window start (µs since the epoch), n = units used in the window },
---        written only when a request is admitted, with a TTL at the end of the window. A start
+--        written only when a request is admitted: whole, with a TTL at the end of the window,
+--        when a window starts; its count alone (HINCRBY) while the window goes on. A start
 --        ahead of now (the clock went back) is still that window, unless it lies more than a
 --        period ahead: no window of this rule starts that late, so the state is foreign (another
 --        rule's, or from before a clock step back by more than a period) and honouring it would
@@ -16,8 +17,9 @@
 ALGORITHMS[1] = function(key, now, cost, limit, period)
   local state = redis.call('HMGET', key, 's', 'n')
   local start, used = tonumber(state[1]), tonumber(state[2])
+  local continues = true
   if start == nil or used == nil or now >= start + period or start - now > period then
-    start, used = now, 0
+    start, used, continues = now, 0, false
   end
   local full_after = start + period - now
   -- `used` can exceed `limit` when a rule's limit was lowered while its window was live.
@@ -30,7 +32,13 @@ ALGORITHMS[1] = function(key, now, cost, limit, period)
   end
   used = used + cost
   local write = nil
-  if cost > 0 then
+  if cost > 0 and continues then
+    -- The window goes on: its start and its TTL (the window's end) were written when it began,
+    -- so one command counts the cost, where three would on every admitted request.
+    write = function()
+      redis.call('HINCRBY', key, 'n', cost)
+    end
+  elseif cost > 0 then
     write = function()
       redis.call('HSET', key, 's', num(start), 'n', num(used))
       redis.call('PEXPIRE', key, ttl_ms(full_after))

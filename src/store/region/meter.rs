@@ -81,6 +81,15 @@ impl Meter {
         windows.saturating_mul(window_us)
     }
 
+    /// Whether units of a window that has ended still count on the ledger: a sliding window's
+    /// grants bear on the `k - 1` windows after it, and a bucket's unspent units credited back
+    /// refill it where it stands (as if never granted, the bucket would hold at least as many);
+    /// a fixed window's end frees them all. Where they count, a region gives back what it did not
+    /// spend of a window once it ends, and the units a take brought in too late to spend.
+    pub(crate) fn ended_units_count(self) -> bool {
+        !matches!(self, Meter::Window)
+    }
+
     /// The windows whose grants a take of window `index` reads, in order: a sliding window's
     /// `index - (k - 1) ..= index + (k - 1)`, every period that holds the window; none for the
     /// others. (Window indices count from the Unix epoch: far above `k`.)

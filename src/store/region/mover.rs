@@ -221,6 +221,7 @@ async fn step(
     };
     // The rate the region is asked at, from its count of units asked (every instance's).
     let mut ended = None;
+    let mut unspent_before = None;
     if let Some(before) = track.asked.crossing(current) {
         let Ok(counts) = shared
             .within("sync", shared.region.sync(key, before, 0, now))
@@ -229,6 +230,7 @@ async fn step(
             return track;
         };
         ended = Some(counts.asked);
+        unspent_before = Some((before, counts.unspent()));
     }
     let tick_us = shared.settings.sync_every.as_micros() as u64;
     let rate = track
@@ -239,7 +241,13 @@ async fn step(
     }
     emergency(shared, key, current, now).await;
     let next = current.next();
-    track.lanes.retain(|window, _| *window >= current.index);
+    track.settle_ended(current).await;
+    if let Some((before, unspent)) = unspent_before
+        && unspent > 0
+        && key.meter().ended_units_count()
+    {
+        track.give_back(shared, before, unspent);
+    }
     track.reports.retain(|window, _| *window >= current.index);
     for window in [current, next] {
         track
@@ -293,6 +301,30 @@ async fn step(
 }
 
 impl Track {
+    /// Forgets the lanes of windows before `current` once their steps are done (those that
+    /// bring an ended window's units back to the ledger run on: [`finish`]).
+    async fn settle_ended(&mut self, current: Window) {
+        let kept = self.lanes.split_off(&current.index);
+        for (index, mut lane) in mem::replace(&mut self.lanes, kept) {
+            if !lane.settle().await || !lane.pending.is_empty() {
+                self.lanes.insert(index, lane);
+            }
+        }
+    }
+
+    /// Gives back the `unspent` units of `window`, which has just ended, in its lane: the
+    /// region's surrender makes them unspendable before the ledger's credit frees them.
+    fn give_back(&mut self, shared: &Shared, window: Window, unspent: u64) {
+        let lane = self.lanes.entry(window.index).or_default();
+        if lane.running.is_none() {
+            lane.pending.push_back(Move::Surrender {
+                id: shared.move_id(),
+                window,
+                most: unspent,
+            });
+        }
+    }
+
     /// Plans `window`'s next move, of which the region holds and spent `counts` with `left_us`
     /// of spending left, into its lane (free); a take notes what the ledger will have heard.
     fn plan(
@@ -349,12 +381,20 @@ impl Track {
 }
 
 /// Runs a window's steps in order until one is not done, and hands the rest back. A step of a
-/// window that has ended is dropped: its units are of no use any more.
+/// window that has ended is dropped when its units are of no use any more: every step of a
+/// fixed window, and a take of any; where ended windows' units still count on the ledger
+/// ([`Meter::ended_units_count`](super::meter::Meter::ended_units_count)), the steps that bring
+/// them back to it run on for a period after the window's end (as long as the region keeps
+/// the window's counts).
 async fn finish(shared: Arc<Shared>, key: GlobalKey, mut steps: VecDeque<Move>) -> VecDeque<Move> {
     while let Some(next) = steps.pop_front() {
         let now = shared.clock.now_micros();
-        if now >= next.window().end_us() {
-            continue;
+        let window = next.window();
+        if now >= window.end_us() {
+            let brings_back = key.meter().ended_units_count() && !matches!(next, Move::Take { .. });
+            if !brings_back || now >= window.end_us().saturating_add(window.period_us) {
+                continue;
+            }
         }
         match perform(&shared, &key, &next, now).await {
             Stepped::Done => {}
@@ -423,6 +463,13 @@ async fn perform(shared: &Arc<Shared>, key: &GlobalKey, step: &Move, now: u64) -
                 .within("apply", shared.region.apply(key, *window, id, *units, now))
                 .await
             {
+                // Units that arrive once their window has ended (a take answered late) go back
+                // to the ledger, applied first so that a retried apply never counts them twice.
+                Ok(_) if now >= window.end_us() => Stepped::Then(Move::Surrender {
+                    id: shared.move_id(),
+                    window: *window,
+                    most: *units,
+                }),
                 Ok(_) => Stepped::Done,
                 Err(_) => Stepped::Again,
             }

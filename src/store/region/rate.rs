@@ -73,10 +73,16 @@ impl AskRate {
         // the rate of those before): the rate starts again from the last tick, the one surely
         // after the change, so that demand that stops or starts is followed within two ticks,
         // not ten.
+        // Only where the last ticks hold enough units to tell (counted, or expected at the rate
+        // before): a demand of a unit every third tick reads as none in two ticks as often as not,
+        // and a leader that took that for a demand gone would give back its units and take
+        // them again, tick after tick.
         let recent = self.intervals.len().saturating_sub(RECENT);
         let before = rate(self.intervals.iter().take(recent));
         let short = rate(self.intervals.iter().skip(recent));
-        if recent >= RECENT && (2.0 * short < before || short > 2.0 * before) {
+        let (units, micros) = totals(self.intervals.iter().skip(recent));
+        let telling = (units as f64).max(before * micros as f64) >= TELLING_UNITS;
+        if recent >= RECENT && telling && (2.0 * short < before || short > 2.0 * before) {
             self.intervals.drain(..self.intervals.len() - 1);
         }
         rate(self.intervals.iter())
@@ -88,11 +94,20 @@ impl AskRate {
 /// phases alone never make half or twice the rate.
 const RECENT: usize = 2;
 
+/// The units the last ticks must hold, counted or expected, for a change of rate to be told
+/// from chance: with 8 expected, none or fewer than half come by chance rarely.
+const TELLING_UNITS: f64 = 8.0;
+
+/// Units and µs over `intervals`.
+fn totals<'a>(intervals: impl Iterator<Item = &'a (u64, u64)>) -> (u64, u64) {
+    intervals.fold((0, 0), |(units, micros), interval| {
+        (units + interval.0, micros + interval.1)
+    })
+}
+
 /// Units per µs over `intervals`.
 fn rate<'a>(intervals: impl Iterator<Item = &'a (u64, u64)>) -> f64 {
-    let (units, micros) = intervals.fold((0, 0), |(units, micros), interval| {
-        (units + interval.0, micros + interval.1)
-    });
+    let (units, micros) = totals(intervals);
     units as f64 / micros.max(1) as f64
 }
 
@@ -130,6 +145,28 @@ mod tests {
         // It comes back: within three ticks.
         let back: Vec<f64> = (15..18).map(|tick| read(tick, 10)).collect();
         assert!((90.0..=110.0).contains(&back[2]), "{back:?}");
+    }
+
+    #[test]
+    fn a_sparse_demand_is_not_read_as_gone_when_a_few_ticks_bring_nothing() {
+        let window = Window::at(10_000_000, 60_000_000);
+        let start = window.start_us() + 1_000_000;
+        let mut rate = AskRate::default();
+        let mut asked = 0;
+        let mut read = |tick: u64, units: u64| {
+            asked += units;
+            rate.read(window, asked, start + tick * TICK, None, (start, TICK)) * 1e6
+        };
+        // 3.3 units a second: a unit every third tick, then two ticks without one.
+        let seen: Vec<f64> = [1, 0, 0, 1, 0, 0, 1, 0, 0, 1, 0, 0]
+            .into_iter()
+            .zip(1..)
+            .map(|(units, tick)| read(tick, units))
+            .collect();
+        // From the fourth reading on, never none: the rate over the last ten ticks.
+        for rate in &seen[3..] {
+            assert!((2.0..=5.0).contains(rate), "{seen:?}");
+        }
     }
 
     #[test]

@@ -73,7 +73,14 @@ pub(crate) struct World {
     pub(crate) t0_us: u64,
     /// The ledger's windows' length (µs).
     pub(crate) period_us: u64,
+    /// This world's turn: one world runs at a time (three Redis servers, six region stores
+    /// ticking every 50 ms, their links and drivers, on a machine of two cores that runs the
+    /// suite's other tests beside them: two worlds at once delay each other's ticks).
+    _turn: tokio::sync::MutexGuard<'static, ()>,
 }
+
+/// Whose turn it is to run a world.
+static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// How a world is made.
 pub(crate) struct Setup {
@@ -131,6 +138,7 @@ impl World {
         target: std::net::SocketAddr,
         ledger_for: impl Fn(&WanLink) -> Ledger,
     ) -> Self {
+        let turn = TURN.lock().await;
         let clock = SystemClock::new();
         let policy = &setup.policy;
         let period_us = u64::try_from(setup.window.as_micros()).unwrap();
@@ -179,6 +187,7 @@ impl World {
             clock,
             t0_us,
             period_us,
+            _turn: turn,
         };
         // Demand is asked from half a second before: the regions take the first window's
         // allotments ahead, as they do every window's.

@@ -79,14 +79,11 @@ async fn every_region_saturated_shares_the_quota_and_never_exceeds_it() {
 }
 
 /// Region 0 asks twice the quota; in the middle of window 2 the same demand spreads over the
-/// three regions (each two thirds of the quota). Within a second the regions spend at least
-/// 90 % of the quota between them, each at least three quarters of its share (a third), the
-/// next window included: the region that led must not keep the window it took ahead. Checked
-/// per window (each region, asking twice its share, spends it in the first half of a window):
-/// window 3, which opens 0.5 s after the spread and which region 0 took units of ahead, and
-/// window 4. Every region at 90 % of its share, the target, is met in most runs, not
-/// all: the region 150 ms from the ledger, whose reports of demand arrive last, has ended at
-/// 27 of 33 (docs/regions.md, "Measured through the binary").
+/// three regions (each two thirds of the quota). Within a second every region spends at least
+/// 90 % of its share (a third of the quota), the next window included: the region that led
+/// must not keep the window it took ahead. Checked per window (each region, asking twice its
+/// share, spends it in the first half of a window): window 3, which opens 0.5 s after the
+/// spread and which region 0 took units of ahead, and window 4.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demand_spreading_from_one_region_to_three_reaches_every_share_within_a_second() {
     let ledger = RedisServer::start();
@@ -102,9 +99,8 @@ async fn demand_spreading_from_one_region_to_three_reaches_every_share_within_a_
     let q = world.quota;
     world.verdict("demand spreading from one region to three", q);
     for index in 3..5 {
-        world.assert_served(index, &[0, 1, 2], q);
         for region in 0..3 {
-            world.assert_served_percent(index, &[region], q / 3, 75);
+            world.assert_served(index, &[region], q / 3);
         }
     }
 }
