@@ -84,6 +84,9 @@ struct Track {
     /// zero: reported again when it changes (as zero when it goes, so that its share goes to
     /// the others), and while units are held.
     reported: HashMap<u64, Report>,
+    /// Windows that have ended with units unspent, to give back once their lane is free (a
+    /// take of the window may still be on its way when it ends).
+    ended: Vec<Window>,
 }
 
 /// The moves of one window: steps not done yet, in order, and the task running them, which
@@ -241,13 +244,14 @@ async fn step(
     }
     emergency(shared, key, current, now).await;
     let next = current.next();
-    track.settle_ended(current).await;
     if let Some((before, unspent)) = unspent_before
         && unspent > 0
         && key.meter().ended_units_count()
     {
-        track.give_back(shared, before, unspent);
+        track.ended.push(before);
     }
+    track.settle_ended(current).await;
+    track.give_back(shared, now);
     track.reports.retain(|window, _| *window >= current.index);
     for window in [current, next] {
         track
@@ -312,17 +316,28 @@ impl Track {
         }
     }
 
-    /// Gives back the `unspent` units of `window`, which has just ended, in its lane: the
-    /// region's surrender makes them unspendable before the ledger's credit frees them.
-    fn give_back(&mut self, shared: &Shared, window: Window, unspent: u64) {
-        let lane = self.lanes.entry(window.index).or_default();
-        if lane.running.is_none() {
+    /// Gives back what is unspent of each ended window whose lane is free, in that lane: the
+    /// region's surrender makes the units unspendable before the ledger's credit frees them.
+    /// A window whose lane is busy waits for a later tick, until the region forgets its counts.
+    fn give_back(&mut self, shared: &Shared, now: u64) {
+        let lanes = &mut self.lanes;
+        self.ended.retain(|window| {
+            if now >= window.end_us().saturating_add(window.period_us) {
+                return false;
+            }
+            let lane = lanes.entry(window.index).or_default();
+            if lane.running.is_some() {
+                return true;
+            }
+            // The region gives up what is unspent, whatever the take that ended the window
+            // brought in: at most all it holds.
             lane.pending.push_back(Move::Surrender {
                 id: shared.move_id(),
-                window,
-                most: unspent,
+                window: *window,
+                most: u64::from(u32::MAX),
             });
-        }
+            false
+        });
     }
 
     /// Plans `window`'s next move, of which the region holds and spent `counts` with `left_us`

@@ -10,6 +10,7 @@ mod cluster;
 mod config;
 mod demand;
 mod failures;
+mod give_back;
 mod partition;
 mod rates;
 mod spread;
