@@ -122,6 +122,17 @@ impl World {
     /// did not come), all, or `capacity` when they were more. A failure names the window's
     /// slowest request: units go unspent on a machine too busy to run the proxies on time too.
     pub(crate) fn assert_served(&self, window: usize, regions: &[usize], capacity: u64) {
+        self.assert_served_percent(window, regions, capacity, 90);
+    }
+
+    /// As [`assert_served`](Self::assert_served), at least `percent` % of it.
+    pub(crate) fn assert_served_percent(
+        &self,
+        window: usize,
+        regions: &[usize],
+        capacity: u64,
+        percent: u64,
+    ) {
         let (mut asked, mut admitted, mut slowest) = (0, 0, Duration::ZERO);
         for sent in self.sent.lock().unwrap().iter() {
             if sent.global
@@ -135,7 +146,7 @@ impl World {
         }
         let could = asked.min(capacity);
         assert!(
-            admitted * 10 >= could * 9,
+            admitted * 100 >= could * percent,
             "window {window}: regions {regions:?} admitted {admitted} of the {could} they could \
              (asked {asked}); its slowest request took {slowest:?}; per window and region: {:?}",
             self.admitted()
