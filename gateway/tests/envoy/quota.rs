@@ -71,6 +71,16 @@ impl Service {
     }
 
     /// With `env` in its environment (`RUST_LOG`).
+    /// The text of the service's `/metrics`.
+    async fn scrape(&self) -> String {
+        reqwest::get(format!("http://{}/metrics", self.admin))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     fn start_logging(rules: &str, stores: &str, env: &[(&str, &str)]) -> Service {
         let dir = TempDir::new("envoy-quota").unwrap();
         std::fs::create_dir(dir.path().join("rules")).unwrap();
@@ -198,6 +208,16 @@ impl Envoy {
         self.seen.lock().unwrap().clone()
     }
 
+    /// Sends `report`, then waits up to 5 s for `count` assignments in all.
+    async fn send_until_assigned(&self, report: RateLimitQuotaUsageReports, count: usize) {
+        self.reports.send(report).await.expect("the stream is open");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.seen().len() < count {
+            assert!(Instant::now() < deadline, "{} assigned", self.seen().len());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Waits up to 4 s (a reload seen, then the next tick) for `wanted` to be the latest
     /// assignment.
     async fn waits_for(&self, wanted: Seen) {
@@ -227,6 +247,21 @@ impl Envoy {
 
 const ACME: [(&str, &str); 2] = [("name", "tenant"), ("tenant", "acme")];
 
+/// One request admitted in the bucket of `tenant`.
+fn tenant_usage(tenant: String) -> BucketQuotaUsage {
+    BucketQuotaUsage {
+        bucket_id: Some(BucketId {
+            bucket: [("name", "tenant".to_owned()), ("tenant", tenant)]
+                .into_iter()
+                .map(|(key, value)| (key.to_owned(), value))
+                .collect(),
+        }),
+        time_elapsed: None,
+        num_requests_allowed: 1,
+        num_requests_denied: 0,
+    }
+}
+
 /// An Envoy reporting more buckets than a stream holds (a client's memory on the service is
 /// bounded): the first `MAX_BUCKETS` are assigned, the rest get nothing, in that report and in
 /// the next.
@@ -235,34 +270,12 @@ async fn a_stream_holds_at_most_max_buckets() {
     use ratelimit_gateway::envoy::quota::MAX_BUCKETS;
     let service = Service::start(RULES);
     let envoy = service.envoy().await;
-    let usage = |tenant: usize| BucketQuotaUsage {
-        bucket_id: Some(BucketId {
-            bucket: [
-                ("name", "tenant".to_owned()),
-                ("tenant", format!("t{tenant}")),
-            ]
-            .into_iter()
-            .map(|(key, value)| (key.to_owned(), value))
-            .collect(),
-        }),
-        time_elapsed: None,
-        num_requests_allowed: 1,
-        num_requests_denied: 0,
-    };
+    let usage = |tenant: usize| tenant_usage(format!("t{tenant}"));
     let report = RateLimitQuotaUsageReports {
         domain: "edge".to_owned(),
         bucket_quota_usages: (0..MAX_BUCKETS + 10).map(usage).collect(),
     };
-    envoy
-        .reports
-        .send(report)
-        .await
-        .expect("the stream is open");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while envoy.seen().len() < MAX_BUCKETS {
-        assert!(Instant::now() < deadline, "{} assigned", envoy.seen().len());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    envoy.send_until_assigned(report, MAX_BUCKETS).await;
     // Renewals come at half the time to live (1 s): before them, nothing beyond the bound.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(envoy.seen().len(), MAX_BUCKETS);
@@ -277,6 +290,37 @@ async fn a_stream_holds_at_most_max_buckets() {
         .expect("the stream is open");
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(envoy.seen().len(), MAX_BUCKETS);
+}
+
+/// A bucket id beyond `MAX_BUCKET_ID_BYTES` (a hostile client's way to grow the service's
+/// memory within `MAX_BUCKETS`) is not kept: the stream watches only the bucket of a usual id
+/// reported beside it, and assigns only that one.
+#[tokio::test]
+async fn a_bucket_id_too_large_is_not_kept() {
+    use ratelimit_gateway::envoy::quota::MAX_BUCKET_ID_BYTES;
+    let service = Service::start_logging(RULES, "", &[]);
+    let envoy = service.envoy().await;
+    let report = RateLimitQuotaUsageReports {
+        domain: "edge".to_owned(),
+        bucket_quota_usages: vec![
+            tenant_usage("x".repeat(MAX_BUCKET_ID_BYTES)),
+            tenant_usage("acme".to_owned()),
+        ],
+    };
+    envoy.send_until_assigned(report, 1).await;
+    // Renewals come at half the time to live (1 s): before them, only the usual bucket.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(envoy.seen().len(), 1, "{:?}", envoy.seen());
+    let scraped = service.scrape().await;
+    assert_eq!(
+        series(
+            &scraped,
+            "gateway_quota_buckets_watched",
+            &[("domain", "edge")]
+        ),
+        Some(1.0),
+        "{scraped}"
+    );
 }
 
 fn share(seen: Seen) -> u32 {
@@ -568,14 +612,7 @@ async fn streams_are_counted_and_logged() {
         "",
         &[("RUST_LOG", "info,ratelimit_gateway::envoy::quota=debug")],
     );
-    let scrape = async || {
-        reqwest::get(format!("http://{}/metrics", service.admin))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
-    };
+    let scrape = async || service.scrape().await;
     let edge = [("domain", "edge")];
     let before = scrape().await;
     assert_eq!(
@@ -700,12 +737,7 @@ async fn streams_are_counted_and_logged() {
 async fn a_domain_added_by_a_reload_is_labelled_on_the_streams_open() {
     let service = Service::start(RULES);
     let requests = async |domain: &str| {
-        let scraped = reqwest::get(format!("http://{}/metrics", service.admin))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let scraped = service.scrape().await;
         series(
             &scraped,
             "gateway_quota_requests_total",

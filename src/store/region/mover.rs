@@ -244,9 +244,15 @@ async fn step(
     }
     emergency(shared, key, current, now).await;
     let next = current.next();
+    // Under a meter whose ended windows still count, what the region did not spend of the
+    // window just ended goes back, and so does what a take still on its way brings in.
     if let Some((before, unspent)) = unspent_before
-        && unspent > 0
         && key.meter().ended_units_count()
+        && (unspent > 0
+            || track
+                .lanes
+                .get(&before.index)
+                .is_some_and(|lane| !lane.is_free()))
     {
         track.ended.push(before);
     }
@@ -310,7 +316,7 @@ impl Track {
     async fn settle_ended(&mut self, current: Window) {
         let kept = self.lanes.split_off(&current.index);
         for (index, mut lane) in mem::replace(&mut self.lanes, kept) {
-            if !lane.settle().await || !lane.pending.is_empty() {
+            if !lane.settle().await {
                 self.lanes.insert(index, lane);
             }
         }
@@ -318,7 +324,9 @@ impl Track {
 
     /// Gives back what is unspent of each ended window whose lane is free, in that lane: the
     /// region's surrender makes the units unspendable before the ledger's credit frees them.
-    /// A window whose lane is busy waits for a later tick, until the region forgets its counts.
+    /// A window whose lane is busy (a take answered late applies its units first, so that a
+    /// retried apply never counts them twice) waits for a later tick, until the region forgets
+    /// its counts.
     fn give_back(&mut self, shared: &Shared, now: u64) {
         let lanes = &mut self.lanes;
         self.ended.retain(|window| {
@@ -383,15 +391,7 @@ impl Track {
             }
             Intent::Surrender { most } => Move::Surrender { id, window, most },
         };
-        let lanes = match step {
-            Move::Take { want: 0, .. } => &mut self.reports,
-            _ => &mut self.lanes,
-        };
-        lanes
-            .entry(window.index)
-            .or_default()
-            .pending
-            .push_back(step);
+        lane.pending.push_back(step);
     }
 }
 
@@ -478,13 +478,6 @@ async fn perform(shared: &Arc<Shared>, key: &GlobalKey, step: &Move, now: u64) -
                 .within("apply", shared.region.apply(key, *window, id, *units, now))
                 .await
             {
-                // Units that arrive once their window has ended (a take answered late) go back
-                // to the ledger, applied first so that a retried apply never counts them twice.
-                Ok(_) if now >= window.end_us() => Stepped::Then(Move::Surrender {
-                    id: shared.move_id(),
-                    window: *window,
-                    most: *units,
-                }),
                 Ok(_) => Stepped::Done,
                 Err(_) => Stepped::Again,
             }

@@ -117,16 +117,23 @@ mod tests {
 
     const TICK: u64 = 100_000;
 
-    #[test]
-    fn the_rate_is_read_over_several_ticks_and_follows_a_change_within_them() {
+    /// A reader of one key's rate in a window of a minute from its second on: called with a
+    /// tick's number and the units asked in that tick, it returns the rate read (units a
+    /// second).
+    fn ticks() -> impl FnMut(u64, u64) -> f64 {
         let window = Window::at(10_000_000, 60_000_000);
         let start = window.start_us() + 1_000_000;
         let mut rate = AskRate::default();
         let mut asked = 0;
-        let mut read = |tick: u64, units: u64| {
+        move |tick, units| {
             asked += units;
             rate.read(window, asked, start + tick * TICK, None, (start, TICK)) * 1e6
-        };
+        }
+    }
+
+    #[test]
+    fn the_rate_is_read_over_several_ticks_and_follows_a_change_within_them() {
+        let mut read = ticks();
         // 100 units a second from two instances reporting 5 units each per tick, at their own
         // phases: a reading holds one, two or three reports.
         let seen: Vec<f64> = [10, 5, 15, 10, 10, 5, 15, 10, 5, 15]
@@ -149,14 +156,7 @@ mod tests {
 
     #[test]
     fn a_sparse_demand_is_not_read_as_gone_when_a_few_ticks_bring_nothing() {
-        let window = Window::at(10_000_000, 60_000_000);
-        let start = window.start_us() + 1_000_000;
-        let mut rate = AskRate::default();
-        let mut asked = 0;
-        let mut read = |tick: u64, units: u64| {
-            asked += units;
-            rate.read(window, asked, start + tick * TICK, None, (start, TICK)) * 1e6
-        };
+        let mut read = ticks();
         // 3.3 units a second: a unit every third tick, then two ticks without one.
         let seen: Vec<f64> = [1, 0, 0, 1, 0, 0, 1, 0, 0, 1, 0, 0]
             .into_iter()

@@ -24,4 +24,4 @@ mod state;
 mod stream;
 
 pub use self::service::{QUOTA_PATH_PREFIX, QuotaService};
-pub use self::stream::{GRACE, MAX_BUCKETS};
+pub use self::stream::{GRACE, MAX_BUCKET_ID_BYTES, MAX_BUCKETS};

@@ -35,6 +35,12 @@ const MAX_DEMAND: u64 = (1 << 20) - 1;
 /// no assignment (Envoy applies its `no_assignment_behavior`) and the stream warns once.
 pub const MAX_BUCKETS: usize = 4_096;
 
+/// The most bytes of a bucket id's keys and values together: a stream keeps each bucket's id
+/// (and names its key in the shares' store by it), so [`MAX_BUCKETS`] bounds memory only with
+/// this. Envoy's `bucket_id_builder` makes ids of a few short entries; a larger one gets no
+/// assignment and the stream warns once.
+pub const MAX_BUCKET_ID_BYTES: usize = 512;
+
 /// How often a stream looks for assignments to renew and for a reload.
 const TICK: Duration = Duration::from_millis(250);
 
@@ -94,6 +100,7 @@ pub(super) async fn run(
         buckets: HashMap::new(),
         warned: false,
         full_warned: false,
+        oversize_warned: false,
         store_failing: false,
         reports: 0,
     };
@@ -156,6 +163,8 @@ struct Stream {
     store_failing: bool,
     /// Whether the stream was warned of as holding [`MAX_BUCKETS`].
     full_warned: bool,
+    /// Whether the stream was warned of a bucket id beyond [`MAX_BUCKET_ID_BYTES`].
+    oversize_warned: bool,
 }
 
 impl Stream {
@@ -180,6 +189,20 @@ impl Stream {
                 continue;
             };
             if id.is_empty() {
+                continue;
+            }
+            let bytes: usize = id.iter().map(|(key, value)| key.len() + value.len()).sum();
+            if bytes > MAX_BUCKET_ID_BYTES {
+                if !self.oversize_warned {
+                    self.oversize_warned = true;
+                    tracing::warn!(
+                        domain = %self.domain,
+                        bytes,
+                        most = MAX_BUCKET_ID_BYTES,
+                        "an Envoy reports a bucket id larger than a stream takes: it gets no \
+                         assignment"
+                    );
+                }
                 continue;
             }
             self.reports += 1;
