@@ -27,7 +27,9 @@ mod generator;
 mod modes;
 mod report;
 mod run;
+mod service;
 mod serving;
+mod workload;
 
 use std::process::ExitCode;
 use std::time::Duration;

@@ -1,7 +1,5 @@
 //! What each mode serves, and the requests the generator sends it.
 
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService as Rls, RateLimitServiceServer,
@@ -11,23 +9,7 @@ use testkit::BoxError;
 use tower_redis_ratelimit::deadpool_redis::redis;
 
 use crate::serving::Served;
-
-/// The limits: `allowed` admits everything (a billion an hour per key), `denied` admits one
-/// request per user an hour, so all but the first of each user are refused.
-const RULES: [(&str, &str); 2] = [
-    (
-        "allowed.yaml",
-        "domain: allowed\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 1000000000 }\n  - key: route\n    rate_limit: { unit: hour, requests_per_unit: 1000000000 }\n  - key: tenant\n    rate_limit: { unit: hour, requests_per_unit: 1000000000 }\n",
-    ),
-    (
-        "denied.yaml",
-        "domain: denied\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 1 }\n  - key: route\n    rate_limit: { unit: hour, requests_per_unit: 1000000000 }\n  - key: tenant\n    rate_limit: { unit: hour, requests_per_unit: 1000000000 }\n",
-    ),
-];
-
-/// Users the allowed modes cycle through, and the denied ones.
-const ALLOWED_USERS: u64 = 10_000;
-const DENIED_USERS: u64 = 16;
+use crate::workload::{RULES, request};
 
 /// One server of the run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,35 +137,14 @@ impl Mode {
 
     /// The `n`th request of the run.
     pub(crate) fn request(self, n: u64) -> RateLimitRequest {
-        let (domain, descriptors, users) = match self {
+        match self {
             Mode::Service {
                 descriptors,
-                denied: true,
+                denied,
                 ..
-            } => ("denied", descriptors, DENIED_USERS),
-            Mode::Service { descriptors, .. } => ("allowed", descriptors, ALLOWED_USERS),
-            Mode::Bare { descriptors } => ("allowed", descriptors, ALLOWED_USERS),
-            Mode::Evalsha => ("allowed", 1, ALLOWED_USERS),
-        };
-        let user = n % users;
-        let entries = [
-            ("user", format!("user-{user}")),
-            ("route", format!("/route/{}", user % 10)),
-            ("tenant", format!("tenant-{}", user % 100)),
-        ];
-        RateLimitRequest {
-            domain: domain.to_owned(),
-            descriptors: entries[..descriptors]
-                .iter()
-                .map(|(key, value)| RateLimitDescriptor {
-                    entries: vec![Entry {
-                        key: (*key).to_owned(),
-                        value: value.clone(),
-                    }],
-                    ..RateLimitDescriptor::default()
-                })
-                .collect(),
-            hits_addend: 0,
+            } => request(denied, descriptors, n),
+            Mode::Bare { descriptors } => request(false, descriptors, n),
+            Mode::Evalsha => request(false, 1, n),
         }
     }
 }

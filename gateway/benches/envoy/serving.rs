@@ -4,14 +4,9 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 
-use ratelimit_gateway::config::EnvoySettings;
-use ratelimit_gateway::envoy::RateLimitService;
 use ratelimit_gateway::runtime::{self, Address, Connections, Listener, ShutdownTrigger};
 use testkit::{BoxError, TempDir};
 use tower::Service;
-use tower_redis_ratelimit::HeaderFamilies;
-use tower_redis_ratelimit::admission::FailureMode;
-use tower_redis_ratelimit::config::{Format, LimitsConfig};
 
 /// A server listening on `addr` until dropped.
 pub(crate) struct Served {
@@ -63,19 +58,9 @@ impl Served {
     }
 
     /// Serves Envoy's rate limit service over `rules` (file name, YAML), its stores the TOML
-    /// `stores` (none: in process), failing closed with a deadline of a second.
+    /// `stores` (none: in process), as [`crate::service::load`] loads it.
     pub(crate) async fn rules(rules: &[(&str, &str)], stores: &str) -> Result<Served, BoxError> {
-        let dir = TempDir::new("envoy-bench")?;
-        for (name, yaml) in rules {
-            std::fs::write(dir.path().join(name), yaml)?;
-        }
-        let limits = LimitsConfig::parse(stores, Format::Toml)?.build()?;
-        let settings = EnvoySettings {
-            failure_mode: FailureMode::Closed,
-            deadline: std::time::Duration::from_secs(1),
-            headers: HeaderFamilies::DEFAULT,
-        };
-        let service = RateLimitService::load(dir.path(), settings, &limits)?;
+        let (service, dir) = crate::service::load(rules, stores)?;
         let served = Served::start(service.grpc()).await?;
         Ok(Served {
             _rules: Some(dir),

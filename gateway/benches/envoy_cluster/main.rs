@@ -28,6 +28,8 @@
 mod generator;
 #[path = "../envoy/run.rs"]
 mod run;
+#[path = "../envoy/service.rs"]
+mod service;
 #[path = "../envoy/serving.rs"]
 mod serving;
 
