@@ -28,6 +28,7 @@ use tower_redis_ratelimit::respond::PolicyHeaders;
 use tower_redis_ratelimit::store::StoreError;
 use tower_redis_ratelimit::{Decision, Store};
 
+use super::group_headers::GroupHeaders;
 use super::limit::Reported;
 use super::matching::Found;
 use super::metrics::{Hit, near, record};
@@ -51,6 +52,7 @@ pub(super) struct Step {
 /// What the store's answers have made of a request so far.
 pub(super) struct Answered<'a> {
     found: &'a [Option<Found>],
+    groups: &'a GroupHeaders,
     /// Each descriptor's status.
     pub(super) statuses: Vec<DescriptorStatus>,
     /// Whether an enforced limit refused the request.
@@ -109,11 +111,13 @@ impl<'a> Answered<'a> {
     /// the request without the store.
     pub(super) fn new(
         found: &'a [Option<Found>],
+        groups: &'a GroupHeaders,
         statuses: Vec<DescriptorStatus>,
         refused: bool,
     ) -> Self {
         Self {
             found,
+            groups,
             statuses,
             refused,
             shown: None,
@@ -162,7 +166,7 @@ impl<'a> Answered<'a> {
                 && (!decision.is_allowed() || decision.remaining() < before.remaining())
         });
         self.refused |= !decision.is_allowed();
-        if more_restrictive && let Some(headers) = headers_of(group, self.found) {
+        if more_restrictive && let Some(headers) = self.groups.of(group, self.found) {
             self.shown = Some((headers, decision));
         }
         Ok(self)
@@ -228,28 +232,4 @@ fn record_hit(
         }
     };
     record(&found.labels(), hit, u64::from(cost));
-}
-
-/// The headers of a group's decisions: its rules under the names the client sees (each
-/// limit's [`shown`](super::limit::Limit) name, made unique with the descriptor's position), made
-/// once per limit for a group of one. `None` would be a bug (names made plain, quotas checked
-/// when the file loaded), answered without headers.
-fn headers_of(group: &[Counted], found: &[Option<Found>]) -> Option<PolicyHeaders> {
-    let limit = |counted: &Counted| found[counted.index].as_ref().map(|found| &found.limit);
-    if let [one] = group {
-        return limit(one)?.headers().cloned();
-    }
-    let mut names: Vec<String> = Vec::with_capacity(group.len());
-    for counted in group {
-        let mut name = limit(counted)?.shown.clone();
-        if name.is_empty() || names.contains(&name) {
-            name = format!("{name}.{}", counted.index);
-        }
-        names.push(name);
-    }
-    let rules = group
-        .iter()
-        .zip(names)
-        .map(|(counted, name)| Rule::new(name, counted.rule.algorithm(), counted.rule.quota()));
-    Policy::new(rules).ok().map(PolicyHeaders::new)
 }

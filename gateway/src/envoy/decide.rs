@@ -168,7 +168,7 @@ pub(super) async fn decide(
             })
         })
         .collect();
-    let answered = Answered::new(&found, statuses, refused);
+    let answered = Answered::new(&found, &loaded.group_headers, statuses, refused);
     let placement = domain.placement;
     let decided = decide_steps(
         store,

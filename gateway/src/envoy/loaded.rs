@@ -9,6 +9,7 @@ use tower_redis_ratelimit::Store;
 use tower_redis_ratelimit::config::Limits;
 
 use super::file;
+use super::group_headers::GroupHeaders;
 use super::tree::Domains;
 use super::unknown::UnknownDomains;
 use crate::config::EnvoyFilesError;
@@ -19,6 +20,8 @@ pub(super) struct Loaded {
     stores: HashMap<String, Arc<dyn Store>>,
     /// The domains asked about that the files do not have, for the warning.
     pub(super) unknown: UnknownDomains,
+    /// The headers of the groups of limits decided together so far.
+    pub(super) group_headers: GroupHeaders,
 }
 
 impl Loaded {
@@ -48,5 +51,6 @@ pub(super) fn load(files: &Path, limits: &Limits) -> Result<Loaded, EnvoyFilesEr
         domains,
         stores,
         unknown: UnknownDomains::default(),
+        group_headers: GroupHeaders::default(),
     })
 }

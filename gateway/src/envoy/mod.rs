@@ -13,7 +13,8 @@
 //! - [`matching`]: which limit a descriptor gets (most specific first, wildcards, `replaces`).
 //! - `budget`: the caller's `grpc-timeout`, and the store deadline it leaves.
 //! - `decide`: one request decided in the domain's store; `calls`: its store calls, as the
-//!   domain's placement says; `status`: the answer Envoy gets.
+//!   domain's placement says; `status`: the answer Envoy gets; `group_headers`: the headers of
+//!   limits decided together, made once per group.
 //! - `reset`: a descriptor's counter reset, named as `decide` names it.
 //! - [`metrics`]: the reference's per-descriptor counters; `unknown`: the warning of a domain
 //!   the files do not have.
@@ -25,6 +26,7 @@ mod budget;
 mod calls;
 mod decide;
 pub mod file;
+mod group_headers;
 pub mod limit;
 mod loaded;
 pub mod matching;
