@@ -31,7 +31,7 @@ use tower_redis_ratelimit::{Decision, Store};
 use super::group_headers::GroupHeaders;
 use super::limit::Reported;
 use super::matching::Found;
-use super::metrics::{Hit, near, record};
+use super::metrics::{Hit, near};
 use super::placement::Placement;
 use super::status::fill;
 
@@ -231,5 +231,5 @@ fn record_hit(
             near: near(own.used(), u64::from(capacity)),
         }
     };
-    record(&found.labels(), hit, u64::from(cost));
+    found.record(hit, u64::from(cost));
 }

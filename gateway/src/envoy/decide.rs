@@ -20,7 +20,7 @@ use super::calls::{Answered, Counted, Step, decide_steps};
 use super::limit::{LimitKind, unit_period};
 use super::loaded::Loaded;
 use super::matching::{Found, apply_replaces};
-use super::metrics::{Hit, record};
+use super::metrics::Hit;
 use super::status::{current_limit, failed, header_values, proto, response};
 use crate::config::EnvoySettings;
 
@@ -127,7 +127,7 @@ pub(super) async fn decide(
                 let hit = Hit::Over {
                     shadow: found.limit.shadow,
                 };
-                record(&found.labels(), hit, u64::from(cost(index)));
+                found.record(hit, u64::from(cost(index)));
             }
             LimitKind::Counted {
                 algorithm,

@@ -30,8 +30,8 @@ pub struct Limit {
     /// Where its metrics go when not detailed: the domain, then each level's `key` or
     /// `key_value` as written in the file.
     pub metric_key: Vec<String>,
-    /// The metrics' labels of [`metric_key`](Self::metric_key), made once.
-    pub(super) labels: Vec<metrics::Label>,
+    /// The metrics of [`metric_key`](Self::metric_key), their keys made once.
+    pub(super) metrics: super::metrics::Series,
     /// Its rule's name in the client's headers: its `name`, else its descriptor's keys (never a
     /// value: values are the requests', often who sent them), in the characters a rule's name
     /// may have.
@@ -63,7 +63,7 @@ impl Limit {
             .take(56)
             .collect();
         Self {
-            labels: super::metrics::labels(&metric_key),
+            metrics: super::metrics::Series::new(&super::metrics::labels(&metric_key)),
             name,
             replaces,
             kind,

@@ -131,11 +131,12 @@ impl<'a> Step<'a> {
 }
 
 impl Found {
-    /// The labels of its metrics: its limit's, unless the request's values are in them.
-    pub(super) fn labels(&self) -> std::borrow::Cow<'_, [metrics::Label]> {
+    /// Counts `hits` of this descriptor in its metrics: its limit's, unless the request's
+    /// values are in them.
+    pub(super) fn record(&self, hit: super::metrics::Hit, hits: u64) {
         match &self.metric_key {
-            Some(key) => std::borrow::Cow::Owned(super::metrics::labels(key)),
-            None => std::borrow::Cow::Borrowed(&self.limit.labels),
+            Some(key) => super::metrics::record(&super::metrics::labels(key), hit, hits),
+            None => self.limit.metrics.record(hit, hits),
         }
     }
 

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use metrics::{Label, SharedString};
+use metrics::{Key, Label, Level, Metadata, SharedString};
 
 /// What one descriptor's limit said about one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,22 +100,58 @@ fn ipv4_end(bytes: &[u8], mut at: usize) -> Option<usize> {
     (run > 0).then_some(at + run)
 }
 
+/// The reference's counters, in the order [`counted`] names them.
+const COUNTERS: [&str; 5] = [
+    "ratelimit_service_rate_limit_total_hits",
+    "ratelimit_service_rate_limit_within_limit",
+    "ratelimit_service_rate_limit_near_limit",
+    "ratelimit_service_rate_limit_over_limit",
+    "ratelimit_service_rate_limit_shadow_mode",
+];
+
+/// The counters (by their place in [`COUNTERS`]) that a hit counts in.
+fn counted(hit: Hit) -> impl Iterator<Item = usize> {
+    let (second, third) = match hit {
+        Hit::Within { near } => (1, near.then_some(2)),
+        Hit::Over { shadow } => (3, shadow.then_some(4)),
+    };
+    [Some(0), Some(second), third].into_iter().flatten()
+}
+
 /// Counts `hits` of one descriptor under `labels` (see [`labels`]).
 pub fn record(labels: &[Label], hit: Hit, hits: u64) {
-    let count = |name: &'static str| metrics::counter!(name, labels.to_vec()).increment(hits);
-    count("ratelimit_service_rate_limit_total_hits");
-    match hit {
-        Hit::Within { near } => {
-            count("ratelimit_service_rate_limit_within_limit");
-            if near {
-                count("ratelimit_service_rate_limit_near_limit");
-            }
+    for counter in counted(hit) {
+        metrics::counter!(COUNTERS[counter], labels.to_vec()).increment(hits);
+    }
+}
+
+/// The counters of one series of labels (a limit's own), their keys made once: counting a hit
+/// then neither copies the labels nor hashes them again, which [`record`] does for every
+/// counter of every descriptor.
+#[derive(Debug)]
+pub struct Series {
+    keys: [Key; 5],
+}
+
+/// What `metrics::counter!` says of a counter registered here.
+static METADATA: Metadata<'static> =
+    Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
+
+impl Series {
+    /// The counters of `labels` (see [`labels`]).
+    pub fn new(labels: &[Label]) -> Self {
+        Self {
+            keys: COUNTERS.map(|name| Key::from_parts(name, labels.to_vec())),
         }
-        Hit::Over { shadow } => {
-            count("ratelimit_service_rate_limit_over_limit");
-            if shadow {
-                count("ratelimit_service_rate_limit_shadow_mode");
-            }
+    }
+
+    /// Counts `hits` of one descriptor, as [`record`] counts them under the same labels, in
+    /// the recorder installed now.
+    pub fn record(&self, hit: Hit, hits: u64) {
+        for counter in counted(hit) {
+            let key = &self.keys[counter];
+            metrics::with_recorder(|recorder| recorder.register_counter(key, &METADATA))
+                .increment(hits);
         }
     }
 }
