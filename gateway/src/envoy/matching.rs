@@ -38,12 +38,16 @@ impl Domain {
         let mut steps = Vec::with_capacity(entries.len());
         let mut found = None;
         for (index, entry) in entries.iter().enumerate() {
-            let final_key = format!("{}_{}", entry.key, entry.value);
-            let by_value = node.children.get(&final_key);
+            // No child can be named by the `key_value` (its name has no `_`) nor match it: the
+            // key alone is looked up, as it would be after both failed.
+            let final_key = (node.by_key_value || !node.wildcards.is_empty())
+                .then(|| format!("{}_{}", entry.key, entry.value));
+            let by_value = final_key.as_ref().and_then(|key| node.children.get(key));
             let wildcard = by_value.is_none().then(|| {
+                let final_key = final_key.as_deref()?;
                 node.wildcards
                     .iter()
-                    .find(|(_, parts)| wildcard_match(parts, &final_key))
+                    .find(|(_, parts)| wildcard_match(parts, final_key))
                     .and_then(|(pattern, _)| Some((pattern, node.children.get(pattern)?)))
             });
             let (next, matched) = match (by_value, wildcard.flatten()) {

@@ -36,6 +36,10 @@ pub(super) struct Node {
     pub(super) children: HashMap<String, Node>,
     /// `key_value` patterns with a `*`, split on it.
     pub(super) wildcards: Vec<(String, Vec<String>)>,
+    /// Whether a descriptor's `key_value` may name a child: some child's name has a `_` (every
+    /// `key_value`, and a key that has one). Most levels are keys alone, whose lookup then
+    /// skips making the `key_value` of every request's entry.
+    pub(super) by_key_value: bool,
     pub(super) limit: Option<Arc<Limit>>,
     pub(super) value_to_metric: bool,
     pub(super) share_threshold: bool,
@@ -145,6 +149,7 @@ impl Node {
                     ),
                 ));
             }
+            self.by_key_value |= final_key.contains('_');
             if wildcard {
                 let parts = final_key.split('*').map(str::to_owned).collect();
                 self.wildcards.push((final_key.clone(), parts));
