@@ -11,7 +11,7 @@ pub(crate) fn lower(bytes: &[u8]) -> String {
 }
 
 /// Appends `bytes` to `text` as [`lower`] writes them. A digit from a table, not `write!`'s
-/// formatting machinery per byte: a request's counters are named with it (about 250
+/// formatting machinery per byte: a request's counters are named with it (nearly 300
 /// instructions a byte through `{:02x}`, a few here).
 pub(crate) fn push_lower(text: &mut String, bytes: &[u8]) {
     text.reserve(2 * bytes.len());
