@@ -232,6 +232,7 @@ impl RateLimitLayerBuilder {
             store,
             plans,
             metrics,
+            tells_admitted: common.headers != HeaderFamilies::NONE,
             cost,
             shadow: Shadow::new(shadow.unwrap_or_default(), shadow_headers),
             partitioner: partition_secret.map(|secret| Partitioner::new(&secret)),

@@ -32,6 +32,11 @@ pub struct RateLimiter {
     pub(super) shadow: Shadow,
     /// The keys of the decisions' metrics, per plan and rule.
     pub(super) metrics: RateMetrics,
+    /// Whether an admitted request's response tells its decision: not when the layer writes no
+    /// header family (`HeaderFamilies::NONE`), since every header of an admission belongs to a
+    /// family (only a refusal's `Retry-After` does not). Its report, the time of the decision
+    /// read and the policy shared, is then not made.
+    pub(super) tells_admitted: bool,
 }
 
 impl Admit for RateLimiter {
@@ -73,8 +78,9 @@ impl Admit for RateLimiter {
         if self.shadow.is_on() {
             return self.shadowed(decision, plan, extensions);
         }
-        let report = Report::decided(decision.clone(), policy, partition);
+        let report = || Report::decided(decision.clone(), policy, partition);
         if decision.is_allowed() {
+            let report = self.tells_admitted.then(report);
             self.metrics.decision(plan, rule, Counted::Allowed);
             if decision.remaining().saturating_mul(5) <= decision.limit() {
                 self.metrics.near_limit(plan, rule);
@@ -85,8 +91,9 @@ impl Admit for RateLimiter {
                 super::Waited::add(extensions, delay);
             }
             extensions.insert(decision);
-            return Verdict::pass_after(delay, Some(report), None);
+            return Verdict::pass_after(delay, report, None);
         }
+        let report = report();
         let outcome = match decision.outcome() {
             Outcome::Never => Counted::Never,
             _ => Counted::Denied,
