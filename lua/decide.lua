@@ -30,24 +30,24 @@
 --           nothing: a rule that admitted it replies its remaining, used and full_after as they
 --           stand, without the request's cost.
 local now = call_time(ARGV[1])
-local k = tonumber(ARGV[2])
-MIN_TTL_MS = tonumber(ARGV[3])
+local k = arg_number(ARGV[2])
+MIN_TTL_MS = arg_number(ARGV[3])
 
 local rules = #KEYS / k
 local algorithms, params = {}, {}
 for i = 1, rules do
   local base = 4 + k + 5 * (i - 1)
-  algorithms[i] = ALGORITHMS[tonumber(ARGV[base])]
+  algorithms[i] = ALGORITHMS[arg_number(ARGV[base])]
   if algorithms[i] == nil then
     return redis.error_reply('unknown rate-limit algorithm ' .. tostring(ARGV[base]))
   end
-  params[i] = { tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3]),
-    tonumber(ARGV[base + 4]) }
+  params[i] = { arg_number(ARGV[base + 1]), arg_number(ARGV[base + 2]),
+    arg_number(ARGV[base + 3]), arg_number(ARGV[base + 4]) }
 end
 
 local reply, writes, verdicts = {}, {}, {}
 for request = 1, k do
-  local cost = tonumber(ARGV[3 + request])
+  local cost = arg_number(ARGV[3 + request])
   local first = rules * (request - 1)
   local admitted = true
   for i = 1, rules do

@@ -16,9 +16,9 @@
 LEVELS[2] = function(key, now, limit, capacity)
   local stored = redis.call('GET', key)
   if stored then
-    local sep = string.find(stored, ':', 1, true)
-    local since = sep and tonumber(string.sub(stored, 1, sep - 1))
-    local previous = sep and tonumber(string.sub(stored, sep + 1))
+    -- Split at the first ':', in one call.
+    local since, previous = string.match(stored, '^([^:]*):(.*)$')
+    since, previous = tonumber(since), tonumber(previous)
     if since and previous then
       return bucket_at(previous, since, now, limit, capacity)
     end
@@ -33,7 +33,7 @@ ALGORITHMS[2] = function(key, now, cost, limit, period, burst, horizon)
   local write = nil
   if new_level then
     write = function()
-      redis.call('SET', key, num(at) .. ':' .. num(new_level), 'PX', ttl_ms(full_after))
+      redis.call('SET', key, string.format('%d:%d', at, new_level), 'PX', ttl_ms(full_after))
     end
   end
   return verdict, remaining, used, full_after, retry_after, write, delay

@@ -184,7 +184,7 @@ impl RedisStoreBuilder {
     /// Redis together, as one call that decides each of them in turn, whatever their keys
     /// (default on). Exact: Redis decides them one after another in the order they arrived, as if
     /// each had been sent alone after the one before it; a busy process then costs Redis one call
-    /// per batch (up to 64 requests) instead of one per request, a hot key one round trip per
+    /// per batch (up to 128 requests) instead of one per request, a hot key one round trip per
     /// batch, and a request of a policy with no call in flight is sent at once, as without it.
     /// On a Redis Cluster a batch holds the requests of one hash slot (one client's, mostly).
     pub fn batch(mut self, batch: bool) -> Self {

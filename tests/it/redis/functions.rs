@@ -222,3 +222,37 @@ async fn a_cluster_failover_needs_no_reload() {
         "no load since the failover"
     );
 }
+
+/// The library remembers the numbers its calls' arguments spell (`arg_number` in
+/// `lua/common.lua`), up to 1,024 distinct ones, then starts again: a store that has sent many
+/// more (here 3,000 rules of distinct limits, each with its own integers) still decides every
+/// request exactly, before, across and after each new start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_numbers_it_remembers_the_library_still_decides_exactly() {
+    let server = RedisServer::start();
+    let store = RedisStore::open(&server.url()).unwrap();
+    let tight = Policy::try_from(Rule::fixed_window("tight", Quota::per_hour(2))).unwrap();
+    for round in 0..3u32 {
+        for limit in 0..1_000u32 {
+            let limit = 10_000 + round * 1_000 + limit;
+            let policy = Policy::try_from(Rule::fixed_window(
+                format!("r{limit}"),
+                Quota::per_hour(limit),
+            ))
+            .unwrap();
+            let decision = store
+                .check(&Key::from(format!("k{limit}")), &policy, 1)
+                .await
+                .unwrap();
+            assert!(decision.is_allowed());
+            assert_eq!(decision.remaining(), u64::from(limit - 1), "limit {limit}");
+        }
+        // Two of the tight rule's per hour are admitted, on a key of its own each round.
+        let key = Key::from(format!("tight-{round}"));
+        for admitted in [true, true, false] {
+            let decision = store.check(&key, &tight, 1).await.unwrap();
+            assert_eq!(decision.is_allowed(), admitted, "round {round}");
+        }
+    }
+    assert!(ran(&server, "fcall") >= 3_009);
+}

@@ -324,3 +324,18 @@ fn wait<A: Answer>(receiver: oneshot::Receiver<Result<Verdicts, StoreError>>) ->
         answer.map(A::replied)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::MAX_BATCH;
+
+    /// The builder's docs and the README tell users how many requests one call holds; they
+    /// once said 64 after the batch had grown to 128.
+    #[test]
+    fn the_docs_tell_the_batch_size() {
+        let builder = include_str!("../builder.rs");
+        assert!(builder.contains(&format!("per batch (up to {MAX_BATCH} requests)")));
+        let readme = include_str!("../../../../README.md");
+        assert!(readme.contains(&format!("one call per batch (up to {MAX_BATCH})")));
+    }
+}
