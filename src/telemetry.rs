@@ -22,67 +22,148 @@
 /// background), which count their errors themselves.
 pub(crate) const RATE_LIMITING: &str = "rate limiting";
 
+/// The `outcome` label of a rate-limit decision.
+#[derive(Clone, Copy)]
+pub(crate) enum Counted {
+    Allowed,
+    Denied,
+    Never,
+    ShadowAllowed,
+    ShadowDenied,
+    ShadowNever,
+}
+
+#[cfg(feature = "metrics")]
+impl Counted {
+    const ALL: [Counted; 6] = [
+        Counted::Allowed,
+        Counted::Denied,
+        Counted::Never,
+        Counted::ShadowAllowed,
+        Counted::ShadowDenied,
+        Counted::ShadowNever,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Counted::Allowed => "allowed",
+            Counted::Denied => "denied",
+            Counted::Never => "never",
+            Counted::ShadowAllowed => "shadow_allowed",
+            Counted::ShadowDenied => "shadow_denied",
+            Counted::ShadowNever => "shadow_never",
+        }
+    }
+}
+
 #[cfg(feature = "metrics")]
 mod enabled {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use metrics::SharedString;
+    use metrics::{Key, Label, Level, Metadata, SharedString};
 
+    use super::Counted;
     use crate::policy::Rule;
 
     /// The `plan` label: the plan's shared name, or empty for a layer's default policy.
-    fn plan_label(plan: Option<&Arc<str>>) -> SharedString {
-        plan.map_or(SharedString::const_str(""), |plan| {
-            SharedString::from(Arc::clone(plan))
-        })
+    /// Where the rate-limit metrics say they come from: what `metrics::counter!` written in this
+    /// module would give them.
+    static METADATA: Metadata<'static> =
+        Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
+
+    /// The keys of a rate limit's decision metrics, one set per plan and rule, built with the
+    /// layer: a key built per request (its labels a `Vec`, its hash computed) took an allocation
+    /// and about a twentieth of a request through the layer. They are registered with the
+    /// recorder of the moment on every use, as `metrics::counter!` does, so a recorder installed
+    /// after the layer was built (or local to a thread) still sees every decision.
+    pub(crate) struct RateMetrics {
+        /// Per plan (the default policy first), per rule of its policy, then one for a rule
+        /// index the policy does not have (a custom store's), labelled with no rule.
+        plans: Box<[Box<[RuleKeys]>]>,
     }
 
-    /// The `rule` label: the rule's shared name (a reference count, not an allocation per
-    /// request, which the metrics facade would pay even with no recorder installed), or empty
-    /// when a custom store reports a rule the policy lacks.
-    fn rule_label(rule: Option<&Rule>) -> SharedString {
-        rule.map_or(SharedString::const_str(""), |rule| {
-            SharedString::from(Arc::clone(rule.shared_name()))
-        })
+    /// The metric keys of one rule of one plan.
+    struct RuleKeys {
+        /// `ratelimit_decisions_total`, by [`Counted`] outcome.
+        decisions: [Key; Counted::ALL.len()],
+        near_limit: Key,
+        delay: Key,
     }
 
-    /// A rate-limit decision on `rule` of `plan`'s policy.
-    #[inline]
-    pub(crate) fn decision(plan: Option<&Arc<str>>, rule: Option<&Rule>, outcome: &'static str) {
-        metrics::counter!(
-            "ratelimit_decisions_total",
-            "plan" => plan_label(plan),
-            "rule" => rule_label(rule),
-            "outcome" => outcome
-        )
-        .increment(1);
+    impl RuleKeys {
+        fn new(plan: &SharedString, rule: &SharedString) -> Self {
+            let labels = |outcome: Option<&'static str>| {
+                let mut labels = vec![
+                    Label::new("plan", plan.clone()),
+                    Label::new("rule", rule.clone()),
+                ];
+                labels.extend(outcome.map(|outcome| Label::new("outcome", outcome)));
+                labels
+            };
+            Self {
+                decisions: Counted::ALL.map(|outcome| {
+                    Key::from_parts("ratelimit_decisions_total", labels(Some(outcome.label())))
+                }),
+                near_limit: Key::from_parts("ratelimit_near_limit_total", labels(None)),
+                delay: Key::from_parts("ratelimit_delay_seconds", labels(None)),
+            }
+        }
     }
 
-    /// An admitted request that left at most a fifth of the capacity of `rule` of `plan`'s policy.
-    #[inline]
-    pub(crate) fn near_limit(plan: Option<&Arc<str>>, rule: Option<&Rule>) {
-        metrics::counter!(
-            "ratelimit_near_limit_total",
-            "plan" => plan_label(plan),
-            "rule" => rule_label(rule)
-        )
-        .increment(1);
+    impl RateMetrics {
+        /// The keys of each plan's rules: `plans` yields, per plan index, the plan's name (none
+        /// for the default policy) and its policy's rules.
+        pub(crate) fn new<'a>(
+            plans: impl Iterator<Item = (Option<&'a Arc<str>>, &'a [Rule])>,
+        ) -> Self {
+            let plans = plans
+                .map(|(plan, rules)| {
+                    let plan = plan.map_or(SharedString::const_str(""), |plan| {
+                        SharedString::from(Arc::clone(plan))
+                    });
+                    let named = rules
+                        .iter()
+                        .map(|rule| SharedString::from(Arc::clone(rule.shared_name())));
+                    named
+                        .chain([SharedString::const_str("")])
+                        .map(|rule| RuleKeys::new(&plan, &rule))
+                        .collect()
+                })
+                .collect();
+            Self { plans }
+        }
+
+        /// The keys of the rule at `rule` of the plan at `plan`; those without a rule when its
+        /// policy has no such rule.
+        #[inline]
+        fn keys(&self, plan: usize, rule: usize) -> &RuleKeys {
+            let rules = &self.plans[plan];
+            rules.get(rule).unwrap_or(&rules[rules.len() - 1])
+        }
+
+        #[inline]
+        pub(crate) fn decision(&self, plan: usize, rule: usize, outcome: Counted) {
+            let key = &self.keys(plan, rule).decisions[outcome as usize];
+            metrics::with_recorder(|recorder| recorder.register_counter(key, &METADATA))
+                .increment(1);
+        }
+
+        #[inline]
+        pub(crate) fn near_limit(&self, plan: usize, rule: usize) {
+            let key = &self.keys(plan, rule).near_limit;
+            metrics::with_recorder(|recorder| recorder.register_counter(key, &METADATA))
+                .increment(1);
+        }
+
+        #[inline]
+        pub(crate) fn delay(&self, plan: usize, rule: usize, delay: Duration) {
+            let key = &self.keys(plan, rule).delay;
+            metrics::with_recorder(|recorder| recorder.register_histogram(key, &METADATA))
+                .record(delay.as_secs_f64());
+        }
     }
 
-    /// An admitted request that waits `delay` before it is served, queued by `rule` of `plan`'s
-    /// policy.
-    #[inline]
-    pub(crate) fn delay(plan: Option<&Arc<str>>, rule: Option<&Rule>, delay: Duration) {
-        metrics::histogram!(
-            "ratelimit_delay_seconds",
-            "plan" => plan_label(plan),
-            "rule" => rule_label(rule)
-        )
-        .record(delay.as_secs_f64());
-    }
-
-    /// A request whose plan is none of its layer's.
     #[inline]
     pub(crate) fn unknown_plan() {
         metrics::counter!("ratelimit_unknown_plan_total").increment(1);
@@ -158,14 +239,23 @@ mod enabled {
     use std::sync::Arc;
     use std::time::Duration;
 
+    use super::Counted;
     use crate::policy::Rule;
 
-    #[inline(always)]
-    pub(crate) fn decision(_: Option<&Arc<str>>, _: Option<&Rule>, _: &'static str) {}
-    #[inline(always)]
-    pub(crate) fn near_limit(_: Option<&Arc<str>>, _: Option<&Rule>) {}
-    #[inline(always)]
-    pub(crate) fn delay(_: Option<&Arc<str>>, _: Option<&Rule>, _: Duration) {}
+    /// Nothing to count without the `metrics` feature.
+    pub(crate) struct RateMetrics;
+
+    impl RateMetrics {
+        pub(crate) fn new<'a>(_: impl Iterator<Item = (Option<&'a Arc<str>>, &'a [Rule])>) -> Self {
+            RateMetrics
+        }
+        #[inline(always)]
+        pub(crate) fn decision(&self, _: usize, _: usize, _: Counted) {}
+        #[inline(always)]
+        pub(crate) fn near_limit(&self, _: usize, _: usize) {}
+        #[inline(always)]
+        pub(crate) fn delay(&self, _: usize, _: usize, _: Duration) {}
+    }
 
     pub(crate) fn unknown_plan() {}
     #[inline(always)]

@@ -65,13 +65,14 @@ pub(crate) enum Keyed {
     Refused(Response<Bytes>),
 }
 
-/// What to do with a request once its check is decided.
-pub(crate) enum Next<B, H> {
+/// What to do with a request once its check is decided. The request itself stays with the
+/// caller: carrying it here moved its 200-odd bytes in and out once more per request.
+pub(crate) enum Next<H> {
     /// Call the service, then stamp its response; the body holds `held` until it is finished.
-    Pass(Request<B>, Option<Stamp>, Option<H>),
+    Pass(Option<Stamp>, Option<H>),
     /// Wait this long first (a rate limit queued the request), then as `Pass`.
-    Wait(Duration, Request<B>, Option<Stamp>, Option<H>),
-    /// Answer with this response (already stamped).
+    Wait(Duration, Option<Stamp>, Option<H>),
+    /// Answer with this response (already stamped) instead.
     Reject(Response<Bytes>),
 }
 
@@ -120,14 +121,14 @@ impl<A: Admit> Core<A> {
         }
     }
 
-    /// Turns the store's answer into the next step.
+    /// Turns the store's answer about `request` into the next step.
     #[inline]
     pub(crate) fn settle<B>(
         &self,
         result: Result<A::Answer, StoreError>,
         pending: A::Pending,
-        mut request: Request<B>,
-    ) -> Next<B, A::Held> {
+        request: &mut Request<B>,
+    ) -> Next<A::Held> {
         match result {
             Ok(answer) => {
                 let verdict = self.admit.decide(answer, pending, request.extensions_mut());
@@ -144,13 +145,13 @@ impl<A: Admit> Core<A> {
                     // Whatever the failure mode: a limit in shadow mode refuses nothing, and a
                     // `Skipped` would tell of a limit the client is not under.
                     self.warn(&err, false);
-                    return Next::Pass(request, None, None);
+                    return Next::Pass(None, None);
                 }
                 match refusal {
                     None => {
                         self.warn(&err, false);
                         let report = Report::undecided(Undecided::Skipped, policy);
-                        Next::Pass(request, Some(self.stamp(report)), None)
+                        Next::Pass(Some(self.stamp(report)), None)
                     }
                     Some(unavailable) => {
                         self.warn(&err, true);
@@ -166,7 +167,7 @@ impl<A: Admit> Core<A> {
 
     /// Carries out a verdict on `request`.
     #[inline]
-    pub(crate) fn follow<B>(&self, verdict: Verdict<A>, request: Request<B>) -> Next<B, A::Held> {
+    pub(crate) fn follow<B>(&self, verdict: Verdict<A>, request: &Request<B>) -> Next<A::Held> {
         if tracing::level_enabled!(tracing::Level::DEBUG) {
             let admitted = matches!(verdict.ruling, Ruling::Pass(_));
             tracing::debug!(admitted, "decided");
@@ -177,15 +178,10 @@ impl<A: Admit> Core<A> {
             delay,
         } = verdict;
         match ruling {
-            Ruling::Pass(held) if !delay.is_zero() => Next::Wait(
-                delay,
-                request,
-                report.map(|report| self.stamp(report)),
-                held,
-            ),
-            Ruling::Pass(held) => {
-                Next::Pass(request, report.map(|report| self.stamp(report)), held)
+            Ruling::Pass(held) if !delay.is_zero() => {
+                Next::Wait(delay, report.map(|report| self.stamp(report)), held)
             }
+            Ruling::Pass(held) => Next::Pass(report.map(|report| self.stamp(report)), held),
             Ruling::Refuse(rejection) => {
                 let stamp = report.map(|report| self.stamp(report));
                 Next::Reject(self.responder.refuse(&rejection, stamp, request.headers()))

@@ -104,12 +104,12 @@ where
         Self { state }
     }
 
-    pub(crate) fn next(next: Next<B, A::Held>, inner: &mut S) -> Self
+    pub(crate) fn next(next: Next<A::Held>, request: Request<B>, inner: &mut S) -> Self
     where
         S: Clone,
     {
         Self {
-            state: State::after(next, inner),
+            state: State::after(next, request, inner),
         }
     }
 
@@ -137,14 +137,15 @@ where
     S: Service<Request<B>> + Clone,
     A: Admit,
 {
-    fn after(next: Next<B, A::Held>, inner: &mut S) -> Self {
+    /// The state that carries out `next` on `request`.
+    fn after(next: Next<A::Held>, request: Request<B>, inner: &mut S) -> Self {
         match next {
-            Next::Pass(request, stamp, held) => State::Calling {
+            Next::Pass(stamp, held) => State::Calling {
                 future: inner.call(request),
                 stamp,
                 held,
             },
-            Next::Wait(delay, request, stamp, held) => {
+            Next::Wait(delay, stamp, held) => {
                 // The ready service waits with the request; `inner` keeps a fresh clone, which
                 // is polled ready before its next call.
                 let clone = inner.clone();
@@ -184,14 +185,14 @@ where
                 } => {
                     let entered = span.enter();
                     let result = ready!(answer.poll(cx));
-                    let (Some(pending), Some(mut inner), Some(request)) =
+                    let (Some(pending), Some(mut inner), Some(mut request)) =
                         (pending.take(), inner.take(), request.take())
                     else {
                         unreachable!("the checking state is left as soon as the store answers")
                     };
-                    let next = core.settle(result, pending, request);
+                    let next = core.settle(result, pending, &mut request);
                     drop(entered);
-                    state.set(State::after(next, &mut inner));
+                    state.set(State::after(next, request, &mut inner));
                 }
                 StateProj::Waiting {
                     sleep,

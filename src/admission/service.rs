@@ -93,13 +93,13 @@ where
         let span = core.span();
         let entered = span.enter();
         let (mut answer, pending) = core.admit.check(key, &mut parts);
-        let request = Request::from_parts(parts, body);
+        let mut request = Request::from_parts(parts, body);
         match answer.take_ready() {
             // Answered at once (an in-process store, a shedder): no clone of the service, no timer.
             Some(result) => {
-                let next = core.settle(result, pending, request);
+                let next = core.settle(result, pending, &mut request);
                 drop(entered);
-                ResponseFuture::next(next, &mut self.inner)
+                ResponseFuture::next(next, request, &mut self.inner)
             }
             None => {
                 drop(entered);

@@ -27,9 +27,11 @@ mod forwarded;
 mod function;
 mod global;
 mod header;
+mod inline;
 
 use std::borrow::Cow;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 
 use bytes::Bytes;
 use http::request::Parts;
@@ -41,65 +43,96 @@ pub use extension::{ExtensionKey, UserId};
 pub use function::{FromFn, KeyResult, from_fn};
 pub use global::GlobalKey;
 pub use header::HeaderKey;
+use inline::KeyBytes;
 
 /// The identity a limit is counted against: bytes, usually text (an IP address, an API key).
 ///
 /// Stores bound what they keep: long or binary keys are replaced by a digest before they are
-/// stored, so a key's size never matters.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Key(Bytes);
+/// stored, so a key's size never matters. A short key (up to 38 bytes) is held in place, so
+/// extracting one from a request allocates nothing.
+#[derive(Clone)]
+pub struct Key(KeyBytes);
 
 impl Key {
     /// A key from a static string, without allocating.
     pub const fn from_static(key: &'static str) -> Self {
-        Key(Bytes::from_static(key.as_bytes()))
+        Key(KeyBytes::Shared(Bytes::from_static(key.as_bytes())))
     }
 
     /// The key's bytes.
+    #[inline]
     pub fn as_bytes(&self) -> &[u8] {
-        &self.0
+        self.0.as_bytes()
+    }
+}
+
+// Keys compare, order and hash as their bytes, however they are held.
+impl PartialEq for Key {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for Key {}
+
+impl PartialOrd for Key {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Key {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_bytes().cmp(other.as_bytes())
+    }
+}
+
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_bytes().hash(state);
     }
 }
 
 impl fmt::Debug for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Key({:?})", String::from_utf8_lossy(&self.0))
+        write!(f, "Key({:?})", String::from_utf8_lossy(self.as_bytes()))
     }
 }
 
 impl fmt::Display for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&String::from_utf8_lossy(&self.0))
+        f.write_str(&String::from_utf8_lossy(self.as_bytes()))
     }
 }
 
 impl From<String> for Key {
     fn from(key: String) -> Self {
-        Key(Bytes::from(key))
+        Key(KeyBytes::owned(key.into_bytes()))
     }
 }
 
 impl From<&str> for Key {
     fn from(key: &str) -> Self {
-        Key(Bytes::copy_from_slice(key.as_bytes()))
+        Key(KeyBytes::copy(key.as_bytes()))
     }
 }
 
 impl From<Vec<u8>> for Key {
     fn from(key: Vec<u8>) -> Self {
-        Key(Bytes::from(key))
+        Key(KeyBytes::owned(key))
     }
 }
 
 impl From<&[u8]> for Key {
+    #[inline]
     fn from(key: &[u8]) -> Self {
-        Key(Bytes::copy_from_slice(key))
+        Key(KeyBytes::copy(key))
     }
 }
 
 impl From<Bytes> for Key {
     fn from(key: Bytes) -> Self {
-        Key(key)
+        Key(KeyBytes::Shared(key))
     }
 }
 

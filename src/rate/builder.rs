@@ -13,6 +13,7 @@ use crate::error::ConfigError;
 use crate::policy::{Policy, Rule};
 use crate::respond::{HeaderFamilies, Partitioner, RatePolicy};
 use crate::store::{MemoryStore, Store};
+use crate::telemetry::RateMetrics;
 
 /// Configures a [`RateLimitLayer`]: [its page](RateLimitLayer) lists every setting with its
 /// default. Required: at least one [`rule`](Self::rule) (or a [`policy`](Self::policy)) and a
@@ -215,16 +216,23 @@ impl RateLimitLayerBuilder {
                 deadline: common.deadline,
             });
         }
+        let plans = Plans::new(
+            RatePolicy::new(policy),
+            plans
+                .into_iter()
+                .map(|(name, policy)| (name, RatePolicy::new(policy)))
+                .collect(),
+            choose_plan,
+        );
+        let metrics = RateMetrics::new(plans.policies().enumerate().map(|(index, policy)| {
+            let plan = plans.plan(index).map(Plan::shared_name);
+            (plan, policy.policy.rules())
+        }));
         let limiter = RateLimiter {
             store,
-            plans: Plans::new(
-                RatePolicy::new(policy),
-                plans
-                    .into_iter()
-                    .map(|(name, policy)| (name, RatePolicy::new(policy)))
-                    .collect(),
-                choose_plan,
-            ),
+            plans,
+            metrics,
+            tells_admitted: common.headers != HeaderFamilies::NONE,
             cost,
             shadow: Shadow::new(shadow.unwrap_or_default(), shadow_headers),
             partitioner: partition_secret.map(|secret| Partitioner::new(&secret)),

@@ -7,7 +7,7 @@ use http::request::Parts;
 use http::{Extensions, HeaderValue};
 
 use super::RateLimitRejection;
-use super::plan::{Plan, Plans};
+use super::plan::Plans;
 use super::shadow::Shadow;
 use crate::admission::{Admit, Sealed, Verdict};
 use crate::decision::{Decision, Outcome};
@@ -15,6 +15,7 @@ use crate::key::Key;
 use crate::policy::Rule;
 use crate::respond::{Partition, Partitioner, RatePolicy, Report};
 use crate::store::{Store, StoreError, StoreFuture};
+use crate::telemetry::{Counted, RateMetrics};
 
 pub(crate) type CostFn = dyn Fn(&Parts) -> u32 + Send + Sync;
 
@@ -29,6 +30,13 @@ pub struct RateLimiter {
     pub(super) partitioner: Option<Partitioner>,
     /// Decide and count, but never refuse (see [`ShadowSwitch`](super::ShadowSwitch)).
     pub(super) shadow: Shadow,
+    /// The keys of the decisions' metrics, per plan and rule.
+    pub(super) metrics: RateMetrics,
+    /// Whether an admitted request's response tells its decision: not when the layer writes no
+    /// header family (`HeaderFamilies::NONE`), since every header of an admission belongs to a
+    /// family (only a refusal's `Retry-After` does not). Its report, the time of the decision
+    /// read and the policy shared, is then not made.
+    pub(super) tells_admitted: bool,
 }
 
 impl Admit for RateLimiter {
@@ -66,30 +74,31 @@ impl Admit for RateLimiter {
         extensions: &mut Extensions,
     ) -> Verdict<Self> {
         let policy = self.plans.get(plan);
-        let rule = rule(policy, &decision);
-        let label = self.plans.plan(plan).map(Plan::shared_name);
+        let rule = decision.rule_index();
         if self.shadow.is_on() {
-            return self.shadowed(decision, policy, label, extensions);
+            return self.shadowed(decision, plan, extensions);
         }
-        let report = Report::decided(decision.clone(), policy, partition);
+        let report = || Report::decided(decision.clone(), policy, partition);
         if decision.is_allowed() {
-            crate::telemetry::decision(label, rule, "allowed");
+            let report = self.tells_admitted.then(report);
+            self.metrics.decision(plan, rule, Counted::Allowed);
             if decision.remaining().saturating_mul(5) <= decision.limit() {
-                crate::telemetry::near_limit(label, rule);
+                self.metrics.near_limit(plan, rule);
             }
             let delay = decision.delay();
             if !delay.is_zero() {
-                crate::telemetry::delay(label, rule, delay);
+                self.metrics.delay(plan, rule, delay);
                 super::Waited::add(extensions, delay);
             }
             extensions.insert(decision);
-            return Verdict::pass_after(delay, Some(report), None);
+            return Verdict::pass_after(delay, report, None);
         }
+        let report = report();
         let outcome = match decision.outcome() {
-            Outcome::Never => "never",
-            _ => "denied",
+            Outcome::Never => Counted::Never,
+            _ => Counted::Denied,
         };
-        crate::telemetry::decision(label, rule, outcome);
+        self.metrics.decision(plan, rule, outcome);
         let rejection = RateLimitRejection::Limited {
             decision,
             policy: policy.policy.clone(),
@@ -133,17 +142,17 @@ impl RateLimiter {
     fn shadowed(
         &self,
         decision: Decision,
-        policy: &Arc<RatePolicy>,
-        plan: Option<&Arc<str>>,
+        plan: usize,
         extensions: &mut Extensions,
     ) -> Verdict<Self> {
+        let policy = self.plans.get(plan);
         let rule = rule(policy, &decision);
         let outcome = match decision.outcome() {
-            Outcome::Allowed => "shadow_allowed",
-            Outcome::Denied => "shadow_denied",
-            Outcome::Never => "shadow_never",
+            Outcome::Allowed => Counted::ShadowAllowed,
+            Outcome::Denied => Counted::ShadowDenied,
+            Outcome::Never => Counted::ShadowNever,
         };
-        crate::telemetry::decision(plan, rule, outcome);
+        self.metrics.decision(plan, decision.rule_index(), outcome);
         if !decision.is_allowed() {
             self.shadow
                 .let_through(&decision, rule.map_or("", Rule::name));
