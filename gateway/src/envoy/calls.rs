@@ -23,24 +23,17 @@ use std::time::Duration;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::DescriptorStatus;
 use futures_util::future::join_all;
 use tower_redis_ratelimit::decision::RuleVerdict;
-use tower_redis_ratelimit::policy::{MAX_RULES, Policy, Rule};
+use tower_redis_ratelimit::policy::{MAX_RULES, Policy};
 use tower_redis_ratelimit::respond::PolicyHeaders;
 use tower_redis_ratelimit::store::StoreError;
 use tower_redis_ratelimit::{Decision, Store};
 
+use super::counted::Counted;
 use super::group_headers::GroupHeaders;
-use super::limit::Reported;
 use super::matching::Found;
 use super::metrics::{Hit, near};
 use super::placement::Placement;
 use super::status::fill;
-
-/// A descriptor's limit to count, and what it is reported as.
-pub(super) struct Counted {
-    pub(super) index: usize,
-    pub(super) rule: Rule,
-    pub(super) reported: Reported,
-}
 
 /// A step of a request: descriptors decided together, with one cost.
 pub(super) struct Step {

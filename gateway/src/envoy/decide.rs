@@ -16,7 +16,8 @@ use sha2::{Digest, Sha256};
 use tower_redis_ratelimit::Quota;
 use tower_redis_ratelimit::policy::{Algorithm, Rule};
 
-use super::calls::{Answered, Counted, Step, decide_steps};
+use super::calls::{Answered, Step, decide_steps};
+use super::counted::Counted;
 use super::limit::{LimitKind, unit_period};
 use super::loaded::Loaded;
 use super::matching::{Found, apply_replaces};

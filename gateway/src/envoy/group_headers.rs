@@ -11,7 +11,7 @@ use tower_redis_ratelimit::Quota;
 use tower_redis_ratelimit::policy::{Algorithm, Policy, Rule};
 use tower_redis_ratelimit::respond::PolicyHeaders;
 
-use super::calls::Counted;
+use super::counted::Counted;
 use super::matching::Found;
 
 /// The most groups kept. A domain's files make few (one per set of descriptors Envoy's actions

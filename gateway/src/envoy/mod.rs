@@ -24,6 +24,7 @@
 
 mod budget;
 mod calls;
+mod counted;
 mod decide;
 pub mod file;
 mod group_headers;
